@@ -1,0 +1,35 @@
+# The two commands: `make run` (the whole stack, dev profile) and `make test`.
+# Builds go to a persistent target dir outside the clone so CI reuses them.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/hub-target
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: run test deps build lint fmt clean-test-dbs bench-auth bench-ledger helm-check
+
+run: deps
+	scripts/run.sh
+
+test: deps clean-test-dbs lint
+	cargo test --workspace --all-targets --no-fail-fast
+	scripts/helm-check.sh
+
+deps:
+	scripts/deps.sh
+
+build:
+	cargo build --workspace --all-targets
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+clean-test-dbs:
+	scripts/clean-test-dbs.sh
+
+bench-auth: deps
+	scripts/bench-auth.sh
+
+helm-check:
+	scripts/helm-check.sh

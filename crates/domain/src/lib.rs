@@ -1,0 +1,14 @@
+//! Pure domain types shared by every service.
+//!
+//! Nothing here does I/O. Values are parsed at the edge (`Email::parse`,
+//! `Role::parse`, ...) and, once typed, are valid everywhere.
+
+mod authz;
+mod email;
+mod identity;
+mod money;
+
+pub use authz::{Capability, Role, CAPABILITIES, ROLES};
+pub use email::{Email, EmailError};
+pub use identity::{Credential, CredentialKind, Identity, Membership};
+pub use money::{CountryCode, CountryError, Currency, MinorUnits};

@@ -1,0 +1,135 @@
+//! Money in minor units, currencies and country codes.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Currency {
+    TRY,
+    EUR,
+    USD,
+}
+
+impl Currency {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Currency::TRY => "TRY",
+            Currency::EUR => "EUR",
+            Currency::USD => "USD",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Currency> {
+        match s {
+            "TRY" => Some(Currency::TRY),
+            "EUR" => Some(Currency::EUR),
+            "USD" => Some(Currency::USD),
+            _ => None,
+        }
+    }
+}
+
+/// A signed count of minor currency units (int64), with checked arithmetic only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MinorUnits(pub i64);
+
+impl MinorUnits {
+    pub fn checked_add(self, other: MinorUnits) -> Option<MinorUnits> {
+        self.0.checked_add(other.0).map(MinorUnits)
+    }
+    pub fn is_negative(self) -> bool {
+        self.0 < 0
+    }
+}
+
+/// ISO 3166-1 alpha-2 code, upper case, from the officially assigned list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CountryCode([u8; 2]);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("country must be an ISO 3166-1 alpha-2 code")]
+pub struct CountryError;
+
+/// Officially assigned ISO 3166-1 alpha-2 codes, concatenated.
+const ASSIGNED: &str = "ADAEAFAGAIALAMAOAQARASATAUAWAXAZBABBBDBEBFBGBHBIBJBLBMBNBOBQBRBSBTBVBWBYBZ\
+CACCCDCFCGCHCICKCLCMCNCOCRCUCVCWCXCYCZDEDJDKDMDODZECEEEGEHERESETFIFJFKFMFOFRGAGBGDGEGFGGGHGIGLGM\
+GNGPGQGRGSGTGUGWGYHKHMHNHRHTHUIDIEILIMINIOIQIRISITJEJMJOJPKEKGKHKIKMKNKPKRKWKYKZLALBLCLILKLRLSLT\
+LULVLYMAMCMDMEMFMGMHMKMLMMMNMOMPMQMRMSMTMUMVMWMXMYMZNANCNENFNGNINLNONPNRNUNZOMPAPEPFPGPHPKPLPMPN\
+PRPSPTPWPYQARERORSRURWSASBSCSDSESGSHSISJSKSLSMSNSOSRSSSTSVSXSYSZTCTDTFTGTHTJTKTLTMTNTOTRTTTVTWTZ\
+UAUGUMUSUYUZVAVCVEVGVIVNVUWFWSYEYTZAZMZW";
+
+impl CountryCode {
+    pub fn parse(raw: &str) -> Result<CountryCode, CountryError> {
+        let b = raw.as_bytes();
+        if b.len() != 2 || !b.iter().all(|c| c.is_ascii_uppercase()) {
+            return Err(CountryError);
+        }
+        let assigned = ASSIGNED.as_bytes().chunks_exact(2).any(|pair| pair == b);
+        if !assigned {
+            return Err(CountryError);
+        }
+        Ok(CountryCode([b[0], b[1]]))
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Both bytes are ASCII upper-case letters by construction.
+        std::str::from_utf8(&self.0).unwrap_or("??")
+    }
+}
+
+impl TryFrom<String> for CountryCode {
+    type Error = CountryError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        CountryCode::parse(&s)
+    }
+}
+
+impl From<CountryCode> for String {
+    fn from(c: CountryCode) -> String {
+        c.as_str().to_owned()
+    }
+}
+
+impl fmt::Display for CountryCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn country_codes_are_checked_against_the_assigned_list() {
+        for ok in ["TR", "DE", "FR", "US", "GB", "ZW", "AD"] {
+            assert_eq!(
+                CountryCode::parse(ok).map(|c| c.to_string()),
+                Ok(ok.to_owned())
+            );
+        }
+        for bad in ["tr", "T", "TUR", "XX", "ZZ", "", "1A", "Tr"] {
+            assert!(CountryCode::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn money_arithmetic_is_checked() {
+        assert_eq!(MinorUnits(i64::MAX).checked_add(MinorUnits(1)), None);
+        assert_eq!(
+            MinorUnits(5).checked_add(MinorUnits(-7)),
+            Some(MinorUnits(-2))
+        );
+        assert!(MinorUnits(-1).is_negative());
+    }
+
+    #[test]
+    fn currencies_round_trip() {
+        for c in [Currency::TRY, Currency::EUR, Currency::USD] {
+            assert_eq!(Currency::parse(c.as_str()), Some(c));
+        }
+        assert_eq!(Currency::parse("try"), None);
+    }
+}

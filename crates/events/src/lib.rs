@@ -1,0 +1,142 @@
+//! Event contracts: NATS subjects and versioned payloads.
+//!
+//! Subjects are `core.v1.<aggregate>.<event>` (stream CORE) and
+//! `product.v1.<aggregate>.<event>` (stream PRODUCT). A deployment may put a
+//! prefix in front of every subject and a suffix behind every stream name (tests
+//! use both so that parallel runs never see each other's messages). Each payload
+//! travels inside an [`Envelope`] whose `id` is also the JetStream `Nats-Msg-Id`,
+//! so a re-published outbox row is dropped by the server's de-duplication.
+//! proto-docs/events.md is the catalogue.
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// A payload with a fixed subject (relative to the deployment's prefix).
+pub trait Event: Serialize + DeserializeOwned {
+    const SUBJECT: &'static str;
+}
+
+/// What goes on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub id: Uuid,
+    #[serde(with = "time::serde::rfc3339")]
+    pub occurred_at: OffsetDateTime,
+    pub data: T,
+}
+
+impl<T: Event> Envelope<T> {
+    pub fn new(data: T) -> Self {
+        Envelope {
+            id: Uuid::now_v7(),
+            occurred_at: OffsetDateTime::now_utc(),
+            data,
+        }
+    }
+}
+
+/// The streams and the subjects they capture (relative to the prefix).
+pub const STREAMS: [(&str, &str); 2] = [("CORE", "core.v1.>"), ("PRODUCT", "product.v1.>")];
+
+/// Subject and stream naming for one deployment.
+#[derive(Debug, Clone, Default)]
+pub struct Naming {
+    /// Put in front of every subject, e.g. `t5f3a.`; empty in production.
+    pub subject_prefix: String,
+    /// Appended to every stream and durable consumer name; empty in production.
+    pub stream_suffix: String,
+}
+
+impl Naming {
+    pub fn subject(&self, relative: &str) -> String {
+        format!("{}{}", self.subject_prefix, relative)
+    }
+    pub fn stream(&self, base: &str) -> String {
+        format!("{}{}", base, self.stream_suffix)
+    }
+    pub fn durable(&self, base: &str) -> String {
+        format!("{}{}", base, self.stream_suffix)
+    }
+}
+
+/// A session or API key stopped being valid (logout, revoke, expiry sweep does not
+/// emit). Gateways drop the cached identity for `token_hash` at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CredentialRevoked {
+    pub user_id: Uuid,
+    pub credential_kind: String,
+    pub credential_id: Uuid,
+    /// Lower-case hex SHA-256 of the token: the gateways' cache key. A hash of a
+    /// 256-bit random token cannot be turned back into the token.
+    pub token_hash: String,
+}
+impl Event for CredentialRevoked {
+    const SUBJECT: &'static str = "core.v1.auth.credential_revoked";
+}
+
+/// Something in a user's identity (name, memberships) changed: gateways drop
+/// every cached identity of `user_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdentityChanged {
+    pub user_id: Uuid,
+}
+impl Event for IdentityChanged {
+    const SUBJECT: &'static str = "core.v1.identity.changed";
+}
+
+/// An auditable action by a user. Every service publishes these; identity
+/// stores them and serves `GET /v1/audit/me`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecorded {
+    pub actor_user_id: Option<Uuid>,
+    pub action: String,
+    pub subject: String,
+    pub detail: serde_json::Value,
+    pub ip: String,
+}
+impl Event for AuditRecorded {
+    const SUBJECT: &'static str = "core.v1.audit.recorded";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn naming_applies_prefix_and_suffix() {
+        let n = Naming {
+            subject_prefix: "t1.".into(),
+            stream_suffix: "_t1".into(),
+        };
+        assert_eq!(
+            n.subject(AuditRecorded::SUBJECT),
+            "t1.core.v1.audit.recorded"
+        );
+        assert_eq!(n.stream("CORE"), "CORE_t1");
+    }
+
+    #[test]
+    fn envelopes_round_trip() {
+        let e = Envelope::new(IdentityChanged {
+            user_id: Uuid::nil(),
+        });
+        let s = serde_json::to_string(&e).unwrap_or_default();
+        let back: Envelope<IdentityChanged> = serde_json::from_str(&s).expect("round trip");
+        assert_eq!(back.id, e.id);
+        assert_eq!(back.data, e.data);
+    }
+
+    #[test]
+    fn every_subject_falls_in_a_stream() {
+        for s in [
+            CredentialRevoked::SUBJECT,
+            IdentityChanged::SUBJECT,
+            AuditRecorded::SUBJECT,
+        ] {
+            assert!(STREAMS
+                .iter()
+                .any(|(_, pat)| s.starts_with(pat.trim_end_matches('>'))));
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! One error type for every service: client errors as `{"error": "..."}` with a
+//! stable message, anything unexpected logged in full and answered with an
+//! opaque 500.
+
+use actix_web::{http::StatusCode, HttpResponse, ResponseError};
+use serde::Serialize;
+use std::fmt;
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: the input failed validation; the message says which field and why.
+    BadRequest(String),
+    /// 401: no usable credential.
+    Unauthorized(String),
+    /// 403: a role or the staff flag is missing; the message names it.
+    Forbidden(String),
+    /// 404: not found, or not the caller's (never says which).
+    NotFound,
+    /// 409: the state does not allow this transition.
+    Conflict(String),
+    /// 413: the body is larger than the configured limit.
+    PayloadTooLarge,
+    /// 415: the body is not JSON.
+    UnsupportedMediaType,
+    /// 422: understood but refused by a business rule.
+    Unprocessable(String),
+    /// 429: rate limited; the same body whichever limit tripped.
+    TooManyRequests,
+    /// 502: an upstream answered with garbage.
+    BadGateway(String),
+    /// 503: a dependency is unreachable; fail closed.
+    Unavailable(String),
+    /// 500: logged with its whole chain, answered opaquely.
+    Internal(anyhow::Error),
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: &'a str,
+}
+
+impl ApiError {
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        ApiError::BadRequest(msg.into())
+    }
+    pub fn unauthorized(msg: impl Into<String>) -> Self {
+        ApiError::Unauthorized(msg.into())
+    }
+    pub fn forbidden(msg: impl Into<String>) -> Self {
+        ApiError::Forbidden(msg.into())
+    }
+    pub fn conflict(msg: impl Into<String>) -> Self {
+        ApiError::Conflict(msg.into())
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            ApiError::BadRequest(m)
+            | ApiError::Unauthorized(m)
+            | ApiError::Forbidden(m)
+            | ApiError::Conflict(m)
+            | ApiError::Unprocessable(m)
+            | ApiError::BadGateway(m)
+            | ApiError::Unavailable(m) => m,
+            ApiError::NotFound => "not found",
+            ApiError::PayloadTooLarge => "request body too large",
+            ApiError::UnsupportedMediaType => "content type must be application/json",
+            ApiError::TooManyRequests => "too many requests, try again later",
+            ApiError::Internal(_) => "internal error",
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Internal(e) => write!(f, "internal error: {e:#}"),
+            other => f.write_str(other.message()),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        if let ApiError::Internal(e) = self {
+            tracing::error!(error = ?e, "request failed");
+        }
+        HttpResponse::build(self.status_code()).json(Body {
+            error: self.message(),
+        })
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> Self {
+        ApiError::Internal(e)
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        ApiError::Internal(anyhow::Error::new(e))
+    }
+}
+
+/// A JSON `{error}` response with any status, for places that build responses
+/// by hand (middleware, the gateway).
+pub fn json_error(status: StatusCode, message: &str) -> HttpResponse {
+    HttpResponse::build(status).json(Body { error: message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::body::MessageBody;
+
+    fn body_of(e: ApiError) -> (u16, String) {
+        let resp = e.error_response();
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().try_into_bytes().unwrap_or_default();
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    #[test]
+    fn client_errors_carry_their_message() {
+        assert_eq!(
+            body_of(ApiError::bad_request("bio is too long")),
+            (400, r#"{"error":"bio is too long"}"#.to_owned())
+        );
+        assert_eq!(
+            body_of(ApiError::NotFound),
+            (404, r#"{"error":"not found"}"#.to_owned())
+        );
+        assert_eq!(body_of(ApiError::TooManyRequests).0, 429);
+    }
+
+    #[test]
+    fn internal_errors_are_opaque() {
+        let e = ApiError::from(anyhow::anyhow!("password=hunter2 in connection string"));
+        let (status, body) = body_of(e);
+        assert_eq!(status, 500);
+        assert_eq!(body, r#"{"error":"internal error"}"#);
+    }
+}

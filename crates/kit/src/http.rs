@@ -1,0 +1,197 @@
+//! HTTP plumbing shared by every service: JSON extractor limits and errors,
+//! request ids and spans, the JSON 404, and the health probes.
+
+use crate::{error::json_error, ApiError};
+use actix_web::{
+    body::MessageBody,
+    dev::{ServiceRequest, ServiceResponse},
+    error::{JsonPayloadError, PathError, QueryPayloadError},
+    http::{header::HeaderValue, StatusCode},
+    middleware::Next,
+    web, HttpMessage, HttpResponse,
+};
+use opentelemetry::propagation::Extractor;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// JSON bodies: bounded, and every failure a JSON `{error}` with the right status.
+pub fn json_config(limit: usize) -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(limit)
+        .error_handler(|err, _req| {
+            let api = match &err {
+                JsonPayloadError::ContentType => ApiError::UnsupportedMediaType,
+                JsonPayloadError::Overflow { .. }
+                | JsonPayloadError::OverflowKnownLength { .. } => ApiError::PayloadTooLarge,
+                JsonPayloadError::Deserialize(e) if e.is_data() => {
+                    ApiError::BadRequest(format!("invalid request body: {e}"))
+                }
+                _ => ApiError::bad_request("malformed JSON body"),
+            };
+            api.into()
+        })
+}
+
+pub fn path_config() -> web::PathConfig {
+    web::PathConfig::default().error_handler(|err: PathError, _req| {
+        tracing::debug!(error = %err, "bad path parameter");
+        ApiError::bad_request("invalid path parameter: expected a uuid").into()
+    })
+}
+
+pub fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default().error_handler(|err: QueryPayloadError, _req| {
+        ApiError::BadRequest(format!("invalid query string: {err}")).into()
+    })
+}
+
+/// Register the extractor configs above on an app or scope.
+pub fn configure_extractors(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
+    cfg.app_data(json_config(max_body_bytes))
+        .app_data(path_config())
+        .app_data(query_config());
+}
+
+/// The default service: unknown routes and methods answer a JSON 404.
+pub async fn not_found() -> HttpResponse {
+    json_error(StatusCode::NOT_FOUND, "no such route")
+}
+
+struct HeaderExtractor<'a>(&'a actix_web::http::header::HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// The request id of this request (set by [`request_span`]).
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+fn valid_request_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// Middleware: a span per request, parented on incoming W3C trace context, with
+/// a request id taken from `x-request-id` (when sane) or made fresh, and echoed.
+pub async fn request_span(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let request_id = req
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| valid_request_id(s))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    req.extensions_mut().insert(RequestId(request_id.clone()));
+    let span = tracing::info_span!(
+        "http",
+        method = %req.method(),
+        path = %req.path(),
+        request_id = %request_id,
+        status = tracing::field::Empty,
+    );
+    let parent = opentelemetry::global::get_text_map_propagator(|p| {
+        p.extract(&HeaderExtractor(req.headers()))
+    });
+    let _ = span.set_parent(parent);
+    let started = Instant::now();
+    let mut res = next.call(req).instrument(span.clone()).await?;
+    let status = res.status().as_u16();
+    span.record("status", status);
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert(
+            actix_web::http::header::HeaderName::from_static(REQUEST_ID_HEADER),
+            v,
+        );
+    }
+    let _enter = span.enter();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if status >= 500 {
+        tracing::warn!(status, ms, "request failed");
+    } else {
+        tracing::debug!(status, ms, "request served");
+    }
+    Ok(res)
+}
+
+/// What readiness checks: Postgres and NATS, when the service has them.
+#[derive(Clone, Default)]
+pub struct Readiness {
+    pub db: Option<sqlx::PgPool>,
+    pub nats: Option<async_nats::Client>,
+}
+
+impl Readiness {
+    pub async fn check(&self) -> Result<(), &'static str> {
+        if let Some(db) = &self.db {
+            let ping = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(db);
+            match tokio::time::timeout(Duration::from_secs(2), ping).await {
+                Ok(Ok(_)) => {}
+                _ => return Err("database unreachable"),
+            }
+        }
+        if let Some(n) = &self.nats {
+            if n.connection_state() != async_nats::connection::State::Connected {
+                return Err("nats unreachable");
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+}
+
+async fn readyz(r: web::Data<Readiness>) -> HttpResponse {
+    match r.check().await {
+        Ok(()) => HttpResponse::Ok().json(serde_json::json!({"status": "ready"})),
+        Err(why) => json_error(StatusCode::SERVICE_UNAVAILABLE, why),
+    }
+}
+
+/// `/healthz` (liveness: the process answers) and `/readyz` (its dependencies answer).
+pub fn health_routes(cfg: &mut web::ServiceConfig, readiness: Readiness) {
+    cfg.app_data(web::Data::new(readiness))
+        .route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz));
+}
+
+/// The `healthcheck` subcommand: GET http://127.0.0.1:{port}/healthz, Ok on 200.
+pub async fn probe(port: u16) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut buf)).await??;
+    anyhow::ensure!(buf.starts_with(b"HTTP/1.1 200"), "unhealthy");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_request_id;
+
+    #[test]
+    fn request_ids_are_bounded_and_plain() {
+        assert!(valid_request_id("abc-123_x.y"));
+        assert!(!valid_request_id(""));
+        assert!(!valid_request_id("a b"));
+        assert!(!valid_request_id("a\nb"));
+        assert!(!valid_request_id(&"a".repeat(129)));
+    }
+}

@@ -1,0 +1,25 @@
+//! The service kit: everything each service needs and nothing domain-specific.
+//!
+//! - [`settings`]: layered configuration (built-in defaults < `config/<service>.toml`
+//!   < `<SERVICE>__SECTION__KEY` environment variables).
+//! - [`telemetry`]: `tracing` with JSON or pretty logs, OTLP traces when configured.
+//! - [`error`]: the one `{error}` JSON error type and its status mapping.
+//! - [`http`]: JSON body limits, JSON errors for malformed input, request spans,
+//!   `/healthz` and `/readyz`.
+//! - [`assertion`]: the gateway's signed identity assertion, its middleware and
+//!   the verified-identity extractors.
+//! - [`db`], [`nats`], [`outbox`]: Postgres pool and migrations, NATS and
+//!   JetStream streams, the transactional outbox and its relay, durable consumers.
+//! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
+
+pub mod assertion;
+pub mod db;
+pub mod error;
+pub mod http;
+pub mod nats;
+pub mod outbox;
+pub mod settings;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use error::{ApiError, ApiResult};

@@ -1,0 +1,182 @@
+//! Transactional outbox.
+//!
+//! A state change and its event are written in one transaction ([`enqueue`]).
+//! The relay publishes pending rows to JetStream with `Nats-Msg-Id` = event id
+//! (the stream's duplicate window drops a re-publish) and marks them sent.
+//! Handlers whose event must be out before they answer (revocations) call
+//! [`Outbox::flush`] after their commit; the background relay is the guarantee.
+//!
+//! Each service schema has the table (see its first migration):
+//! `outbox(id uuid pk, subject text, payload text, created_at, published_at, attempts, last_error)`.
+
+use anyhow::Context;
+use async_nats::{jetstream, HeaderMap};
+use event_contracts::{Envelope, Event, Naming};
+use sqlx::{PgConnection, PgPool};
+use std::{sync::Arc, time::Duration};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Write `event` to the outbox inside the caller's transaction.
+pub async fn enqueue<T: Event>(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    event: T,
+) -> anyhow::Result<Uuid> {
+    let env = Envelope::new(event);
+    let payload = serde_json::to_string(&env).context("serializing event")?;
+    sqlx::query("INSERT INTO outbox (id, subject, payload) VALUES ($1, $2, $3)")
+        .bind(env.id)
+        .bind(naming.subject(T::SUBJECT))
+        .bind(payload)
+        .execute(conn)
+        .await
+        .context("writing outbox row")?;
+    Ok(env.id)
+}
+
+#[derive(Clone)]
+pub struct Outbox {
+    pool: PgPool,
+    js: jetstream::Context,
+    notify: Arc<Notify>,
+    batch: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: Uuid,
+    subject: String,
+    payload: String,
+}
+
+impl Outbox {
+    pub fn new(pool: PgPool, js: jetstream::Context) -> Outbox {
+        Outbox {
+            pool,
+            js,
+            notify: Arc::new(Notify::new()),
+            batch: 200,
+        }
+    }
+
+    /// Wake the background relay now instead of at its next poll.
+    pub fn kick(&self) {
+        self.notify.notify_one();
+    }
+
+    /// Publish everything pending (rows other relays hold are skipped). Returns
+    /// how many rows this call published.
+    pub async fn flush(&self) -> anyhow::Result<usize> {
+        let mut total = 0;
+        loop {
+            let n = self.publish_batch().await?;
+            total += n;
+            if (n as i64) < self.batch {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn publish_batch(&self) -> anyhow::Result<usize> {
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT id, subject, payload FROM outbox \
+             WHERE published_at IS NULL ORDER BY created_at, id \
+             LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(self.batch)
+        .fetch_all(&mut *tx)
+        .await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        // Send the whole batch, then wait for the acks: one round trip, not one per row.
+        let mut pending = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Msg-Id", r.id.to_string().as_str());
+            let ack = self
+                .js
+                .publish_with_headers(r.subject.clone(), headers, r.payload.clone().into())
+                .await;
+            pending.push((r.id, ack));
+        }
+        let mut sent = Vec::with_capacity(rows.len());
+        let mut failed: Vec<(Uuid, String)> = Vec::new();
+        for (id, ack) in pending {
+            let res = match ack {
+                Ok(fut) => fut.await.map(|_| ()).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match res {
+                Ok(()) => sent.push(id),
+                Err(e) => failed.push((id, e)),
+            }
+        }
+        sqlx::query("UPDATE outbox SET published_at = now() WHERE id = ANY($1)")
+            .bind(&sent)
+            .execute(&mut *tx)
+            .await?;
+        for (id, err) in &failed {
+            sqlx::query("UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1")
+                .bind(id)
+                .bind(err)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        if let Some((_, e)) = failed.first() {
+            anyhow::bail!(
+                "{} of {} events not published: {e}",
+                failed.len(),
+                rows.len()
+            );
+        }
+        Ok(sent.len())
+    }
+
+    /// Publish in the background until `cancel` fires: at every kick, and every
+    /// `poll` in any case (a kick lost to a crash is picked up by the poll).
+    pub fn spawn_relay(
+        self,
+        cancel: CancellationToken,
+        poll: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut backoff = poll;
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = self.notify.notified() => {},
+                    _ = tokio::time::sleep(backoff) => {},
+                }
+                match self.flush().await {
+                    Ok(_) => backoff = poll,
+                    Err(e) => {
+                        tracing::warn!(error = ?e, "outbox relay pass failed");
+                        backoff = (backoff * 2).min(Duration::from_secs(10));
+                    }
+                }
+            }
+            // Last pass so that events committed just before shutdown go out now.
+            if let Err(e) = self.flush().await {
+                tracing::warn!(error = ?e, "final outbox pass failed");
+            }
+        })
+    }
+
+    /// Delete rows published more than `keep` ago.
+    pub async fn prune(&self, keep: Duration) -> anyhow::Result<u64> {
+        let secs = keep.as_secs_f64();
+        let r = sqlx::query(
+            "DELETE FROM outbox WHERE published_at IS NOT NULL \
+             AND published_at < now() - make_interval(secs => $1)",
+        )
+        .bind(secs)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+}

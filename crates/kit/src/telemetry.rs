@@ -1,0 +1,87 @@
+//! `tracing` setup: JSON (or pretty) logs, and OpenTelemetry traces over
+//! OTLP/HTTP when an endpoint is configured. W3C trace context is the propagator.
+
+use crate::settings::TelemetrySettings;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider, Resource};
+use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
+
+/// Keeps the tracer provider alive; dropping it flushes pending spans.
+pub struct TelemetryGuard {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.provider.take() {
+            let _ = p.shutdown();
+        }
+    }
+}
+
+/// Install the global subscriber once per process. A second call (tests, the
+/// one-process dev stack) keeps the first subscriber and returns a no-op guard.
+pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGuard> {
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&s.log_level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let fmt_layer = if s.log_format == "pretty" {
+        tracing_subscriber::fmt::layer().with_target(false).boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .boxed()
+    };
+
+    let mut provider = None;
+    let otel_layer = if s.otlp_endpoint.is_empty() {
+        None
+    } else {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(s.otlp_endpoint.clone())
+            .build()?;
+        let p = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(
+                Resource::builder()
+                    .with_service_name(service.to_owned())
+                    .build(),
+            )
+            .build();
+        let tracer = p.tracer(service.to_owned());
+        opentelemetry::global::set_tracer_provider(p.clone());
+        provider = Some(p);
+        Some(tracing_opentelemetry::layer().with_tracer(tracer))
+    };
+
+    let installed = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt_layer)
+        .with(otel_layer)
+        .try_init()
+        .is_ok();
+    if !installed {
+        // Someone installed a subscriber first; do not keep a provider nobody feeds.
+        if let Some(p) = provider.take() {
+            let _ = p.shutdown();
+        }
+    }
+    Ok(TelemetryGuard { provider })
+}
+
+/// Logs for tests: quiet unless `TEST_LOG` is set.
+pub fn init_for_tests() {
+    if std::env::var("TEST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            )
+            .with_test_writer()
+            .try_init();
+    }
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Make Postgres and NATS (with JetStream) reachable at the configured addresses.
+# Uses running servers when they answer; otherwise installs the Debian packages
+# (postgresql, nats-server) and starts project-local instances under .local/.
+#
+#   PGHOST/PGPORT (default 127.0.0.1:5432), NATS_HOST/NATS_PORT (127.0.0.1:4222)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+LOCAL="$ROOT/.local"
+PGHOST=${PGHOST:-127.0.0.1}
+PGPORT=${PGPORT:-5432}
+NATS_HOST=${NATS_HOST:-127.0.0.1}
+NATS_PORT=${NATS_PORT:-4222}
+
+log() { printf 'deps: %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+apt_updated=
+apt_install() {
+  if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+wait_port() {
+  for _ in $(seq 1 100); do port_open "$1" "$2" && return 0; sleep 0.2; done
+  return 1
+}
+
+# --- toolchain ---------------------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1; then
+  log "cargo not found; installing Debian's (the workspace needs Rust >= 1.85: rustup if Debian's is older)"
+  apt_install cargo rustc
+fi
+command -v psql >/dev/null 2>&1 || apt_install postgresql-client
+
+# --- Postgres ----------------------------------------------------------------
+pg_ok() { psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; }
+if pg_ok; then
+  log "postgres answers at $PGHOST:$PGPORT"
+else
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    log "installing postgresql"
+    apt_install postgresql
+  fi
+  BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
+  DATA="$LOCAL/pgdata"
+  mkdir -p "$LOCAL"
+  run_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+  if [ ! -f "$DATA/PG_VERSION" ]; then
+    log "creating a project-local cluster in $DATA (trust auth on loopback)"
+    mkdir -p "$DATA"
+    [ "$(id -u)" = 0 ] && chown postgres:postgres "$DATA" "$LOCAL"
+    run_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust >/dev/null
+  fi
+  log "starting postgres on $PGHOST:$PGPORT"
+  run_pg "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w \
+    -o "-c listen_addresses=$PGHOST -p $PGPORT -k /tmp" start >/dev/null
+  pg_ok || { log "postgres did not come up; see $DATA/server.log"; exit 1; }
+fi
+
+# --- NATS with JetStream -------------------------------------------------------
+if port_open "$NATS_HOST" "$NATS_PORT"; then
+  log "nats answers at $NATS_HOST:$NATS_PORT"
+else
+  command -v nats-server >/dev/null 2>&1 || { log "installing nats-server"; apt_install nats-server; }
+  mkdir -p "$LOCAL/nats"
+  log "starting nats-server with JetStream on $NATS_HOST:$NATS_PORT"
+  nohup nats-server -a "$NATS_HOST" -p "$NATS_PORT" -js -sd "$LOCAL/nats" \
+    >"$LOCAL/nats.log" 2>&1 &
+  wait_port "$NATS_HOST" "$NATS_PORT" || { log "nats did not come up; see $LOCAL/nats.log"; exit 1; }
+fi
+log "ready"

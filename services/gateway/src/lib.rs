@@ -1,0 +1,174 @@
+//! core-api-gateway: the only public entry.
+//!
+//! Two listeners (or one, per `serve`): the core host and the product host,
+//! whose `/core-api/v1/...` equals the core host's `/v1/...`. Every request is
+//! routed by the table in settings, its bearer resolved through identity's
+//! `GET /v1/auth/me` (cached, invalidated over NATS), client identity headers
+//! stripped, and a signed assertion added. Identity unreachable: 503, never a
+//! pass-through.
+
+mod cache;
+mod clientip;
+mod proxy;
+mod routing;
+pub mod settings;
+
+pub use settings::Settings;
+
+use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
+use service_kit::{assertion::Signer, http, settings::HttpSettings};
+use std::{collections::HashMap, net::TcpListener, sync::Arc, time::Duration};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub struct Application {
+    core_port: Option<u16>,
+    product_port: Option<u16>,
+    servers: Vec<Server>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+fn listener_server(
+    s: &HttpSettings,
+    gw: web::Data<proxy::Gateway>,
+    product: bool,
+    readiness: http::Readiness,
+) -> anyhow::Result<(u16, Server)> {
+    let listener = TcpListener::bind(s.addr())?;
+    let port = listener.local_addr()?.port();
+    let host = web::Data::new(proxy::HostKind { product });
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .wrap(from_fn(http::request_span))
+            .app_data(gw.clone())
+            .app_data(host.clone())
+            .configure(|c| http::health_routes(c, readiness.clone()))
+            .default_service(web::to(proxy::handle))
+    })
+    .listen(listener)?
+    .disable_signals()
+    .shutdown_timeout(10);
+    if s.workers > 0 {
+        server = server.workers(s.workers);
+    }
+    Ok((port, server.run()))
+}
+
+impl Application {
+    pub async fn build(
+        settings: Settings,
+        cancel: CancellationToken,
+    ) -> anyhow::Result<Application> {
+        let cache_for_events: Arc<std::sync::OnceLock<cache::IdentityCache>> = Arc::default();
+        let hook = cache_for_events.clone();
+        // A reconnect may have missed revocations: forget everything cached.
+        let nats_client = async_nats::ConnectOptions::new()
+            .name("core-api-gateway")
+            .connection_timeout(Duration::from_secs(5))
+            .event_callback(move |ev| {
+                let hook = hook.clone();
+                async move {
+                    if let async_nats::Event::Connected = ev {
+                        if let Some(c) = hook.get() {
+                            c.clear();
+                        }
+                    }
+                }
+            })
+            .connect(&settings.nats.url)
+            .await?;
+        let cache = cache::IdentityCache::new(
+            Duration::from_secs(settings.cache.ttl_secs),
+            settings.cache.max_entries,
+            Some(nats_client.clone()),
+        );
+        let _ = cache_for_events.set(cache.clone());
+
+        let mut tasks = Vec::new();
+        {
+            let (cache, client, naming, cancel) = (
+                cache.clone(),
+                nats_client.clone(),
+                settings.nats.naming(),
+                cancel.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = cache.listen(client, naming, cancel).await {
+                    tracing::error!(error = ?e, "invalidation listener stopped");
+                }
+            }));
+        }
+
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(256)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(2))
+            .build()?;
+        let upstreams: HashMap<String, String> = settings
+            .upstreams
+            .iter()
+            .map(|(k, v)| (k.clone(), v.trim_end_matches('/').to_owned()))
+            .collect();
+        let gw = web::Data::new(proxy::Gateway {
+            router: routing::Router::new(&settings)?,
+            signer: Signer::new(&settings.assertion)?,
+            cache,
+            client,
+            upstreams,
+            trusted: clientip::TrustedProxies::parse(&settings.proxy.trusted_proxies)?,
+            resolve_timeout: Duration::from_millis(settings.proxy.resolve_timeout_ms),
+            upstream_timeout: Duration::from_millis(settings.proxy.upstream_timeout_ms),
+            max_body_bytes: settings
+                .http
+                .max_body_bytes
+                .max(settings.product_http.max_body_bytes),
+        });
+        let readiness = http::Readiness {
+            db: None,
+            nats: Some(nats_client),
+        };
+
+        let mut app = Application {
+            core_port: None,
+            product_port: None,
+            servers: Vec::new(),
+            tasks,
+        };
+        use settings::Serve;
+        if matches!(settings.serve, Serve::Both | Serve::Core) {
+            let (port, server) =
+                listener_server(&settings.http, gw.clone(), false, readiness.clone())?;
+            tracing::info!(port, "core gateway listening");
+            app.core_port = Some(port);
+            app.servers.push(server);
+        }
+        if matches!(settings.serve, Serve::Both | Serve::Product) {
+            let (port, server) =
+                listener_server(&settings.product_http, gw.clone(), true, readiness)?;
+            tracing::info!(port, "product gateway listening");
+            app.product_port = Some(port);
+            app.servers.push(server);
+        }
+        for s in &app.servers {
+            service_kit::shutdown::stop_server_on(cancel.clone(), s.handle());
+        }
+        Ok(app)
+    }
+
+    pub fn core_port(&self) -> Option<u16> {
+        self.core_port
+    }
+
+    pub fn product_port(&self) -> Option<u16> {
+        self.product_port
+    }
+
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        futures::future::try_join_all(self.servers).await?;
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        Ok(())
+    }
+}

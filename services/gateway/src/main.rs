@@ -1,0 +1,28 @@
+//! core-api-gateway binary: `core-api-gateway` serves; `healthcheck` probes /healthz.
+
+use core_api_gateway::{Application, Settings};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let settings = Settings::load()?;
+    let _guard = service_kit::telemetry::init("core-api-gateway", &settings.telemetry)?;
+    match std::env::args().nth(1).as_deref() {
+        Some("healthcheck") => {
+            let port = match settings.serve {
+                core_api_gateway::settings::Serve::Product => settings.product_http.port,
+                _ => settings.http.port,
+            };
+            service_kit::http::probe(port).await
+        }
+        Some(other) => anyhow::bail!("unknown subcommand {other:?} (expected healthcheck)"),
+        None => {
+            let cancel = CancellationToken::new();
+            service_kit::shutdown::cancel_on_signal(cancel.clone());
+            Application::build(settings, cancel)
+                .await?
+                .run_until_stopped()
+                .await
+        }
+    }
+}

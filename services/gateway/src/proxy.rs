@@ -1,0 +1,372 @@
+//! The catch-all handler: route, resolve the bearer, sign, forward.
+
+use crate::{
+    cache::{self, IdentityCache, Resolved},
+    clientip::TrustedProxies,
+    routing::Router,
+};
+use actix_web::{
+    http::{header, StatusCode},
+    web, HttpMessage, HttpRequest, HttpResponse,
+};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use hub_domain::{Credential, CredentialKind, Identity};
+use service_kit::{
+    assertion::{self, Assertion, Signer, RESERVED_HEADER_PREFIXES},
+    error::json_error,
+    http::RequestId,
+};
+use std::{collections::HashMap, sync::Arc, time::Duration};
+use uuid::Uuid;
+
+/// Which host a listener serves.
+#[derive(Clone, Copy)]
+pub struct HostKind {
+    pub product: bool,
+}
+
+pub struct Gateway {
+    pub router: Router,
+    pub signer: Signer,
+    pub cache: IdentityCache,
+    pub client: reqwest::Client,
+    /// service -> base URL; absent or empty = not deployed.
+    pub upstreams: HashMap<String, String>,
+    pub trusted: TrustedProxies,
+    pub resolve_timeout: Duration,
+    pub upstream_timeout: Duration,
+    pub max_body_bytes: usize,
+}
+
+/// Hop-by-hop headers (RFC 9110 7.6.1) and ones the gateway sets itself.
+const DROP_REQUEST: [&str; 13] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "x-forwarded-for",
+    "forwarded",
+];
+const DROP_RESPONSE: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+];
+
+fn reserved(name: &str) -> bool {
+    RESERVED_HEADER_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+enum ResolveError {
+    Unauthorized(&'static str),
+    Unavailable,
+}
+
+fn bearer(req: &HttpRequest) -> Result<&str, &'static str> {
+    const MALFORMED: &str = "malformed authorization header";
+    let v = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .ok_or("missing bearer token")?
+        .to_str()
+        .map_err(|_| MALFORMED)?;
+    let (scheme, token) = v.split_once(' ').ok_or(MALFORMED)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.len() > 512 {
+        return Err(MALFORMED);
+    }
+    Ok(token)
+}
+
+impl Gateway {
+    fn assertion(
+        &self,
+        resolved: Option<&Resolved>,
+        ip: &str,
+        request_id: &str,
+        method: &str,
+        path: &str,
+    ) -> (String, String) {
+        self.signer.sign(&Assertion {
+            identity: resolved.map(|r| r.identity.clone()),
+            credential: resolved.map(|r| r.credential),
+            ip: ip.to_owned(),
+            request_id: request_id.to_owned(),
+            method: method.to_owned(),
+            path: path.to_owned(),
+            iat: assertion::now_unix(),
+        })
+    }
+
+    fn upstream(&self, service: &str) -> Option<&str> {
+        self.upstreams
+            .get(service)
+            .map(String::as_str)
+            .filter(|u| !u.is_empty())
+    }
+
+    /// The bearer's identity: from the cache, else from identity's `/v1/auth/me`.
+    async fn resolve(
+        &self,
+        token: &str,
+        ip: &str,
+        request_id: &str,
+    ) -> Result<Arc<Resolved>, ResolveError> {
+        let k = cache::key(token);
+        if let Some(hit) = self.cache.get(&k) {
+            return Ok(hit);
+        }
+        let epoch = self.cache.epoch();
+        let base = self.upstream("identity").ok_or(ResolveError::Unavailable)?;
+        let (a, sig) = self.assertion(None, ip, request_id, "GET", "/v1/auth/me");
+        let resp = self
+            .client
+            .get(format!("{base}/v1/auth/me"))
+            .bearer_auth(token)
+            .header(assertion::ASSERTION_HEADER, a)
+            .header(assertion::SIGNATURE_HEADER, sig)
+            .header(service_kit::http::REQUEST_ID_HEADER, request_id)
+            .timeout(self.resolve_timeout)
+            .send()
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "identity unreachable");
+                ResolveError::Unavailable
+            })?;
+        match resp.status().as_u16() {
+            200 => {}
+            401 => return Err(ResolveError::Unauthorized("invalid or expired credential")),
+            s => {
+                tracing::warn!(status = s, "identity answered a resolution with an error");
+                return Err(ResolveError::Unavailable);
+            }
+        }
+        let h = resp.headers();
+        let kind = h
+            .get(identity_headers::KIND)
+            .and_then(|v| v.to_str().ok())
+            .and_then(CredentialKind::parse);
+        let id = h
+            .get(identity_headers::ID)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| Uuid::parse_str(v).ok());
+        let expires_at = h
+            .get(identity_headers::EXPIRES)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<i64>().ok());
+        let (Some(kind), Some(id), Some(expires_at)) = (kind, id, expires_at) else {
+            tracing::warn!("identity resolution without credential headers");
+            return Err(ResolveError::Unavailable);
+        };
+        let body = resp.bytes().await.map_err(|_| ResolveError::Unavailable)?;
+        let identity: Identity = serde_json::from_slice(&body).map_err(|e| {
+            tracing::warn!(error = %e, "identity resolution body did not parse");
+            ResolveError::Unavailable
+        })?;
+        // Re-serialize so that the body served from the cache is exactly the Identity shape.
+        let body = Bytes::from(serde_json::to_vec(&identity).unwrap_or_default());
+        let resolved = Arc::new(Resolved {
+            identity,
+            credential: Credential { kind, id },
+            body,
+            expires_at,
+        });
+        self.cache.insert(k, resolved.clone(), epoch);
+        Ok(resolved)
+    }
+}
+
+/// Header names identity uses to tell which credential a bearer is.
+pub mod identity_headers {
+    pub const KIND: &str = "x-hub-credential-kind";
+    pub const ID: &str = "x-hub-credential-id";
+    pub const EXPIRES: &str = "x-hub-credential-expires";
+}
+
+async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Bytes, HttpResponse> {
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk =
+            chunk.map_err(|_| json_error(StatusCode::BAD_REQUEST, "unreadable request body"))?;
+        if buf.len() + chunk.len() > limit {
+            return Err(json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large",
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+pub async fn handle(
+    req: HttpRequest,
+    payload: web::Payload,
+    gw: web::Data<Gateway>,
+    host: web::Data<HostKind>,
+) -> HttpResponse {
+    let method = req.method().as_str().to_owned();
+    let Some(target) = gw.router.route(host.product, req.path()) else {
+        return json_error(StatusCode::NOT_FOUND, "no such route");
+    };
+    let service = target.service.to_owned();
+    let path = target.path.to_owned();
+    let request_id = req
+        .extensions()
+        .get::<RequestId>()
+        .map(|r| r.0.clone())
+        .unwrap_or_else(|| Uuid::new_v4().to_string());
+    let ip = gw.trusted.client_ip(
+        req.peer_addr().map(|a| a.ip()),
+        req.headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok()),
+    );
+
+    if let Some(len) = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        if len > gw.max_body_bytes {
+            return json_error(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
+        }
+    }
+
+    // Public endpoints pass without a token; everything else needs one.
+    let resolved = if gw.router.is_public(&method, &path) {
+        None
+    } else {
+        let token = match bearer(&req) {
+            Ok(t) => t,
+            Err(m) => return json_error(StatusCode::UNAUTHORIZED, m),
+        };
+        match gw.resolve(token, &ip, &request_id).await {
+            Ok(r) => Some(r),
+            Err(ResolveError::Unauthorized(m)) => return json_error(StatusCode::UNAUTHORIZED, m),
+            Err(ResolveError::Unavailable) => return unreachable_identity(),
+        }
+    };
+
+    // The hottest path of the platform is answered here, from the cache.
+    if method == "GET" && path == "/v1/auth/me" {
+        if let Some(r) = &resolved {
+            return HttpResponse::Ok()
+                .content_type("application/json")
+                .body(r.body.clone());
+        }
+    }
+
+    let Some(base) = gw.upstream(&service) else {
+        return json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available");
+    };
+    let body = match read_body(payload, gw.max_body_bytes).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+
+    let mut headers = reqwest::header::HeaderMap::with_capacity(req.headers().len() + 4);
+    for (name, value) in req.headers() {
+        let n = name.as_str();
+        if DROP_REQUEST.contains(&n) || reserved(n) || n == "x-real-ip" || n == "x-request-id" {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            reqwest::header::HeaderName::from_bytes(n.as_bytes()),
+            reqwest::header::HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            headers.append(n, v);
+        }
+    }
+    let (a, sig) = gw.assertion(resolved.as_deref(), &ip, &request_id, &method, &path);
+    for (n, v) in [
+        (assertion::ASSERTION_HEADER, a.as_str()),
+        (assertion::SIGNATURE_HEADER, sig.as_str()),
+        (service_kit::http::REQUEST_ID_HEADER, request_id.as_str()),
+    ] {
+        if let Ok(v) = reqwest::header::HeaderValue::from_str(v) {
+            headers.insert(n, v);
+        }
+    }
+    let url = match req.query_string() {
+        "" => format!("{base}{path}"),
+        q => format!("{base}{path}?{q}"),
+    };
+    let Ok(m) = reqwest::Method::from_bytes(method.as_bytes()) else {
+        return json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    };
+    let sent = gw
+        .client
+        .request(m, url)
+        .headers(headers)
+        .body(body)
+        .timeout(gw.upstream_timeout)
+        .send()
+        .await;
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => {
+            tracing::warn!(service, error = %e, "upstream timed out");
+            return json_error(StatusCode::GATEWAY_TIMEOUT, "upstream timed out");
+        }
+        Err(e) => {
+            tracing::warn!(service, error = %e, "upstream unreachable");
+            return json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available");
+        }
+    };
+    let status = resp.status().as_u16();
+
+    // A successful change made through identity may alter what the caller's
+    // bearer resolves to (logout, name): drop it here at once; other replicas
+    // hear about it over NATS.
+    if service == "identity" && method != "GET" && (200..300).contains(&status) {
+        if let Some(r) = &resolved {
+            gw.cache.invalidate_user(r.identity.user_id);
+        }
+    }
+
+    let mut out =
+        HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY));
+    for (name, value) in resp.headers() {
+        let n = name.as_str();
+        if DROP_RESPONSE.contains(&n) || reserved(n) {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            header::HeaderName::from_bytes(n.as_bytes()),
+            header::HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            out.append_header((n, v));
+        }
+    }
+    match resp.bytes().await {
+        Ok(b) => out.body(b),
+        Err(e) => {
+            tracing::warn!(service, error = %e, "upstream body failed");
+            json_error(StatusCode::BAD_GATEWAY, "upstream failed")
+        }
+    }
+}
+
+fn unreachable_identity() -> HttpResponse {
+    // Fail closed: never forward a request whose caller we could not establish.
+    json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "identity service unavailable",
+    )
+}

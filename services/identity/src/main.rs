@@ -1,0 +1,26 @@
+//! identity binary: `identity` serves; `identity migrate` applies migrations and
+//! exits (the Helm migration Job); `identity healthcheck` probes /healthz.
+
+use identity::{Application, Settings};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let settings = Settings::load()?;
+    let _guard = service_kit::telemetry::init("identity", &settings.telemetry)?;
+    match std::env::args().nth(1).as_deref() {
+        Some("migrate") => identity::migrate(&settings).await,
+        Some("healthcheck") => service_kit::http::probe(settings.http.port).await,
+        Some(other) => {
+            anyhow::bail!("unknown subcommand {other:?} (expected migrate or healthcheck)")
+        }
+        None => {
+            let cancel = CancellationToken::new();
+            service_kit::shutdown::cancel_on_signal(cancel.clone());
+            Application::build(settings, cancel)
+                .await?
+                .run_until_stopped()
+                .await
+        }
+    }
+}

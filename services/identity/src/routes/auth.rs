@@ -1,0 +1,382 @@
+//! Magic-link sign-in, identity resolution, sessions.
+
+use crate::{
+    audit,
+    ratelimit::{self, Limit},
+    resolve,
+    state::AppState,
+    tokens,
+};
+use actix_web::{http::header, web, HttpRequest, HttpResponse};
+use event_contracts::{CredentialRevoked, IdentityChanged};
+use hub_domain::{Credential, Email, Identity};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use service_kit::{
+    assertion::{RequestCtx, SessionCaller},
+    outbox, ApiError, ApiResult,
+};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// Response headers that tell the gateway which credential a bearer is.
+pub const CREDENTIAL_KIND_HEADER: &str = "x-hub-credential-kind";
+pub const CREDENTIAL_ID_HEADER: &str = "x-hub-credential-id";
+/// Unix seconds after which the credential is no longer valid (caches stop there).
+pub const CREDENTIAL_EXPIRES_HEADER: &str = "x-hub-credential-expires";
+
+#[derive(Deserialize)]
+pub struct RequestLink {
+    email: String,
+}
+
+#[derive(Serialize)]
+struct LinkSent {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dev_token: Option<String>,
+}
+
+/// POST /v1/auth/request-link: the same answer whether or not the account
+/// existed; 429 (one body for both limits) when the email or the IP is over.
+#[tracing::instrument(skip_all)]
+pub async fn request_link(
+    state: web::Data<AppState>,
+    ctx: RequestCtx,
+    body: web::Json<RequestLink>,
+) -> ApiResult<HttpResponse> {
+    let email = Email::parse(&body.email).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let token = tokens::generate("mlt_")?;
+    let a = &state.auth;
+    let email_bucket = format!("link:email:{email}");
+    let ip_bucket = format!("link:ip:{}", ctx.ip());
+
+    let mut tx = state.pool.begin().await?;
+    let allowed = ratelimit::check_and_record(
+        &mut tx,
+        &[
+            Limit {
+                bucket: &email_bucket,
+                max: a.request_link_per_email_per_hour,
+                window_secs: 3600,
+            },
+            Limit {
+                bucket: &ip_bucket,
+                max: a.request_link_per_ip_per_hour,
+                window_secs: 3600,
+            },
+        ],
+    )
+    .await?;
+    if !allowed {
+        tx.rollback().await?;
+        return Err(ApiError::TooManyRequests);
+    }
+    let user_id: Uuid = sqlx::query_scalar(
+        "INSERT INTO users (id, email) VALUES ($1, $2) \
+         ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id",
+    )
+    .bind(Uuid::now_v7())
+    .bind(email.as_str())
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO magic_links (token_hash, user_id, expires_at) \
+         VALUES ($1, $2, now() + make_interval(secs => $3))",
+    )
+    .bind(tokens::hash(&token))
+    .bind(user_id)
+    .bind(a.magic_link_ttl_secs as f64)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+
+    // Outbound email is not wired yet: the token is only ever echoed on
+    // deployments configured to do so.
+    Ok(HttpResponse::Ok().json(LinkSent {
+        status: "sent",
+        dev_token: a.echo_dev_token.then_some(token),
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct VerifyBody {
+    token: String,
+}
+
+const BAD_LINK: &str = "invalid, expired or already used token";
+
+/// POST /v1/auth/verify: exchange an unused, unexpired magic-link token for a
+/// session. The redeeming UPDATE locks the row, so of concurrent verifies of
+/// one token exactly one sees it unused.
+#[tracing::instrument(skip_all)]
+pub async fn verify(
+    state: web::Data<AppState>,
+    ctx: RequestCtx,
+    body: web::Json<VerifyBody>,
+) -> ApiResult<HttpResponse> {
+    // Every attempt counts against the IP, failed ones included.
+    let bucket = format!("verify:ip:{}", ctx.ip());
+    let mut tx = state.pool.begin().await?;
+    let allowed = ratelimit::check_and_record(
+        &mut tx,
+        &[Limit {
+            bucket: &bucket,
+            max: state.auth.verify_per_ip_per_minute,
+            window_secs: 60,
+        }],
+    )
+    .await?;
+    tx.commit().await?;
+    if !allowed {
+        return Err(ApiError::TooManyRequests);
+    }
+    if body.token.is_empty() || body.token.len() > tokens::MAX_TOKEN_LEN {
+        return Err(ApiError::unauthorized(BAD_LINK));
+    }
+
+    let mut tx = state.pool.begin().await?;
+    let user_id: Option<Uuid> = sqlx::query_scalar(
+        "UPDATE magic_links SET used_at = now() \
+         WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() \
+         RETURNING user_id",
+    )
+    .bind(tokens::hash(&body.token))
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(user_id) = user_id else {
+        return Err(ApiError::unauthorized(BAD_LINK));
+    };
+    let session_token = tokens::generate("sess_")?;
+    let session_id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at) \
+         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))",
+    )
+    .bind(session_id)
+    .bind(user_id)
+    .bind(tokens::hash(&session_token))
+    .bind(ctx.ip())
+    .bind(state.auth.session_ttl_secs as f64)
+    .execute(&mut *tx)
+    .await?;
+    audit::record(
+        &mut tx,
+        Some(user_id),
+        "auth.sign_in",
+        &format!("session:{session_id}"),
+        json!({"method": "magic_link"}),
+        ctx.ip(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Ok().json(json!({ "session_token": session_token })))
+}
+
+fn bearer(req: &HttpRequest) -> Option<&str> {
+    let v = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+fn identity_response(identity: &Identity, cred: Credential) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((CREDENTIAL_KIND_HEADER, cred.kind.as_str()))
+        .insert_header((CREDENTIAL_ID_HEADER, cred.id.to_string()))
+        .json(identity)
+}
+
+/// GET /v1/auth/me: the gateway's resolution call (anonymous assertion plus the
+/// caller's bearer) and, if ever routed here, an already-resolved caller.
+#[tracing::instrument(skip_all)]
+pub async fn me(
+    state: web::Data<AppState>,
+    ctx: RequestCtx,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    if let (Some(identity), Some(cred)) = (&ctx.0.identity, ctx.0.credential) {
+        return Ok(identity_response(identity, cred));
+    }
+    let token = bearer(&req).ok_or_else(|| ApiError::unauthorized("missing bearer token"))?;
+    if token.is_empty() || token.len() > tokens::MAX_TOKEN_LEN {
+        return Err(ApiError::unauthorized("invalid or expired credential"));
+    }
+    let resolved = resolve::by_session_token(&state.pool, token, |e| state.is_staff(e)).await?;
+    match resolved {
+        Some(r) => {
+            let mut resp = identity_response(&r.identity, r.credential);
+            if let Ok(v) = header::HeaderValue::from_str(&r.expires_at.unix_timestamp().to_string())
+            {
+                resp.headers_mut().insert(
+                    header::HeaderName::from_static(CREDENTIAL_EXPIRES_HEADER),
+                    v,
+                );
+            }
+            Ok(resp)
+        }
+        None => Err(ApiError::unauthorized("invalid or expired credential")),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchMe {
+    name: String,
+}
+
+/// PATCH /v1/auth/me: change the display name (at most 120 characters).
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn patch_me(
+    state: web::Data<AppState>,
+    caller: SessionCaller,
+    body: web::Json<PatchMe>,
+) -> ApiResult<HttpResponse> {
+    let name = crate::fields::name(&body.name)?;
+    let mut tx = state.pool.begin().await?;
+    let old: String = sqlx::query_scalar("SELECT name FROM users WHERE id = $1 FOR UPDATE")
+        .bind(caller.user_id())
+        .fetch_one(&mut *tx)
+        .await?;
+    if old != name {
+        sqlx::query("UPDATE users SET name = $2, updated_at = now() WHERE id = $1")
+            .bind(caller.user_id())
+            .bind(&name)
+            .execute(&mut *tx)
+            .await?;
+        audit::record(
+            &mut tx,
+            Some(caller.user_id()),
+            "user.name_changed",
+            &format!("user:{}", caller.user_id()),
+            json!({"name": name}),
+            &caller.ip,
+        )
+        .await?;
+        outbox::enqueue(
+            &mut tx,
+            &state.naming,
+            IdentityChanged {
+                user_id: caller.user_id(),
+            },
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    state.publish_now().await;
+    let mut identity = caller.identity.clone();
+    identity.name = name;
+    Ok(identity_response(&identity, caller.credential))
+}
+
+/// Revoke one session of `user_id` (or fail with 404) and announce it.
+async fn revoke(
+    state: &AppState,
+    user_id: Uuid,
+    session_id: Uuid,
+    action: &str,
+    ip: &str,
+) -> ApiResult<()> {
+    let mut tx = state.pool.begin().await?;
+    let hash: Option<Vec<u8>> = sqlx::query_scalar(
+        "UPDATE sessions SET revoked_at = now() \
+         WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now() \
+         RETURNING token_hash",
+    )
+    .bind(session_id)
+    .bind(user_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let hash = hash.ok_or(ApiError::NotFound)?;
+    audit::record(
+        &mut tx,
+        Some(user_id),
+        action,
+        &format!("session:{session_id}"),
+        json!({}),
+        ip,
+    )
+    .await?;
+    outbox::enqueue(
+        &mut tx,
+        &state.naming,
+        CredentialRevoked {
+            user_id,
+            credential_kind: "session".into(),
+            credential_id: session_id,
+            token_hash: hex::encode(hash),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    // Gateways drop their cached identity when this event arrives: send it
+    // before answering so that the revocation holds everywhere at once.
+    state.publish_now().await;
+    Ok(())
+}
+
+/// POST /v1/auth/logout: revoke the caller's current session.
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn logout(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
+    revoke(
+        &state,
+        caller.user_id(),
+        caller.session_id(),
+        "auth.logout",
+        &caller.ip,
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(json!({"status": "logged_out"})))
+}
+
+#[derive(Serialize, sqlx::FromRow)]
+struct SessionOut {
+    id: Uuid,
+    ip: String,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    expires_at: OffsetDateTime,
+    #[sqlx(default)]
+    current: bool,
+}
+
+/// GET /v1/auth/sessions: the caller's active sessions, newest first.
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn list_sessions(
+    state: web::Data<AppState>,
+    caller: SessionCaller,
+) -> ApiResult<HttpResponse> {
+    let mut rows: Vec<SessionOut> = sqlx::query_as(
+        "SELECT id, ip, created_at, expires_at FROM sessions \
+         WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now() \
+         ORDER BY created_at DESC LIMIT 200",
+    )
+    .bind(caller.user_id())
+    .fetch_all(&state.pool)
+    .await?;
+    for r in &mut rows {
+        r.current = r.id == caller.session_id();
+    }
+    Ok(HttpResponse::Ok().json(rows))
+}
+
+/// DELETE /v1/auth/sessions/{id}: revoke one of the caller's sessions; 404 for
+/// anything else (unknown, someone else's, already revoked).
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn revoke_session(
+    state: web::Data<AppState>,
+    caller: SessionCaller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    revoke(
+        &state,
+        caller.user_id(),
+        path.into_inner(),
+        "auth.session_revoked",
+        &caller.ip,
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(json!({"status": "revoked"})))
+}

@@ -1,0 +1,54 @@
+//! Periodic clean-up: expired magic links, dead sessions, old rate-limit hits
+//! and published outbox rows. Idempotent, so every replica may run it.
+
+use crate::settings::JobSettings;
+use sqlx::PgPool;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// One sweep; returns how many rows it deleted.
+pub async fn run_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
+    let keep = keep_secs as f64;
+    let mut n =
+        sqlx::query("DELETE FROM magic_links WHERE expires_at < now() - make_interval(secs => $1)")
+            .bind(keep)
+            .execute(pool)
+            .await?
+            .rows_affected();
+    n += sqlx::query(
+        "DELETE FROM sessions WHERE expires_at < now() - make_interval(secs => $1) \
+         OR revoked_at < now() - make_interval(secs => $1)",
+    )
+    .bind(keep)
+    .execute(pool)
+    .await?
+    .rows_affected();
+    // The longest window is one hour.
+    n += sqlx::query("DELETE FROM rate_limit_hits WHERE at < now() - interval '2 hours'")
+        .execute(pool)
+        .await?
+        .rows_affected();
+    n += sqlx::query("DELETE FROM outbox WHERE published_at < now() - make_interval(secs => $1)")
+        .bind(keep)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    Ok(n)
+}
+
+pub fn spawn(pool: PgPool, jobs: JobSettings, cancel: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let every = Duration::from_secs(jobs.sweep_interval_secs.max(1));
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep(every) => {}
+            }
+            match run_once(&pool, jobs.keep_dead_credentials_secs).await {
+                Ok(n) => tracing::info!(deleted = n, "sweep done"),
+                Err(e) => tracing::warn!(error = ?e, "sweep failed"),
+            }
+        }
+    })
+}

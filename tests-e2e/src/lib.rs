@@ -1,0 +1,389 @@
+//! The whole-stack harness: every service in one process on random ports, each
+//! stack with its own Postgres database and its own NATS subject prefix and
+//! stream names, so tests run in parallel and never see each other's data.
+//! `TEST_LOG=1` shows the services' logs.
+
+use anyhow::Context;
+use serde_json::Value;
+use sqlx::{Connection, Executor, PgConnection, PgPool};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Where the tests find Postgres (an admin connection that may create databases).
+pub fn admin_database_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+pub fn nats_url() -> String {
+    std::env::var("TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
+}
+
+/// Databases made by the harness start with this.
+pub const TEST_DB_PREFIX: &str = "hubtest_";
+
+#[derive(Clone, Debug)]
+pub struct StackOptions {
+    /// How many core gateway replicas (each also serves a product host).
+    pub gateways: usize,
+    /// Extra TOML for identity's settings.
+    pub identity_toml: String,
+    /// Extra TOML for every gateway's settings.
+    pub gateway_toml: String,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        StackOptions {
+            gateways: 1,
+            identity_toml: String::new(),
+            gateway_toml: String::new(),
+        }
+    }
+}
+
+pub struct Gateway {
+    pub core: String,
+    pub product: String,
+}
+
+pub struct TestStack {
+    pub gateways: Vec<Gateway>,
+    /// identity's own address (tests call it directly to prove it refuses that).
+    pub identity: String,
+    pub database_url: String,
+    /// A pool on the stack's database, search_path `identity`.
+    pub db: PgPool,
+    pub nats: async_nats::Client,
+    pub naming: event_contracts::Naming,
+    pub assertion_key: String,
+    pub http: reqwest::Client,
+    cancel: CancellationToken,
+}
+
+impl Drop for TestStack {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// A response, decoded: status and JSON body (Null when the body is not JSON).
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Resp {
+    pub fn error(&self) -> &str {
+        self.body["error"].as_str().unwrap_or("")
+    }
+}
+
+async fn create_database() -> anyhow::Result<String> {
+    let admin = admin_database_url();
+    let name = format!("{TEST_DB_PREFIX}{}", Uuid::new_v4().simple());
+    let mut conn = PgConnection::connect(&admin)
+        .await
+        .context("connecting to the admin database")?;
+    conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())
+        .await?;
+    conn.close().await?;
+    let (base, _) = admin
+        .rsplit_once('/')
+        .ok_or_else(|| anyhow::anyhow!("TEST_DATABASE_URL has no database part"))?;
+    Ok(format!("{base}/{name}"))
+}
+
+impl TestStack {
+    pub async fn spawn() -> TestStack {
+        Self::spawn_with(StackOptions::default()).await
+    }
+
+    pub async fn spawn_with(opts: StackOptions) -> TestStack {
+        match Self::try_spawn(opts).await {
+            Ok(s) => s,
+            Err(e) => panic!("cannot start the test stack: {e:?}"),
+        }
+    }
+
+    async fn try_spawn(opts: StackOptions) -> anyhow::Result<TestStack> {
+        service_kit::telemetry::init_for_tests();
+        let database_url = create_database().await?;
+        let tag = Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let naming = event_contracts::Naming {
+            subject_prefix: format!("t{tag}."),
+            stream_suffix: format!("_t{tag}"),
+        };
+        let assertion_key = format!("test-key-{}", Uuid::new_v4().simple());
+        let cancel = CancellationToken::new();
+        let common = format!(
+            r#"
+[http]
+host = "127.0.0.1"
+port = 0
+workers = 1
+[database]
+url = "{database_url}"
+max_connections = 8
+[nats]
+url = "{nats}"
+subject_prefix = "{prefix}"
+stream_suffix = "{suffix}"
+memory_storage = true
+stream_max_age_secs = 3600
+[assertion]
+keys = ["{assertion_key}"]
+[telemetry]
+log_format = "pretty"
+"#,
+            nats = nats_url(),
+            prefix = naming.subject_prefix,
+            suffix = naming.stream_suffix,
+        );
+
+        let identity_settings = identity::Settings::from_layers(&[
+            &common,
+            r#"
+[auth]
+echo_dev_token = true
+staff_emails = ["staff@example.com"]
+[jobs]
+outbox_poll_ms = 100
+"#,
+            &opts.identity_toml,
+        ])?;
+        let identity_app = identity::Application::build(identity_settings, cancel.clone()).await?;
+        let identity = format!("http://127.0.0.1:{}", identity_app.port());
+        tokio::spawn(identity_app.run_until_stopped());
+
+        let mut gateways = Vec::new();
+        for _ in 0..opts.gateways.max(1) {
+            let gw_settings = core_api_gateway::Settings::from_layers(&[
+                &common,
+                &format!(
+                    r#"
+[product_http]
+host = "127.0.0.1"
+port = 0
+workers = 1
+[proxy]
+trusted_proxies = ["127.0.0.0/8", "::1/128"]
+[upstreams]
+identity = "{identity}"
+"#
+                ),
+                &opts.gateway_toml,
+            ])?;
+            let gw = core_api_gateway::Application::build(gw_settings, cancel.clone()).await?;
+            gateways.push(Gateway {
+                core: format!("http://127.0.0.1:{}", gw.core_port().unwrap_or_default()),
+                product: format!("http://127.0.0.1:{}", gw.product_port().unwrap_or_default()),
+            });
+            tokio::spawn(gw.run_until_stopped());
+        }
+
+        let db = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(
+                database_url
+                    .parse::<sqlx::postgres::PgConnectOptions>()?
+                    .options([("search_path", "identity")]),
+            )
+            .await?;
+        let nats = async_nats::connect(nats_url()).await?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(TestStack {
+            gateways,
+            identity,
+            database_url,
+            db,
+            nats,
+            naming,
+            assertion_key,
+            http,
+            cancel,
+        })
+    }
+
+    /// The first core gateway's base URL.
+    pub fn core(&self) -> &str {
+        &self.gateways[0].core
+    }
+
+    pub fn product(&self) -> &str {
+        &self.gateways[0].product
+    }
+
+    /// Send a request; `token` is the bearer, `body` JSON.
+    pub async fn call(
+        &self,
+        method: &str,
+        url: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::GET);
+        let mut rb = self.http.request(m, url);
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        for (k, v) in headers {
+            rb = rb.header(*k, *v);
+        }
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        let resp = rb
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.unwrap_or_default();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Resp {
+            status,
+            body,
+            headers,
+        }
+    }
+
+    pub async fn get(&self, path: &str, token: Option<&str>) -> Resp {
+        self.call("GET", &format!("{}{path}", self.core()), token, None, &[])
+            .await
+    }
+
+    pub async fn post(&self, path: &str, token: Option<&str>, body: Value) -> Resp {
+        self.call(
+            "POST",
+            &format!("{}{path}", self.core()),
+            token,
+            Some(body),
+            &[],
+        )
+        .await
+    }
+
+    pub async fn patch(&self, path: &str, token: Option<&str>, body: Value) -> Resp {
+        self.call(
+            "PATCH",
+            &format!("{}{path}", self.core()),
+            token,
+            Some(body),
+            &[],
+        )
+        .await
+    }
+
+    pub async fn delete(&self, path: &str, token: Option<&str>) -> Resp {
+        self.call(
+            "DELETE",
+            &format!("{}{path}", self.core()),
+            token,
+            None,
+            &[],
+        )
+        .await
+    }
+
+    /// Ask for a magic link (from `ip`) and return the echoed dev token.
+    pub async fn request_link_from(&self, email: &str, ip: &str) -> Resp {
+        self.call(
+            "POST",
+            &format!("{}/v1/auth/request-link", self.core()),
+            None,
+            Some(serde_json::json!({ "email": email })),
+            &[("x-forwarded-for", ip)],
+        )
+        .await
+    }
+
+    pub async fn verify_from(&self, token: &str, ip: &str) -> Resp {
+        self.call(
+            "POST",
+            &format!("{}/v1/auth/verify", self.core()),
+            None,
+            Some(serde_json::json!({ "token": token })),
+            &[("x-forwarded-for", ip)],
+        )
+        .await
+    }
+
+    /// Sign in through the gateway from a fresh client IP; returns the session token.
+    pub async fn sign_in(&self, email: &str) -> String {
+        let ip = random_ip();
+        let link = self.request_link_from(email, &ip).await;
+        assert_eq!(link.status, 200, "request-link: {:?}", link.body);
+        let dev = link.body["dev_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let v = self.verify_from(&dev, &ip).await;
+        assert_eq!(v.status, 200, "verify: {:?}", v.body);
+        v.body["session_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Publish an event on this stack's NATS naming, as another service would.
+    pub async fn publish<T: event_contracts::Event>(&self, event: T) -> Uuid {
+        let env = event_contracts::Envelope::new(event);
+        let js = async_nats::jetstream::new(self.nats.clone());
+        let ack = js
+            .publish(
+                self.naming.subject(T::SUBJECT),
+                serde_json::to_vec(&env).unwrap_or_default().into(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("publish: {e}"));
+        ack.await.unwrap_or_else(|e| panic!("publish ack: {e}"));
+        env.id
+    }
+}
+
+/// A random documentation-range IPv4 address (TEST-NET-3), so that tests do not
+/// share rate-limit buckets unless they mean to.
+pub fn random_ip() -> String {
+    let b = Uuid::new_v4().into_bytes();
+    format!("203.0.{}.{}", b[0], b[1].max(1))
+}
+
+/// Poll `f` until it returns Some, for at most `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+impl TestStack {
+    /// Run one SQL statement on the stack's database (schema identity).
+    pub async fn db_exec(&self, sql: &str) {
+        sqlx::query(sql)
+            .execute(&self.db)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// A pool like identity's own (for calling its jobs directly).
+    pub async fn identity_pool(&self) -> PgPool {
+        self.db.clone()
+    }
+}

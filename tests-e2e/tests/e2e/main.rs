@@ -1,0 +1,10 @@
+//! Black-box tests of the stack over HTTP, through the gateway, against real
+//! Postgres and NATS. Each test starts its own stack (own database, own NATS
+//! prefix and streams).
+
+mod audit;
+mod auth;
+mod bad_input;
+mod gateway;
+mod profile;
+mod sessions;
