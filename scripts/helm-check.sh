@@ -12,3 +12,4 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import helm_sdkpy, ya
   "$VENV/bin/pip" install -q --ignore-requires-python 'helm-sdkpy==0.1.32' 'PyYAML>=6'
 fi
 "$VENV/bin/python" scripts/helm_check.py deploy/helm/hub
+"$VENV/bin/python" scripts/docs_check.py
