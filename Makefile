@@ -9,8 +9,7 @@ run: deps
 	scripts/run.sh
 
 test: deps clean-test-dbs lint
-	cargo test --workspace --all-targets --no-fail-fast
-	scripts/helm-check.sh
+	scripts/test.sh
 
 deps:
 	scripts/deps.sh

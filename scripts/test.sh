@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every test (unit, integration against real Postgres and NATS, end-to-end), the
+# offline chart and docs checks, then one closing line that sums all test binaries.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+log=$(mktemp)
+cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log"
+tests_rc=${PIPESTATUS[0]}
+scripts/helm-check.sh
+checks_rc=$?
+read -r passed failed < <(awk '/^test result:/ {p += $4; f += $6} END {print p+0, f+0}' "$log")
+rm -f "$log"
+echo "tests: ${passed} passed, ${failed} failed"
+[ "$tests_rc" = 0 ] && [ "$checks_rc" = 0 ]
