@@ -12,5 +12,6 @@ psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atqc \
 cargo build --release -p tests-e2e --bin devstack
 export HUB_PROFILE=dev
 export IDENTITY__DATABASE__URL=${IDENTITY__DATABASE__URL:-postgres://postgres@$PGHOST:$PGPORT/$DB}
+export ORG_BILLING__DATABASE__URL=${ORG_BILLING__DATABASE__URL:-postgres://postgres@$PGHOST:$PGPORT/$DB}
 # Migrations run first, then every service in one process.
 "${CARGO_TARGET_DIR:-target}/release/devstack"

@@ -31,6 +31,8 @@ pub struct StackOptions {
     pub identity_toml: String,
     /// Extra TOML for every gateway's settings.
     pub gateway_toml: String,
+    /// Extra TOML for org-billing's settings.
+    pub org_billing_toml: String,
 }
 
 impl Default for StackOptions {
@@ -39,6 +41,7 @@ impl Default for StackOptions {
             gateways: 1,
             identity_toml: String::new(),
             gateway_toml: String::new(),
+            org_billing_toml: String::new(),
         }
     }
 }
@@ -52,8 +55,10 @@ pub struct TestStack {
     pub gateways: Vec<Gateway>,
     /// identity's own address (tests call it directly to prove it refuses that).
     pub identity: String,
+    /// org-billing's own address (for internal calls).
+    pub org_billing: String,
     pub database_url: String,
-    /// A pool on the stack's database, search_path `identity`.
+    /// A pool on the stack's database, search_path `identity,org_billing`.
     pub db: PgPool,
     pub nats: async_nats::Client,
     pub naming: event_contracts::Naming,
@@ -159,6 +164,24 @@ outbox_poll_ms = 100
         let identity = format!("http://127.0.0.1:{}", identity_app.port());
         tokio::spawn(identity_app.run_until_stopped());
 
+        let billing_settings = org_billing::Settings::from_layers(&[
+            &common,
+            &format!(
+                r#"
+[identity]
+url = "{identity}"
+[seed]
+distributors = true
+[jobs]
+outbox_poll_ms = 100
+"#
+            ),
+            &opts.org_billing_toml,
+        ])?;
+        let billing_app = org_billing::Application::build(billing_settings, cancel.clone()).await?;
+        let org_billing = format!("http://127.0.0.1:{}", billing_app.port());
+        tokio::spawn(billing_app.run_until_stopped());
+
         let mut gateways = Vec::new();
         for _ in 0..opts.gateways.max(1) {
             let gw_settings = core_api_gateway::Settings::from_layers(&[
@@ -173,6 +196,7 @@ workers = 1
 trusted_proxies = ["127.0.0.0/8", "::1/128"]
 [upstreams]
 identity = "{identity}"
+org_billing = "{org_billing}"
 "#
                 ),
                 &opts.gateway_toml,
@@ -190,7 +214,7 @@ identity = "{identity}"
             .connect_with(
                 database_url
                     .parse::<sqlx::postgres::PgConnectOptions>()?
-                    .options([("search_path", "identity")]),
+                    .options([("search_path", "identity,org_billing")]),
             )
             .await?;
         let nats = async_nats::connect(nats_url()).await?;
@@ -200,6 +224,7 @@ identity = "{identity}"
         Ok(TestStack {
             gateways,
             identity,
+            org_billing,
             database_url,
             db,
             nats,
@@ -385,5 +410,90 @@ impl TestStack {
     /// A pool like identity's own (for calling its jobs directly).
     pub async fn identity_pool(&self) -> PgPool {
         self.db.clone()
+    }
+}
+
+/// Organization helpers (issue 3).
+impl TestStack {
+    pub async fn create_org(&self, token: &str, name: &str, country: &str) -> Resp {
+        self.post(
+            "/v1/organizations",
+            Some(token),
+            serde_json::json!({"name": name, "legal_type": "corporate", "country": country}),
+        )
+        .await
+    }
+
+    /// Create an organization owned by a new user; returns (owner token, org id).
+    pub async fn org_with_owner(&self, owner_email: &str) -> (String, String) {
+        let owner = self.sign_in(owner_email).await;
+        let r = self.create_org(&owner, "Acme", "TR").await;
+        assert_eq!(r.status, 201, "create org: {:?}", r.body);
+        let id = r.body["id"].as_str().unwrap_or_default().to_owned();
+        (owner, id)
+    }
+
+    pub async fn add_member(&self, admin: &str, org: &str, email: &str, role: &str) -> Resp {
+        self.post(
+            &format!("/v1/organizations/{org}/members"),
+            Some(admin),
+            serde_json::json!({"email": email, "role": role}),
+        )
+        .await
+    }
+
+    /// A new user with `role` in `org`; returns their session token.
+    pub async fn member(&self, owner: &str, org: &str, role: &str) -> String {
+        let email = format!("{role}-{}@example.com", Uuid::new_v4().simple());
+        let r = self.add_member(owner, org, &email, role).await;
+        assert_eq!(r.status, 200, "add member: {:?}", r.body);
+        self.sign_in(&email).await
+    }
+
+    pub async fn create_key(&self, admin: &str, org: &str, role: Option<&str>) -> Resp {
+        let mut body = serde_json::json!({"name": "ci key"});
+        if let Some(r) = role {
+            body["role"] = serde_json::json!(r);
+        }
+        self.post(
+            &format!("/v1/organizations/{org}/api-keys"),
+            Some(admin),
+            body,
+        )
+        .await
+    }
+
+    /// Call a service directly with an assertion signed like the gateway's, for
+    /// the caller behind `token` (internal endpoints are not routed publicly).
+    pub async fn internal_call(
+        &self,
+        base: &str,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Value,
+    ) -> Resp {
+        use base64::Engine;
+        let me = self.get("/v1/auth/me", Some(token)).await;
+        assert_eq!(me.status, 200);
+        let assertion = serde_json::json!({
+            "identity": me.body,
+            "credential": {"kind": "session", "id": Uuid::new_v4()},
+            "ip": "127.0.0.1", "request_id": "internal-test",
+            "method": method, "path": path,
+            "iat": time::OffsetDateTime::now_utc().unix_timestamp(),
+        });
+        let payload =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(assertion.to_string());
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.assertion_key.as_bytes());
+        let sig = hex::encode(ring::hmac::sign(&key, payload.as_bytes()).as_ref());
+        self.call(
+            method,
+            &format!("{base}{path}"),
+            None,
+            Some(body),
+            &[("x-hub-assertion", &payload), ("x-hub-signature", &sig)],
+        )
+        .await
     }
 }

@@ -133,10 +133,36 @@ mod tests {
             CredentialRevoked::SUBJECT,
             IdentityChanged::SUBJECT,
             AuditRecorded::SUBJECT,
+            OrgCreated::SUBJECT,
+            MembershipChanged::SUBJECT,
         ] {
             assert!(STREAMS
                 .iter()
                 .any(|(_, pat)| s.starts_with(pat.trim_end_matches('>'))));
         }
     }
+}
+
+/// An organization was created; its creator is the first owner. identity makes
+/// the membership (the fast path calls it synchronously; this event guarantees it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrgCreated {
+    pub org_id: Uuid,
+    pub owner_user_id: Uuid,
+    pub name: String,
+}
+impl Event for OrgCreated {
+    const SUBJECT: &'static str = "core.v1.org.created";
+}
+
+/// A membership was added, changed (`role` set) or removed (`role` null).
+/// org-billing keeps a replica for member counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MembershipChanged {
+    pub org_id: Uuid,
+    pub user_id: Uuid,
+    pub role: Option<hub_domain::Role>,
+}
+impl Event for MembershipChanged {
+    const SUBJECT: &'static str = "core.v1.membership.changed";
 }

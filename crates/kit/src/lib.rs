@@ -18,6 +18,7 @@ pub mod error;
 pub mod http;
 pub mod nats;
 pub mod outbox;
+pub mod server;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;

@@ -127,3 +127,23 @@ where
     }
     Ok(())
 }
+
+/// [`run_consumer`] on a task of its own; logs if it ever stops with an error.
+pub fn spawn_consumer<T, F, Fut>(
+    js: jetstream::Context,
+    naming: Naming,
+    durable_base: &'static str,
+    cancel: CancellationToken,
+    handler: F,
+) -> tokio::task::JoinHandle<()>
+where
+    T: Event + Send + 'static,
+    F: Fn(Envelope<T>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send,
+{
+    tokio::spawn(async move {
+        if let Err(e) = run_consumer::<T, F, Fut>(js, naming, durable_base, cancel, handler).await {
+            tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
+        }
+    })
+}

@@ -6,6 +6,7 @@
 
 mod audit;
 mod fields;
+mod memberships;
 mod ratelimit;
 mod resolve;
 mod routes;
@@ -13,17 +14,18 @@ pub mod settings;
 mod state;
 pub mod sweep;
 pub mod tokens;
+mod users;
 
 pub use routes::{
     configure, CREDENTIAL_EXPIRES_HEADER, CREDENTIAL_ID_HEADER, CREDENTIAL_KIND_HEADER,
 };
 pub use settings::Settings;
 
-use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
-use event_contracts::AuditRecorded;
+use actix_web::{dev::Server, web};
+use event_contracts::{AuditRecorded, OrgCreated};
 use service_kit::{assertion, db, http, nats, outbox::Outbox};
 use sqlx::migrate::Migrator;
-use std::{collections::HashSet, net::TcpListener, time::Duration};
+use std::{collections::HashSet, time::Duration};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -56,32 +58,6 @@ impl Application {
         let outbox = Outbox::new(pool.clone(), js.clone());
         let signer = assertion::Signer::new(&settings.assertion)?;
 
-        let mut tasks = vec![outbox.clone().spawn_relay(
-            cancel.clone(),
-            Duration::from_millis(settings.jobs.outbox_poll_ms),
-        )];
-        {
-            let (js, naming, cancel, pool) =
-                (js.clone(), naming.clone(), cancel.clone(), pool.clone());
-            tasks.push(tokio::spawn(async move {
-                let run = nats::run_consumer::<AuditRecorded, _, _>(
-                    js,
-                    naming,
-                    "identity-audit",
-                    cancel,
-                    |env| audit::store_event(&pool, env),
-                );
-                if let Err(e) = run.await {
-                    tracing::error!(error = ?e, "audit consumer stopped");
-                }
-            }));
-        }
-        tasks.push(sweep::spawn(
-            pool.clone(),
-            settings.jobs.clone(),
-            cancel.clone(),
-        ));
-
         let staff: HashSet<String> = settings
             .auth
             .staff_emails
@@ -90,38 +66,57 @@ impl Application {
             .collect();
         let state = web::Data::new(state::AppState {
             pool: pool.clone(),
-            outbox,
-            naming,
+            outbox: outbox.clone(),
+            naming: naming.clone(),
             auth: settings.auth.clone(),
             staff,
         });
-        let signer = web::Data::new(signer);
+        let mut tasks = vec![outbox.clone().spawn_relay(
+            cancel.clone(),
+            Duration::from_millis(settings.jobs.outbox_poll_ms),
+        )];
+        let pool_for_audit = pool.clone();
+        tasks.push(nats::spawn_consumer::<AuditRecorded, _, _>(
+            js.clone(),
+            naming.clone(),
+            "identity-audit",
+            cancel.clone(),
+            move |env| {
+                let pool = pool_for_audit.clone();
+                async move { audit::store_event(&pool, env).await }
+            },
+        ));
+        let state_for_orgs = state.clone();
+        tasks.push(nats::spawn_consumer::<OrgCreated, _, _>(
+            js.clone(),
+            naming.clone(),
+            "identity-org-created",
+            cancel.clone(),
+            move |env| {
+                let state = state_for_orgs.clone();
+                async move { memberships::on_org_created(&state, env).await }
+            },
+        ));
+        tasks.push(sweep::spawn(
+            pool.clone(),
+            settings.jobs.clone(),
+            cancel.clone(),
+        ));
+
         let readiness = http::Readiness {
             db: Some(pool),
             nats: Some(nats_client),
         };
-        let max_body = settings.http.max_body_bytes;
-        let listener = TcpListener::bind(settings.http.addr())?;
-        let port = listener.local_addr()?.port();
-        let mut server = HttpServer::new(move || {
-            App::new()
-                .wrap(from_fn(assertion::require_assertion))
-                .wrap(from_fn(http::request_span))
-                .app_data(state.clone())
-                .app_data(signer.clone())
-                .configure(|c| http::configure_extractors(c, max_body))
-                .configure(|c| http::health_routes(c, readiness.clone()))
-                .configure(configure)
-                .default_service(web::to(http::not_found))
-        })
-        .listen(listener)?
-        .disable_signals()
-        .shutdown_timeout(10);
-        if settings.http.workers > 0 {
-            server = server.workers(settings.http.workers);
-        }
-        let server = server.run();
-        service_kit::shutdown::stop_server_on(cancel, server.handle());
+        let (port, server) = service_kit::server::start(
+            &settings.http,
+            signer,
+            readiness,
+            cancel,
+            move |c: &mut web::ServiceConfig| {
+                c.app_data(state.clone());
+                configure(c);
+            },
+        )?;
         tracing::info!(port, "identity listening");
         Ok(Application {
             port,

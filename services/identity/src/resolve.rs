@@ -1,34 +1,58 @@
 //! Bearer -> identity: the hottest query of the platform (one indexed lookup,
-//! memberships folded in as JSON).
+//! memberships folded in as JSON). Session tokens and API keys (`svc_live_`)
+//! resolve through the same path.
 
-use hub_domain::{Credential, CredentialKind, Identity, Membership};
+use hub_domain::{Credential, CredentialKind, Identity, Membership, Role};
 use sqlx::PgPool;
+use time::OffsetDateTime;
 use uuid::Uuid;
 
+pub const API_KEY_PREFIX: &str = "svc_live_";
+
 #[derive(sqlx::FromRow)]
-struct Row {
+struct SessionRow {
     credential_id: Uuid,
     user_id: Uuid,
     email: String,
     name: String,
     memberships: sqlx::types::Json<Vec<Membership>>,
-    expires_at: time::OffsetDateTime,
+    expires_at: OffsetDateTime,
+}
+
+#[derive(sqlx::FromRow)]
+struct KeyRow {
+    id: Uuid,
+    org_id: Uuid,
+    role: String,
+    name: String,
 }
 
 /// A resolved bearer: who, with which credential, valid until when.
 pub struct Resolved {
     pub identity: Identity,
     pub credential: Credential,
-    pub expires_at: time::OffsetDateTime,
+    pub expires_at: OffsetDateTime,
 }
 
-pub async fn by_session_token(
+pub async fn bearer(
+    pool: &PgPool,
+    token: &str,
+    is_staff: impl Fn(&str) -> bool,
+) -> sqlx::Result<Option<Resolved>> {
+    if token.starts_with(API_KEY_PREFIX) {
+        api_key(pool, token).await
+    } else {
+        session(pool, token, is_staff).await
+    }
+}
+
+async fn session(
     pool: &PgPool,
     token: &str,
     is_staff: impl Fn(&str) -> bool,
 ) -> sqlx::Result<Option<Resolved>> {
     let hash = crate::tokens::hash(token);
-    let row: Option<Row> = sqlx::query_as(
+    let row: Option<SessionRow> = sqlx::query_as(
         "SELECT s.id AS credential_id, s.expires_at, u.id AS user_id, u.email, u.name, \
            COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role) \
                                      ORDER BY m.created_at, m.org_id) \
@@ -55,5 +79,37 @@ pub async fn by_session_token(
             },
             expires_at: r.expires_at,
         }
+    }))
+}
+
+/// An API key is its own principal: user_id is the key's id, exactly one
+/// membership at the key's role, never staff, never owner.
+async fn api_key(pool: &PgPool, token: &str) -> sqlx::Result<Option<Resolved>> {
+    let row: Option<KeyRow> = sqlx::query_as(
+        "SELECT id, org_id, role, name FROM api_keys WHERE token_hash = $1 AND revoked_at IS NULL",
+    )
+    .bind(crate::tokens::hash(token))
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.and_then(|k| {
+        let role = Role::parse(&k.role).filter(|r| r.allowed_for_api_key())?;
+        Some(Resolved {
+            identity: Identity {
+                user_id: k.id,
+                email: String::new(),
+                name: k.name,
+                staff: false,
+                memberships: vec![Membership {
+                    org_id: k.org_id,
+                    role,
+                }],
+            },
+            credential: Credential {
+                kind: CredentialKind::ApiKey,
+                id: k.id,
+            },
+            // Keys live until revoked; caches are bounded by their own TTL.
+            expires_at: OffsetDateTime::now_utc() + time::Duration::days(365),
+        })
     }))
 }

@@ -74,8 +74,8 @@ async fn the_product_host_serves_core_paths_under_core_api() {
 async fn routes_of_services_not_deployed_answer_503_after_authentication() {
     let s = TestStack::spawn().await;
     let t = s.sign_in("early@example.com").await;
-    assert_eq!(s.get("/v1/organizations", None).await.status, 401);
-    let r = s.get("/v1/organizations", Some(&t)).await;
+    assert_eq!(s.get("/v1/agent", None).await.status, 401);
+    let r = s.get("/v1/agent", Some(&t)).await;
     assert_eq!(r.status, 503);
     assert_eq!(r.error(), "service not available");
 }

@@ -2,9 +2,14 @@
 //! Postgres and NATS. Each test starts its own stack (own database, own NATS
 //! prefix and streams).
 
+mod api_keys;
 mod audit;
 mod auth;
 mod bad_input;
 mod gateway;
+mod ledger;
+mod members;
+mod orgs;
 mod profile;
+mod role_matrix;
 mod sessions;

@@ -72,14 +72,7 @@ pub async fn request_link(
         tx.rollback().await?;
         return Err(ApiError::TooManyRequests);
     }
-    let user_id: Uuid = sqlx::query_scalar(
-        "INSERT INTO users (id, email) VALUES ($1, $2) \
-         ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id",
-    )
-    .bind(Uuid::now_v7())
-    .bind(email.as_str())
-    .fetch_one(&mut *tx)
-    .await?;
+    let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
     sqlx::query(
         "INSERT INTO magic_links (token_hash, user_id, expires_at) \
          VALUES ($1, $2, now() + make_interval(secs => $3))",
@@ -203,7 +196,7 @@ pub async fn me(
     if token.is_empty() || token.len() > tokens::MAX_TOKEN_LEN {
         return Err(ApiError::unauthorized("invalid or expired credential"));
     }
-    let resolved = resolve::by_session_token(&state.pool, token, |e| state.is_staff(e)).await?;
+    let resolved = resolve::bearer(&state.pool, token, |e| state.is_staff(e)).await?;
     match resolved {
         Some(r) => {
             let mut resp = identity_response(&r.identity, r.credential);

@@ -1,7 +1,10 @@
 //! identity's HTTP surface.
 
+mod api_keys;
 mod audit;
 pub mod auth;
+mod internal;
+mod members;
 mod profile;
 
 use actix_web::web;
@@ -19,7 +22,31 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .route("/v1/profile", web::get().to(profile::get))
         .route("/v1/profile", web::patch().to(profile::patch))
-        .route("/v1/audit/me", web::get().to(audit::mine));
+        .route("/v1/audit/me", web::get().to(audit::mine))
+        .route(
+            "/v1/organizations/{id}/members",
+            web::get().to(members::list),
+        )
+        .route(
+            "/v1/organizations/{id}/members",
+            web::post().to(members::add),
+        )
+        .route(
+            "/v1/organizations/{id}/api-keys",
+            web::get().to(api_keys::list),
+        )
+        .route(
+            "/v1/organizations/{id}/api-keys",
+            web::post().to(api_keys::create),
+        )
+        .route(
+            "/v1/organizations/{id}/api-keys/{key_id}",
+            web::delete().to(api_keys::revoke),
+        )
+        .route(
+            "/internal/v1/organizations/{id}/owner",
+            web::post().to(internal::creator_owner),
+        );
 }
 
 pub use auth::{CREDENTIAL_EXPIRES_HEADER, CREDENTIAL_ID_HEADER, CREDENTIAL_KIND_HEADER};

@@ -1,0 +1,44 @@
+//! The HTTP server every internal service runs: request spans, the assertion
+//! check, JSON extractor limits, probes, the service's routes, a JSON 404.
+
+use crate::{assertion, http, settings::HttpSettings};
+use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
+use std::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Bind `settings` (port 0 picks one), start serving, stop gracefully when
+/// `cancel` fires. Returns the bound port and the running server.
+pub fn start<F>(
+    settings: &HttpSettings,
+    signer: assertion::Signer,
+    readiness: http::Readiness,
+    cancel: CancellationToken,
+    routes: F,
+) -> anyhow::Result<(u16, Server)>
+where
+    F: Fn(&mut web::ServiceConfig) + Send + Clone + 'static,
+{
+    let signer = web::Data::new(signer);
+    let max_body = settings.max_body_bytes;
+    let listener = TcpListener::bind(settings.addr())?;
+    let port = listener.local_addr()?.port();
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .wrap(from_fn(assertion::require_assertion))
+            .wrap(from_fn(http::request_span))
+            .app_data(signer.clone())
+            .configure(|c| http::configure_extractors(c, max_body))
+            .configure(|c| http::health_routes(c, readiness.clone()))
+            .configure(routes.clone())
+            .default_service(web::to(http::not_found))
+    })
+    .listen(listener)?
+    .disable_signals()
+    .shutdown_timeout(10);
+    if settings.workers > 0 {
+        server = server.workers(settings.workers);
+    }
+    let server = server.run();
+    crate::shutdown::stop_server_on(cancel, server.handle());
+    Ok((port, server))
+}

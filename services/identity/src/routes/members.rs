@@ -1,0 +1,137 @@
+//! Organization members (memberships live in identity: /me needs them).
+
+use crate::{audit, state::AppState};
+use actix_web::{web, HttpResponse};
+use event_contracts::{IdentityChanged, MembershipChanged};
+use hub_domain::{Capability, Email, Role};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
+use uuid::Uuid;
+
+#[derive(Serialize, sqlx::FromRow)]
+struct Member {
+    user_id: Uuid,
+    email: String,
+    role: String,
+}
+
+/// GET /v1/organizations/{id}/members: any member (sessions and keys).
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    let org_id = path.into_inner();
+    caller.require(org_id, Capability::Read)?;
+    let rows: Vec<Member> = sqlx::query_as(
+        "SELECT m.user_id, u.email, m.role FROM memberships m JOIN users u ON u.id = m.user_id \
+         WHERE m.org_id = $1 ORDER BY m.created_at, u.email",
+    )
+    .bind(org_id)
+    .fetch_all(&state.pool)
+    .await?;
+    Ok(HttpResponse::Ok().json(rows))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddMember {
+    email: String,
+    role: String,
+}
+
+/// POST /v1/organizations/{id}/members: admin (owner or manager). Adds the member
+/// or changes their role, creating the user by email if needed. Only an owner
+/// grants or takes away the owner role, and the last owner cannot be demoted.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn add(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+    body: web::Json<AddMember>,
+) -> ApiResult<HttpResponse> {
+    let org_id = path.into_inner();
+    let caller_role = caller.require(org_id, Capability::Admin)?;
+    let email = Email::parse(&body.email).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let role = Role::parse(&body.role).ok_or_else(|| {
+        ApiError::bad_request("role must be owner, manager, finance, developer or visitor")
+    })?;
+    if role == Role::Owner && caller_role != Role::Owner {
+        return Err(ApiError::forbidden(
+            "insufficient role: requires owner to grant the owner role",
+        ));
+    }
+
+    let mut tx = state.pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 1))")
+        .bind(org_id)
+        .execute(&mut *tx)
+        .await?;
+    let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
+    let current: Vec<(Uuid, String)> =
+        sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
+            .bind(org_id)
+            .fetch_all(&mut *tx)
+            .await?;
+    let previous = current
+        .iter()
+        .find(|(u, _)| *u == user_id)
+        .and_then(|(_, r)| Role::parse(r));
+    if previous == Some(Role::Owner) && role != Role::Owner {
+        if caller_role != Role::Owner {
+            return Err(ApiError::forbidden(
+                "insufficient role: requires owner to change an owner",
+            ));
+        }
+        let owners = current.iter().filter(|(_, r)| r == "owner").count();
+        if owners <= 1 {
+            return Err(ApiError::conflict("the last owner cannot be demoted"));
+        }
+    }
+    if previous != Some(role) {
+        sqlx::query(
+            "INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) \
+             ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role, updated_at = now()",
+        )
+        .bind(org_id)
+        .bind(user_id)
+        .bind(role.as_str())
+        .execute(&mut *tx)
+        .await?;
+        let action = if previous.is_some() {
+            "org.member_role_changed"
+        } else {
+            "org.member_added"
+        };
+        audit::record(
+            &mut tx,
+            Some(caller.user_id()),
+            action,
+            &format!("org:{org_id}"),
+            json!({"org_id": org_id, "user_id": user_id, "email": email.as_str(), "role": role,
+                   "previous_role": previous}),
+            &caller.ip,
+        )
+        .await?;
+        outbox::enqueue(&mut tx, &state.naming, IdentityChanged { user_id }).await?;
+        outbox::enqueue(
+            &mut tx,
+            &state.naming,
+            MembershipChanged {
+                org_id,
+                user_id,
+                role: Some(role),
+            },
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    state.publish_now().await;
+    Ok(HttpResponse::Ok().json(Member {
+        user_id,
+        email: email.as_str().to_owned(),
+        role: role.as_str().to_owned(),
+    }))
+}

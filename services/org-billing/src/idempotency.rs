@@ -1,0 +1,114 @@
+//! `Idempotency-Key` for staff operations: the first result (success or a
+//! business refusal) is stored with the key in the operation's transaction and
+//! replayed on retries; the same key with a different request is refused.
+//! Concurrent retries wait on the key's row lock, then replay.
+
+use actix_web::{http::StatusCode, HttpRequest, HttpResponse};
+use ring::digest;
+use serde_json::Value;
+use service_kit::{ApiError, ApiResult};
+use sqlx::{PgConnection, Postgres, Transaction};
+
+pub const HEADER: &str = "idempotency-key";
+
+/// The header's value, if any: 1 to 255 visible ASCII characters.
+pub fn key_of(req: &HttpRequest) -> ApiResult<Option<String>> {
+    let Some(v) = req.headers().get(HEADER) else {
+        return Ok(None);
+    };
+    let s = v
+        .to_str()
+        .ok()
+        .filter(|s| !s.is_empty() && s.len() <= 255 && s.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| {
+            ApiError::bad_request("Idempotency-Key must be 1 to 255 visible ASCII characters")
+        })?;
+    Ok(Some(s.to_owned()))
+}
+
+pub fn request_hash(body: &Value) -> Vec<u8> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    digest::digest(&digest::SHA256, &bytes).as_ref().to_vec()
+}
+
+pub enum Begin {
+    Fresh,
+    Replay(u16, Value),
+    Mismatch,
+}
+
+pub async fn begin(
+    conn: &mut PgConnection,
+    scope: &str,
+    key: &str,
+    hash: &[u8],
+) -> sqlx::Result<Begin> {
+    let inserted = sqlx::query(
+        "INSERT INTO idempotency_keys (scope, key, request_hash) VALUES ($1, $2, $3) \
+         ON CONFLICT (scope, key) DO NOTHING",
+    )
+    .bind(scope)
+    .bind(key)
+    .bind(hash)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if inserted == 1 {
+        return Ok(Begin::Fresh);
+    }
+    let (stored_hash, status, body): (Vec<u8>, Option<i32>, Option<Value>) = sqlx::query_as(
+        "SELECT request_hash, status, body FROM idempotency_keys WHERE scope = $1 AND key = $2",
+    )
+    .bind(scope)
+    .bind(key)
+    .fetch_one(&mut *conn)
+    .await?;
+    if stored_hash != hash {
+        return Ok(Begin::Mismatch);
+    }
+    Ok(match (status, body) {
+        (Some(s), Some(b)) => Begin::Replay(s as u16, b),
+        // Cannot happen: the row is written with its result in one transaction.
+        _ => Begin::Mismatch,
+    })
+}
+
+pub fn replay(status: u16, body: Value) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK)).json(body)
+}
+
+/// Finish an operation: commit with its result stored under the key (business
+/// refusals too), or roll back for anything else.
+pub async fn settle(
+    mut tx: Transaction<'_, Postgres>,
+    key: Option<&str>,
+    scope: &str,
+    outcome: Result<Value, ApiError>,
+) -> ApiResult<HttpResponse> {
+    let stored = match &outcome {
+        Ok(v) => Some((200, v.clone())),
+        Err(ApiError::Conflict(m)) => Some((409, serde_json::json!({ "error": m }))),
+        Err(_) => None,
+    };
+    match (key, stored) {
+        (Some(k), Some((status, body))) => {
+            sqlx::query(
+                "UPDATE idempotency_keys SET status = $3, body = $4 WHERE scope = $1 AND key = $2",
+            )
+            .bind(scope)
+            .bind(k)
+            .bind(status)
+            .bind(&body)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+        }
+        (None, Some((200, _))) => tx.commit().await?,
+        _ => tx.rollback().await?,
+    }
+    outcome.map(|v| HttpResponse::Ok().json(v))
+}
+
+pub fn mismatch() -> ApiError {
+    ApiError::Unprocessable("Idempotency-Key was already used with a different request".into())
+}

@@ -1,0 +1,241 @@
+//! Organizations: create (routed to a distributor by country, wallet and token
+//! balance in the same transaction), list the caller's, detail.
+
+use crate::state::AppState;
+use actix_web::{web, HttpResponse};
+use event_contracts::OrgCreated;
+use hub_domain::{Capability, CountryCode};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use service_kit::{
+    assertion::{Caller, SessionCaller},
+    outbox, ApiError, ApiResult,
+};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+pub const NAME_MAX: usize = 200;
+
+#[derive(Serialize, sqlx::FromRow)]
+pub struct Organization {
+    id: Uuid,
+    name: String,
+    legal_type: String,
+    country: String,
+    distributor_entity_id: Uuid,
+    distributor_entity: String,
+    kyc_status: String,
+    kyc_tier: i32,
+}
+
+const ORG_SELECT: &str = "SELECT o.id, o.name, o.legal_type, o.country::text AS country, \
+    o.distributor_id AS distributor_entity_id, d.name AS distributor_entity, o.kyc_status, o.kyc_tier \
+    FROM organizations o JOIN distributors d ON d.id = o.distributor_id";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOrg {
+    name: String,
+    legal_type: String,
+    country: String,
+}
+
+/// POST /v1/organizations (session): 201 Organization; 422 when no distributor
+/// entity covers the country.
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: SessionCaller,
+    body: web::Json<CreateOrg>,
+) -> ApiResult<HttpResponse> {
+    let name = body.name.trim();
+    if name.is_empty() || name.chars().count() > NAME_MAX || name.chars().any(char::is_control) {
+        return Err(ApiError::BadRequest(format!(
+            "name is required, at most {NAME_MAX} characters, without control characters"
+        )));
+    }
+    if !matches!(body.legal_type.as_str(), "individual" | "corporate") {
+        return Err(ApiError::bad_request(
+            "legal_type must be individual or corporate",
+        ));
+    }
+    let country =
+        CountryCode::parse(&body.country).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+
+    let mut tx = state.pool.begin().await?;
+    let route: Option<(Uuid, String)> = sqlx::query_as(
+        "SELECT d.id, d.currency FROM distributor_coverage c JOIN distributors d ON d.id = c.distributor_id \
+         WHERE c.country = $1",
+    )
+    .bind(country.as_str())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((distributor_id, currency)) = route else {
+        return Err(ApiError::Unprocessable(format!(
+            "no distributor entity covers country {country}"
+        )));
+    };
+    let org_id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO organizations (id, name, legal_type, country, distributor_id, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(org_id)
+    .bind(name)
+    .bind(&body.legal_type)
+    .bind(country.as_str())
+    .bind(distributor_id)
+    .bind(caller.user_id())
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("INSERT INTO wallets (org_id, currency) VALUES ($1, $2)")
+        .bind(org_id)
+        .bind(&currency)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("INSERT INTO token_balances (org_id) VALUES ($1)")
+        .bind(org_id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("INSERT INTO org_members (org_id, user_id, role, changed_at) VALUES ($1, $2, 'owner', now())")
+        .bind(org_id)
+        .bind(caller.user_id())
+        .execute(&mut *tx)
+        .await?;
+    outbox::enqueue(
+        &mut tx,
+        &state.naming,
+        OrgCreated {
+            org_id,
+            owner_user_id: caller.user_id(),
+            name: name.to_owned(),
+        },
+    )
+    .await?;
+    state
+        .audit(
+            &mut tx,
+            &caller,
+            "org.created",
+            org_id,
+            json!({"org_id": org_id, "name": name, "country": country, "currency": currency}),
+        )
+        .await?;
+    let org: Organization = sqlx::query_as(&format!("{ORG_SELECT} WHERE o.id = $1"))
+        .bind(org_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    state.outbox.kick();
+    state.make_creator_owner(&caller, org_id).await;
+    Ok(HttpResponse::Created().json(org))
+}
+
+/// GET /v1/organizations (session): the caller's organizations.
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn list(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
+    let ids: Vec<Uuid> = caller
+        .identity
+        .memberships
+        .iter()
+        .map(|m| m.org_id)
+        .collect();
+    let orgs: Vec<Organization> = sqlx::query_as(&format!(
+        "{ORG_SELECT} WHERE o.id = ANY($1) ORDER BY o.created_at, o.id"
+    ))
+    .bind(&ids)
+    .fetch_all(&state.pool)
+    .await?;
+    Ok(HttpResponse::Ok().json(orgs))
+}
+
+#[derive(sqlx::FromRow)]
+struct DetailRow {
+    #[sqlx(flatten)]
+    org: Organization,
+    status: String,
+    members: i64,
+    wallet_currency: String,
+    wallet_balance_minor: i64,
+    tokens: i64,
+    legal_name: String,
+    tax_id: String,
+    registration_number: String,
+    registered_address: serde_json::Value,
+    kyc_locked: bool,
+    kyc_verified_at: Option<OffsetDateTime>,
+}
+
+#[derive(Serialize)]
+struct Detail {
+    #[serde(flatten)]
+    org: Organization,
+    your_role: String,
+    status: String,
+    members: i64,
+    assets: i64,
+    wallet_currency: Option<String>,
+    wallet_balance_minor: Option<i64>,
+    tokens: i64,
+    legal_name: String,
+    tax_id: String,
+    registration_number: String,
+    registered_address: serde_json::Value,
+    kyc_locked: bool,
+    #[serde(with = "time::serde::rfc3339::option")]
+    kyc_verified_at: Option<OffsetDateTime>,
+    kyc_retention_until: Option<String>,
+}
+
+/// GET /v1/organizations/{id}: OrganizationDetail for any member. Wallet fields
+/// only for roles with finance reads (owner, finance); null otherwise.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn detail(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    let org_id = path.into_inner();
+    let role = caller.require(org_id, Capability::Read)?;
+    let row: Option<DetailRow> = sqlx::query_as(&format!(
+        "SELECT q.*, o.status, o.legal_name, o.tax_id, o.registration_number, o.registered_address, \
+                o.kyc_locked, o.kyc_verified_at, w.currency AS wallet_currency, \
+                w.balance_minor AS wallet_balance_minor, t.balance AS tokens, \
+                (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS members \
+         FROM ({ORG_SELECT} WHERE o.id = $1) q \
+         JOIN organizations o ON o.id = q.id JOIN wallets w ON w.org_id = o.id \
+         JOIN token_balances t ON t.org_id = o.id"
+    ))
+    .bind(org_id)
+    .fetch_optional(&state.pool)
+    .await?;
+    let r = row.ok_or(ApiError::NotFound)?;
+    let finance = role.can(Capability::FinanceRead);
+    let retention = r.kyc_verified_at.map(|v| {
+        let d = v.date();
+        d.replace_year(d.year() + 10)
+            .unwrap_or_else(|_| {
+                d.replace_day(28)
+                    .and_then(|d| d.replace_year(d.year() + 10))
+                    .unwrap_or(d)
+            })
+            .to_string()
+    });
+    Ok(HttpResponse::Ok().json(Detail {
+        org: r.org,
+        your_role: role.as_str().to_owned(),
+        status: r.status,
+        members: r.members,
+        assets: 0,
+        wallet_currency: finance.then_some(r.wallet_currency),
+        wallet_balance_minor: finance.then_some(r.wallet_balance_minor),
+        tokens: r.tokens,
+        legal_name: r.legal_name,
+        tax_id: r.tax_id,
+        registration_number: r.registration_number,
+        registered_address: r.registered_address,
+        kyc_locked: r.kyc_locked,
+        kyc_verified_at: r.kyc_verified_at,
+        kyc_retention_until: retention,
+    }))
+}

@@ -1,0 +1,51 @@
+//! org-billing's settings; `defaults.toml` (beside Cargo.toml) documents every key.
+
+use serde::Deserialize;
+use service_kit::settings::{
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, TelemetrySettings,
+};
+
+pub const DEFAULTS: &str = include_str!("../defaults.toml");
+pub const DEV: &str = include_str!("../dev.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub http: HttpSettings,
+    pub database: DatabaseSettings,
+    pub nats: NatsSettings,
+    pub assertion: AssertionSettings,
+    pub telemetry: TelemetrySettings,
+    pub identity: IdentitySettings,
+    pub seed: SeedSettings,
+    pub jobs: JobSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct IdentitySettings {
+    pub url: String,
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SeedSettings {
+    pub distributors: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobSettings {
+    pub outbox_poll_ms: u64,
+    pub keep_secs: i64,
+    pub sweep_interval_secs: u64,
+}
+
+impl Settings {
+    pub fn load() -> anyhow::Result<Settings> {
+        service_kit::settings::load("org-billing", DEFAULTS, DEV, &["assertion.keys"])
+    }
+
+    pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {
+        let mut all = vec![DEFAULTS];
+        all.extend_from_slice(layers);
+        service_kit::settings::from_toml(&all)
+    }
+}

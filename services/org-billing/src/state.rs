@@ -1,0 +1,80 @@
+//! Shared handler state and the audit helper.
+
+use event_contracts::{AuditRecorded, Naming};
+use service_kit::{
+    assertion::{self, Assertion, Caller, Signer},
+    outbox::{self, Outbox},
+};
+use sqlx::{PgConnection, PgPool};
+use std::time::Duration;
+use uuid::Uuid;
+
+pub struct AppState {
+    pub pool: PgPool,
+    pub outbox: Outbox,
+    pub naming: Naming,
+    pub signer: Signer,
+    pub http: reqwest::Client,
+    pub identity_url: String,
+    pub identity_timeout: Duration,
+}
+
+impl AppState {
+    /// Record an audit event for identity to store (`core.v1.audit.recorded`),
+    /// in the caller's transaction.
+    pub async fn audit(
+        &self,
+        conn: &mut PgConnection,
+        caller: &Caller,
+        action: &str,
+        org_id: Uuid,
+        detail: serde_json::Value,
+    ) -> anyhow::Result<()> {
+        outbox::enqueue(
+            conn,
+            &self.naming,
+            AuditRecorded {
+                actor_user_id: Some(caller.user_id()),
+                action: action.to_owned(),
+                subject: format!("org:{org_id}"),
+                detail,
+                ip: caller.ip.clone(),
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The read-your-writes fast path: ask identity to make the caller the first
+    /// owner of `org_id` now, so that their very next `/v1/auth/me` lists it.
+    /// Failure only logs: identity applies `core.v1.org.created` anyway.
+    pub async fn make_creator_owner(&self, caller: &Caller, org_id: Uuid) {
+        let path = format!("/internal/v1/organizations/{org_id}/owner");
+        let (a, sig) = self.signer.sign(&Assertion {
+            identity: Some(caller.identity.clone()),
+            credential: Some(caller.credential),
+            ip: caller.ip.clone(),
+            request_id: Uuid::new_v4().to_string(),
+            method: "POST".into(),
+            path: path.clone(),
+            iat: assertion::now_unix(),
+        });
+        let sent = self
+            .http
+            .post(format!("{}{path}", self.identity_url))
+            .header(assertion::ASSERTION_HEADER, a)
+            .header(assertion::SIGNATURE_HEADER, sig)
+            .timeout(self.identity_timeout)
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => {}
+            Ok(r) => {
+                tracing::warn!(status = r.status().as_u16(), %org_id, "owner fast path refused; the event will apply it")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, %org_id, "owner fast path failed; the event will apply it")
+            }
+        }
+    }
+}

@@ -1,0 +1,445 @@
+use futures::future::join_all;
+use serde_json::json;
+use std::time::Duration;
+use tests_e2e::{eventually, TestStack};
+
+async fn balance_and_ledger_sum(s: &TestStack, org: &str) -> (i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT w.balance_minor, COALESCE((SELECT sum(delta_minor)::bigint FROM org_billing.wallet_transactions t WHERE t.org_id = w.org_id), 0), \
+                (SELECT count(*) FROM org_billing.wallet_transactions t WHERE t.org_id = w.org_id) \
+         FROM org_billing.wallets w WHERE w.org_id = $1::uuid",
+    )
+    .bind(org)
+    .fetch_one(&s.db)
+    .await
+    .expect("ledger query")
+}
+
+#[tokio::test]
+async fn staff_credits_and_corrections_move_the_balance_through_the_ledger() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("payer@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let credit = |amount: i64, note: &str| {
+        let body = json!({"amount_minor": amount, "note": note});
+        let path = format!("/v1/organizations/{org}/wallet/credit");
+        let staff = staff.clone();
+        let s = &s;
+        async move { s.post(&path, Some(&staff), body).await }
+    };
+    let r = credit(150_000, "EFT ref 42").await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["balance_minor"], 150_000);
+    assert_eq!(r.body["currency"], "TRY");
+    let r = credit(-50_000, "duplicate transfer").await;
+    assert_eq!(r.body["balance_minor"], 100_000);
+    let r = credit(-100_001, "too much").await;
+    assert_eq!(
+        (r.status, r.error()),
+        (409, "the balance would go below zero")
+    );
+    assert_eq!(credit(0, "").await.status, 400);
+    assert_eq!(
+        s.post(
+            &format!("/v1/organizations/{org}/wallet/credit"),
+            Some(&staff),
+            json!({"amount_minor": 1.5})
+        )
+        .await
+        .status,
+        400
+    );
+    assert_eq!(
+        s.post(
+            &format!("/v1/organizations/{org}/wallet/credit"),
+            Some(&staff),
+            json!({"note": "x"})
+        )
+        .await
+        .status,
+        400
+    );
+    let missing = uuid::Uuid::new_v4();
+    assert_eq!(
+        s.post(
+            &format!("/v1/organizations/{missing}/wallet/credit"),
+            Some(&staff),
+            json!({"amount_minor": 5})
+        )
+        .await
+        .status,
+        404
+    );
+
+    let w = s
+        .get(&format!("/v1/organizations/{org}/wallet"), Some(&owner))
+        .await;
+    assert_eq!(w.body["balance_minor"], 100_000);
+    let txs = s
+        .get(
+            &format!("/v1/organizations/{org}/wallet/transactions"),
+            Some(&owner),
+        )
+        .await;
+    assert_eq!(txs.status, 200);
+    let rows = txs.body.as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["delta_minor"], -50_000);
+    assert_eq!(rows[0]["kind"], "correction");
+    assert_eq!(rows[0]["note"], "duplicate transfer");
+    assert_eq!(rows[1]["delta_minor"], 150_000);
+    assert_eq!(rows[1]["kind"], "bank_transfer");
+    assert!(rows[0]["id"].as_i64() > rows[1]["id"].as_i64());
+    let (balance, sum, _) = balance_and_ledger_sum(&s, &org).await;
+    assert_eq!((balance, sum), (100_000, 100_000));
+}
+
+#[tokio::test]
+async fn the_transaction_list_holds_the_last_hundred() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("many@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    for i in 1..=105 {
+        let r = s
+            .post(
+                &format!("/v1/organizations/{org}/wallet/credit"),
+                Some(&staff),
+                json!({"amount_minor": i}),
+            )
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    let txs = s
+        .get(
+            &format!("/v1/organizations/{org}/wallet/transactions"),
+            Some(&owner),
+        )
+        .await;
+    let rows = txs.body.as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 100);
+    assert_eq!(rows[0]["delta_minor"], 105);
+    assert_eq!(rows[99]["delta_minor"], 6);
+}
+
+#[tokio::test]
+async fn concurrent_credits_and_debits_lose_nothing_and_never_go_negative() {
+    let s = TestStack::spawn().await;
+    let (_, org) = s.org_with_owner("hot@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    // 200 requests at once: credits of 100 and debits of 150, interleaved.
+    let deltas: Vec<i64> = (0..200)
+        .map(|i| if i % 3 == 0 { 100 } else { -150 })
+        .collect();
+    let results = join_all(deltas.iter().map(|d| {
+        let path = format!("/v1/organizations/{org}/wallet/credit");
+        let staff = staff.clone();
+        let s = &s;
+        let d = *d;
+        async move {
+            (
+                d,
+                s.post(&path, Some(&staff), json!({"amount_minor": d}))
+                    .await
+                    .status,
+            )
+        }
+    }))
+    .await;
+    let accepted: Vec<i64> = results
+        .iter()
+        .filter(|(_, st)| *st == 200)
+        .map(|(d, _)| *d)
+        .collect();
+    let refused = results.iter().filter(|(_, st)| *st == 409).count();
+    assert_eq!(
+        accepted.len() + refused,
+        200,
+        "every request is accepted or refused: {results:?}"
+    );
+    assert!(accepted.iter().any(|d| *d < 0), "some debits were accepted");
+    let (balance, sum, rows) = balance_and_ledger_sum(&s, &org).await;
+    assert_eq!(
+        rows as usize,
+        accepted.len(),
+        "one ledger row per accepted request"
+    );
+    assert_eq!(balance, sum, "the balance equals the sum of its rows");
+    assert_eq!(balance, accepted.iter().sum::<i64>(), "no request lost");
+    assert!(balance >= 0);
+    // Every row's running balance is consistent and never negative.
+    let bad: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT balance_after, sum(delta_minor) OVER (ORDER BY id) AS running \
+         FROM org_billing.wallet_transactions WHERE org_id = $1::uuid) q \
+         WHERE balance_after <> running OR balance_after < 0",
+    )
+    .bind(&org)
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or(-1);
+    assert_eq!(bad, 0);
+}
+
+#[tokio::test]
+async fn the_ledger_is_append_only() {
+    let s = TestStack::spawn().await;
+    let (_, org) = s.org_with_owner("ledger@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    s.post(
+        &format!("/v1/organizations/{org}/wallet/credit"),
+        Some(&staff),
+        json!({"amount_minor": 10}),
+    )
+    .await;
+    for sql in [
+        "UPDATE org_billing.wallet_transactions SET delta_minor = 1000",
+        "DELETE FROM org_billing.wallet_transactions",
+    ] {
+        let r = sqlx::query(sql).execute(&s.db).await;
+        assert!(r.is_err(), "{sql} must be refused");
+    }
+}
+
+#[tokio::test]
+async fn idempotency_keys_make_retries_return_the_first_result() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("idem@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let url = format!("{}/v1/organizations/{org}/wallet/credit", s.core());
+    let send = |key: &'static str, amount: i64| {
+        let (url, staff) = (url.clone(), staff.clone());
+        let s = &s;
+        async move {
+            s.call(
+                "POST",
+                &url,
+                Some(&staff),
+                Some(json!({"amount_minor": amount, "note": "wire"})),
+                &[("idempotency-key", key)],
+            )
+            .await
+        }
+    };
+    let first = send("transfer-001", 5_000).await;
+    assert_eq!(first.status, 200);
+    let retry = send("transfer-001", 5_000).await;
+    assert_eq!((retry.status, &retry.body), (200, &first.body));
+    // Ten concurrent retries of a new key apply once.
+    let burst = join_all((0..10).map(|_| send("transfer-002", 700))).await;
+    assert!(burst.iter().all(|r| r.status == 200));
+    assert!(burst.iter().all(|r| r.body == burst[0].body));
+    let w = s
+        .get(&format!("/v1/organizations/{org}/wallet"), Some(&owner))
+        .await;
+    assert_eq!(w.body["balance_minor"], 5_700);
+    // The same key with another request is refused; a refusal is replayed too.
+    let other = send("transfer-001", 9_999).await;
+    assert_eq!(other.status, 422);
+    let refused = send("correction-1", -1_000_000).await;
+    assert_eq!(refused.status, 409);
+    send("transfer-003", 2_000_000).await;
+    let again = send("correction-1", -1_000_000).await;
+    assert_eq!((again.status, &again.body), (409, &refused.body));
+    let bad_key = s
+        .call(
+            "POST",
+            &url,
+            Some(&staff),
+            Some(json!({"amount_minor": 1})),
+            &[("idempotency-key", "")],
+        )
+        .await;
+    assert_eq!(bad_key.status, 400);
+    let (balance, sum, rows) = balance_and_ledger_sum(&s, &org).await;
+    assert_eq!((balance, sum, rows), (2_005_700, 2_005_700, 3));
+
+    // Token grants take keys too.
+    let grant = format!("{}/v1/organizations/{org}/tokens/grant", s.core());
+    for _ in 0..3 {
+        let r = s
+            .call(
+                "POST",
+                &grant,
+                Some(&staff),
+                Some(json!({"amount": 50, "reason": "promo"})),
+                &[("idempotency-key", "grant-1")],
+            )
+            .await;
+        assert_eq!(r.body["balance"], 50);
+    }
+}
+
+#[tokio::test]
+async fn ai_tokens_are_granted_by_staff_and_spent_never_below_zero() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("tokens@example.com").await;
+    let visitor = s.member(&owner, &org, "visitor").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let t = s
+        .get(&format!("/v1/organizations/{org}/tokens"), Some(&visitor))
+        .await;
+    assert_eq!((t.status, &t.body["balance"]), (200, &json!(0)));
+    let g = s
+        .post(
+            &format!("/v1/organizations/{org}/tokens/grant"),
+            Some(&staff),
+            json!({"amount": 1000, "reason": "welcome"}),
+        )
+        .await;
+    assert_eq!((g.status, &g.body["balance"]), (200, &json!(1000)));
+    assert_eq!(
+        s.post(
+            &format!("/v1/organizations/{org}/tokens/grant"),
+            Some(&staff),
+            json!({"amount": 0})
+        )
+        .await
+        .status,
+        400
+    );
+    assert_eq!(
+        s.post(
+            &format!("/v1/organizations/{org}/tokens/grant"),
+            Some(&staff),
+            json!({"amount": -5})
+        )
+        .await
+        .status,
+        400
+    );
+
+    let path = format!("/internal/v1/organizations/{org}/tokens/spend");
+    let spend = s
+        .internal_call(
+            &s.org_billing,
+            "POST",
+            &path,
+            &visitor,
+            json!({"amount": 400, "reason": "chat"}),
+        )
+        .await;
+    assert_eq!((spend.status, &spend.body["balance"]), (200, &json!(600)));
+    let over = s
+        .internal_call(
+            &s.org_billing,
+            "POST",
+            &path,
+            &visitor,
+            json!({"amount": 601, "reason": "chat"}),
+        )
+        .await;
+    assert_eq!((over.status, over.error()), (409, "not enough AI tokens"));
+    let outsider = s.sign_in("outsider@example.com").await;
+    let foreign = s
+        .internal_call(
+            &s.org_billing,
+            "POST",
+            &path,
+            &outsider,
+            json!({"amount": 1}),
+        )
+        .await;
+    assert_eq!(foreign.status, 404);
+    // Not reachable through the gateway, and tokens never touch the wallet.
+    assert_eq!(
+        s.post(&path, Some(&visitor), json!({"amount": 1}))
+            .await
+            .status,
+        404
+    );
+    let t = s
+        .get(&format!("/v1/organizations/{org}/tokens"), Some(&owner))
+        .await;
+    assert_eq!(t.body["balance"], 600);
+    assert_eq!(
+        s.get(&format!("/v1/organizations/{org}/wallet"), Some(&owner))
+            .await
+            .body["balance_minor"],
+        0
+    );
+    let (sum, rows): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(sum(delta), 0)::bigint, count(*) FROM org_billing.token_transactions WHERE org_id = $1::uuid",
+    )
+    .bind(&org)
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or((-1, -1));
+    assert_eq!((sum, rows), (600, 2));
+}
+
+#[tokio::test]
+async fn every_state_change_shows_in_the_actors_audit_history() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("audit-owner@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    s.add_member(&owner, &org, "someone@example.com", "developer")
+        .await;
+    s.add_member(&owner, &org, "someone@example.com", "finance")
+        .await;
+    let key = s.create_key(&owner, &org, Some("visitor")).await;
+    let key_id = key.body["key"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    s.delete(
+        &format!("/v1/organizations/{org}/api-keys/{key_id}"),
+        Some(&owner),
+    )
+    .await;
+    s.post(
+        &format!("/v1/organizations/{org}/wallet/credit"),
+        Some(&staff),
+        json!({"amount_minor": 10}),
+    )
+    .await;
+    s.post(
+        &format!("/v1/organizations/{org}/tokens/grant"),
+        Some(&staff),
+        json!({"amount": 10}),
+    )
+    .await;
+    let actions_of = |token: String| {
+        let s = &s;
+        async move {
+            let log = s.get("/v1/audit/me", Some(&token)).await;
+            log.body
+                .as_array()
+                .map(|v| {
+                    v.iter()
+                        .filter_map(|e| e["action"].as_str().map(str::to_owned))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        }
+    };
+    let want_owner = [
+        "org.created",
+        "org.member_added",
+        "org.member_role_changed",
+        "org.api_key_created",
+        "org.api_key_revoked",
+    ];
+    let got = eventually(Duration::from_secs(10), || async {
+        let a = actions_of(owner.clone()).await;
+        want_owner
+            .iter()
+            .all(|w| a.iter().any(|x| x == w))
+            .then_some(a)
+    })
+    .await;
+    assert!(
+        got.is_some(),
+        "owner's history: {:?}",
+        actions_of(owner.clone()).await
+    );
+    let got = eventually(Duration::from_secs(10), || async {
+        let a = actions_of(staff.clone()).await;
+        (a.iter().any(|x| x == "wallet.credited") && a.iter().any(|x| x == "tokens.granted"))
+            .then_some(a)
+    })
+    .await;
+    assert!(
+        got.is_some(),
+        "staff history: {:?}",
+        actions_of(staff.clone()).await
+    );
+}
