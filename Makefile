@@ -30,5 +30,8 @@ clean-test-dbs:
 bench-auth: deps
 	scripts/bench-auth.sh
 
+bench-ledger: deps
+	scripts/bench-ledger.sh
+
 helm-check:
 	scripts/helm-check.sh

@@ -50,24 +50,13 @@ pub fn stream_for(relative_subject: &str) -> &'static str {
     }
 }
 
-/// Run a durable pull consumer for one event type until `cancel` fires.
-///
-/// One filter subject per consumer (NATS 2.9 ignores `filter_subjects`). The
-/// handler must be idempotent: a message is acked only after it returns `Ok`,
-/// so a crash between commit and ack redelivers it. A payload that does not
-/// parse is terminated (it would never parse).
-pub async fn run_consumer<T, F, Fut>(
-    js: jetstream::Context,
-    naming: Naming,
+/// Messages of a durable pull consumer for one event type (created when missing):
+/// one filter subject per consumer (NATS 2.9 ignores `filter_subjects`).
+async fn durable_messages<T: Event>(
+    js: &jetstream::Context,
+    naming: &Naming,
     durable_base: &str,
-    cancel: CancellationToken,
-    handler: F,
-) -> anyhow::Result<()>
-where
-    T: Event,
-    F: Fn(Envelope<T>) -> Fut,
-    Fut: Future<Output = anyhow::Result<()>>,
-{
+) -> anyhow::Result<(String, consumer::pull::Stream)> {
     let stream = js
         .get_stream(naming.stream(stream_for(T::SUBJECT)))
         .await
@@ -82,50 +71,137 @@ where
                 ack_policy: consumer::AckPolicy::Explicit,
                 ack_wait: Duration::from_secs(30),
                 max_deliver: 20,
+                max_ack_pending: 10_000,
                 ..Default::default()
             },
         )
         .await
         .with_context(|| format!("creating consumer {durable}"))?;
-    let mut messages = consumer.messages().await?;
+    Ok((durable, consumer.messages().await?))
+}
+
+/// Run a durable consumer for one event type until `cancel` fires, handing the
+/// handler every message that is ready at once (up to `max_batch`), so that it
+/// can store them in one statement.
+///
+/// The handler must be idempotent: messages are acked only after it returns
+/// `Ok`, so a crash between its commit and the acks redelivers them. On `Err`
+/// the whole batch is redelivered after a second. A payload that does not parse
+/// is terminated (it would never parse).
+pub async fn run_batch_consumer<T, F, Fut>(
+    js: jetstream::Context,
+    naming: Naming,
+    durable_base: &str,
+    max_batch: usize,
+    cancel: CancellationToken,
+    handler: F,
+) -> anyhow::Result<()>
+where
+    T: Event,
+    F: Fn(Vec<Envelope<T>>) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let (durable, messages) = durable_messages::<T>(&js, &naming, durable_base).await?;
+    let mut chunks = messages.ready_chunks(max_batch.max(1));
     loop {
         let next = tokio::select! {
             _ = cancel.cancelled() => break,
-            m = messages.next() => m,
+            m = chunks.next() => m,
         };
-        let msg = match next {
-            Some(Ok(m)) => m,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, consumer = %durable, "consumer stream error");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
+        let Some(chunk) = next else { break };
+        let mut msgs = Vec::with_capacity(chunk.len());
+        let mut envs = Vec::with_capacity(chunk.len());
+        for m in chunk {
+            match m {
+                Ok(msg) => match serde_json::from_slice::<Envelope<T>>(&msg.payload) {
+                    Ok(env) => {
+                        envs.push(env);
+                        msgs.push(msg);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, subject = %msg.subject, "unparseable event, terminating it");
+                        let _ = msg.ack_with(AckKind::Term).await;
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, consumer = %durable, "consumer stream error");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
             }
-            None => break,
-        };
-        let env: Envelope<T> = match serde_json::from_slice(&msg.payload) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::error!(error = %e, subject = %msg.subject, "unparseable event, terminating it");
-                let _ = msg.ack_with(AckKind::Term).await;
-                continue;
-            }
-        };
-        let id = env.id;
-        match handler(env).await {
+        }
+        if envs.is_empty() {
+            continue;
+        }
+        match handler(envs).await {
             Ok(()) => {
-                if let Err(e) = msg.ack().await {
-                    tracing::warn!(error = %e, event_id = %id, "ack failed; the event will be redelivered");
+                for m in msgs {
+                    if let Err(e) = m.ack().await {
+                        tracing::warn!(error = %e, "ack failed; the event will be redelivered");
+                    }
                 }
             }
             Err(e) => {
-                tracing::warn!(error = ?e, event_id = %id, "event handler failed; retrying later");
-                let _ = msg
-                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                    .await;
+                tracing::warn!(error = ?e, consumer = %durable, "event handler failed; retrying later");
+                for m in msgs {
+                    let _ = m.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+                }
             }
         }
     }
     Ok(())
+}
+
+/// [`run_batch_consumer`] with a handler that takes one event at a time.
+pub async fn run_consumer<T, F, Fut>(
+    js: jetstream::Context,
+    naming: Naming,
+    durable_base: &str,
+    cancel: CancellationToken,
+    handler: F,
+) -> anyhow::Result<()>
+where
+    T: Event,
+    F: Fn(Envelope<T>) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let handler = &handler;
+    run_batch_consumer::<T, _, _>(
+        js,
+        naming,
+        durable_base,
+        1,
+        cancel,
+        move |mut envs| async move {
+            match envs.pop() {
+                Some(env) => handler(env).await,
+                None => Ok(()),
+            }
+        },
+    )
+    .await
+}
+
+/// [`run_batch_consumer`] on a task of its own; logs if it ever stops with an error.
+pub fn spawn_batch_consumer<T, F, Fut>(
+    js: jetstream::Context,
+    naming: Naming,
+    durable_base: &'static str,
+    max_batch: usize,
+    cancel: CancellationToken,
+    handler: F,
+) -> tokio::task::JoinHandle<()>
+where
+    T: Event + Send + 'static,
+    F: Fn(Vec<Envelope<T>>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send,
+{
+    tokio::spawn(async move {
+        let run =
+            run_batch_consumer::<T, F, Fut>(js, naming, durable_base, max_batch, cancel, handler);
+        if let Err(e) = run.await {
+            tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
+        }
+    })
 }
 
 /// [`run_consumer`] on a task of its own; logs if it ever stops with an error.

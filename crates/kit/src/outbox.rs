@@ -139,17 +139,28 @@ impl Outbox {
 
     /// Publish in the background until `cancel` fires: at every kick, and every
     /// `poll` in any case (a kick lost to a crash is picked up by the poll).
+    ///
+    /// After a kick the relay lingers `linger` before publishing, so that under
+    /// load one pass carries many rows instead of one pass per row.
     pub fn spawn_relay(
         self,
         cancel: CancellationToken,
         poll: Duration,
+        linger: Duration,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut backoff = poll;
             loop {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
-                    _ = self.notify.notified() => {},
+                    _ = self.notify.notified() => {
+                        if !linger.is_zero() {
+                            tokio::select! {
+                                _ = cancel.cancelled() => break,
+                                _ = tokio::time::sleep(linger) => {},
+                            }
+                        }
+                    },
                     _ = tokio::time::sleep(backoff) => {},
                 }
                 match self.flush().await {

@@ -28,23 +28,41 @@ pub async fn record(
     Ok(())
 }
 
-/// Store an audit event from another service; a redelivery is a no-op.
-pub async fn store_event(pool: &PgPool, env: Envelope<AuditRecorded>) -> anyhow::Result<()> {
-    let e = env.data;
-    let action: String = e.action.chars().take(200).collect();
-    let subject: String = e.subject.chars().take(500).collect();
-    let ip: String = e.ip.chars().take(64).collect();
+/// Store audit events from other services in one statement; a redelivered
+/// event is a no-op (unique event id).
+pub async fn store_events(pool: &PgPool, envs: Vec<Envelope<AuditRecorded>>) -> anyhow::Result<()> {
+    let n = envs.len();
+    let (mut ids, mut actors, mut actions, mut subjects, mut details, mut ips, mut ats) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for env in envs {
+        let e = env.data;
+        ids.push(env.id);
+        actors.push(e.actor_user_id);
+        actions.push(e.action.chars().take(200).collect::<String>());
+        subjects.push(e.subject.chars().take(500).collect::<String>());
+        details.push(e.detail);
+        ips.push(e.ip.chars().take(64).collect::<String>());
+        ats.push(env.occurred_at);
+    }
     sqlx::query(
         "INSERT INTO audit_log (event_id, actor_user_id, action, subject, detail, ip, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (event_id) DO NOTHING",
+         SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::timestamptz[]) \
+         ON CONFLICT (event_id) DO NOTHING",
     )
-    .bind(env.id)
-    .bind(e.actor_user_id)
-    .bind(action)
-    .bind(subject)
-    .bind(e.detail)
-    .bind(ip)
-    .bind(env.occurred_at)
+    .bind(ids)
+    .bind(actors)
+    .bind(actions)
+    .bind(subjects)
+    .bind(details)
+    .bind(ips)
+    .bind(ats)
     .execute(pool)
     .await?;
     Ok(())

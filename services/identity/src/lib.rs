@@ -74,16 +74,18 @@ impl Application {
         let mut tasks = vec![outbox.clone().spawn_relay(
             cancel.clone(),
             Duration::from_millis(settings.jobs.outbox_poll_ms),
+            Duration::from_millis(settings.jobs.outbox_linger_ms),
         )];
         let pool_for_audit = pool.clone();
-        tasks.push(nats::spawn_consumer::<AuditRecorded, _, _>(
+        tasks.push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
             js.clone(),
             naming.clone(),
             "identity-audit",
+            256,
             cancel.clone(),
-            move |env| {
+            move |envs| {
                 let pool = pool_for_audit.clone();
-                async move { audit::store_event(&pool, env).await }
+                async move { audit::store_events(&pool, envs).await }
             },
         ));
         let state_for_orgs = state.clone();

@@ -37,6 +37,7 @@ pub struct JobSettings {
     pub sweep_interval_secs: u64,
     pub keep_dead_credentials_secs: i64,
     pub outbox_poll_ms: u64,
+    pub outbox_linger_ms: u64,
 }
 
 impl Settings {

@@ -87,6 +87,7 @@ impl Application {
         let mut tasks = vec![outbox.spawn_relay(
             cancel.clone(),
             Duration::from_millis(settings.jobs.outbox_poll_ms),
+            Duration::from_millis(settings.jobs.outbox_linger_ms),
         )];
         let replica_pool = pool.clone();
         tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(

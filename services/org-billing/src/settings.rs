@@ -34,6 +34,7 @@ pub struct SeedSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct JobSettings {
     pub outbox_poll_ms: u64,
+    pub outbox_linger_ms: u64,
     pub keep_secs: i64,
     pub sweep_interval_secs: u64,
 }

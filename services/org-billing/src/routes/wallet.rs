@@ -4,6 +4,7 @@
 
 use crate::{idempotency, state::AppState};
 use actix_web::{web, HttpRequest, HttpResponse};
+use event_contracts::{AuditRecorded, Envelope, Event};
 use hub_domain::Capability;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -112,23 +113,33 @@ pub async fn credit(
     }
     let key = idempotency::key_of(&req)?;
     let scope = format!("wallet_credit:{org_id}");
+    let Some(k) = key.as_deref() else {
+        // No key: the single statement commits by itself.
+        let mut conn = state.pool.acquire().await?;
+        let outcome = apply_credit(&state, &mut conn, &caller, org_id, &body).await;
+        state.outbox.kick();
+        return outcome.map(|v| HttpResponse::Ok().json(v));
+    };
     let mut tx = state.pool.begin().await?;
-    if let Some(k) = &key {
-        let hash = idempotency::request_hash(&serde_json::to_value(&body).unwrap_or_default());
-        match idempotency::begin(&mut tx, &scope, k, &hash).await? {
-            idempotency::Begin::Replay(status, stored) => {
-                return Ok(idempotency::replay(status, stored))
-            }
-            idempotency::Begin::Mismatch => return Err(idempotency::mismatch()),
-            idempotency::Begin::Fresh => {}
+    let hash = idempotency::request_hash(&serde_json::to_value(&body).unwrap_or_default());
+    match idempotency::begin(&mut tx, &scope, k, &hash).await? {
+        idempotency::Begin::Replay(status, stored) => {
+            return Ok(idempotency::replay(status, stored))
         }
+        idempotency::Begin::Mismatch => return Err(idempotency::mismatch()),
+        idempotency::Begin::Fresh => {}
     }
     let outcome = apply_credit(&state, &mut tx, &caller, org_id, &body).await;
-    let resp = idempotency::settle(tx, key.as_deref(), &scope, outcome).await;
+    let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
     state.outbox.kick();
     resp
 }
 
+/// One statement moves the balance (row lock, numeric bound check so the check
+/// itself cannot overflow), appends the ledger row with the balance after it, and
+/// writes the audit event to the outbox. Run outside an explicit transaction it
+/// commits by itself, so the hot row is locked only for that one statement and
+/// its commit, with no client round trip in between.
 async fn apply_credit(
     state: &AppState,
     conn: &mut PgConnection,
@@ -136,18 +147,42 @@ async fn apply_credit(
     org_id: Uuid,
     body: &Credit,
 ) -> Result<Value, ApiError> {
-    // One statement checks and moves the balance under the row lock; numeric
-    // arithmetic keeps the bound check itself from overflowing.
-    let moved: Option<(i64, String)> = sqlx::query_as(
-        "UPDATE wallets SET balance_minor = balance_minor + $2, updated_at = now() \
-         WHERE org_id = $1 AND balance_minor::numeric + $2 BETWEEN 0 AND 9223372036854775807 \
-         RETURNING balance_minor, currency",
+    let kind = if body.amount_minor > 0 {
+        "bank_transfer"
+    } else {
+        "correction"
+    };
+    let event = Envelope::new(AuditRecorded {
+        actor_user_id: Some(caller.user_id()),
+        action: "wallet.credited".into(),
+        subject: format!("org:{org_id}"),
+        detail: json!({"org_id": org_id, "amount_minor": body.amount_minor, "kind": kind, "note": body.note}),
+        ip: caller.ip.clone(),
+    });
+    let payload = serde_json::to_string(&event).map_err(anyhow::Error::from)?;
+    let moved: Option<(i64, String, i64)> = sqlx::query_as(
+        "WITH moved AS ( \
+             UPDATE wallets SET balance_minor = balance_minor + $2, updated_at = now() \
+             WHERE org_id = $1 AND balance_minor::numeric + $2 BETWEEN 0 AND 9223372036854775807 \
+             RETURNING org_id, balance_minor, currency), \
+         entry AS ( \
+             INSERT INTO wallet_transactions (org_id, delta_minor, balance_after, kind, note, actor_user_id) \
+             SELECT org_id, $2, balance_minor, $3, $4, $5 FROM moved RETURNING id), \
+         event AS ( \
+             INSERT INTO outbox (id, subject, payload) SELECT $6, $7, $8 FROM moved) \
+         SELECT m.balance_minor, m.currency, e.id FROM moved m CROSS JOIN entry e",
     )
     .bind(org_id)
     .bind(body.amount_minor)
+    .bind(kind)
+    .bind(&body.note)
+    .bind(caller.user_id())
+    .bind(event.id)
+    .bind(state.naming.subject(AuditRecorded::SUBJECT))
+    .bind(payload)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((balance, currency)) = moved else {
+    let Some((balance, currency, tx_id)) = moved else {
         let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM wallets WHERE org_id = $1")
             .bind(org_id)
             .fetch_optional(&mut *conn)
@@ -157,33 +192,6 @@ async fn apply_credit(
             None => ApiError::NotFound,
         });
     };
-    let kind = if body.amount_minor > 0 {
-        "bank_transfer"
-    } else {
-        "correction"
-    };
-    let tx_id: i64 = sqlx::query_scalar(
-        "INSERT INTO wallet_transactions (org_id, delta_minor, balance_after, kind, note, actor_user_id) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-    )
-    .bind(org_id)
-    .bind(body.amount_minor)
-    .bind(balance)
-    .bind(kind)
-    .bind(&body.note)
-    .bind(caller.user_id())
-    .fetch_one(&mut *conn)
-    .await?;
-    state
-        .audit(
-            conn,
-            caller,
-            "wallet.credited",
-            org_id,
-            json!({"org_id": org_id, "amount_minor": body.amount_minor, "balance_minor": balance,
-                   "currency": currency, "transaction_id": tx_id, "kind": kind}),
-        )
-        .await?;
     Ok(
         json!({"org_id": org_id, "currency": currency, "balance_minor": balance, "transaction_id": tx_id}),
     )

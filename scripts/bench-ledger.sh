@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Credits per second on one hot wallet (8 concurrent clients through the gateway),
+# beside pgbench updating one hot row with 8 clients, in the same run; then proof
+# that no credit was lost (balance = sum of ledger rows = accepted requests).
+# Usage: scripts/bench-ledger.sh [duration, default 10s]. Needs wrk and pgbench.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${1:-10s}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/hub-target}
+BIN="$CARGO_TARGET_DIR/release"
+PGH=${PGHOST:-127.0.0.1}; PGP=${PGPORT:-5432}
+DB=hub_bench_ledger
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
+psql -h "$PGH" -p "$PGP" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null
+psql -h "$PGH" -p "$PGP" -U postgres -qc "CREATE DATABASE $DB"
+q() { psql -h "$PGH" -p "$PGP" -U postgres -d "$DB" -Atqc "$1"; }
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+wait_http() { for _ in $(seq 1 500); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.02; done; echo "no answer from $1"; exit 1; }
+
+export HUB_PROFILE=dev RUST_LOG=warn
+export IDENTITY__DATABASE__URL="postgres://postgres@$PGH:$PGP/$DB" ORG_BILLING__DATABASE__URL="postgres://postgres@$PGH:$PGP/$DB"
+for v in IDENTITY ORG_BILLING CORE_API_GATEWAY; do
+  export "${v}__NATS__SUBJECT_PREFIX=benchl." "${v}__NATS__STREAM_SUFFIX=_benchl" "${v}__TELEMETRY__LOG_FORMAT=json"
+done
+"$BIN/identity" >/tmp/benchl-identity.log 2>&1 & pids+=($!)
+wait_http http://127.0.0.1:8081/healthz
+"$BIN/org-billing" >/tmp/benchl-billing.log 2>&1 & pids+=($!)
+"$BIN/core-api-gateway" >/tmp/benchl-gateway.log 2>&1 & pids+=($!)
+wait_http http://127.0.0.1:8082/healthz
+wait_http http://127.0.0.1:8080/healthz
+
+signin() {
+  local dev
+  dev=$(curl -fs localhost:8080/v1/auth/request-link -H 'content-type: application/json' \
+    -H "x-forwarded-for: $2" -d "{\"email\":\"$1\"}" | sed -E 's/.*"dev_token":"([^"]+)".*/\1/')
+  curl -fs localhost:8080/v1/auth/verify -H 'content-type: application/json' -H "x-forwarded-for: $2" \
+    -d "{\"token\":\"$dev\"}" | sed -E 's/.*"session_token":"([^"]+)".*/\1/'
+}
+OWNER=$(signin owner@example.com 198.51.100.1)
+STAFF=$(signin staff@example.com 198.51.100.2)
+ORG=$(curl -fs localhost:8080/v1/organizations -H "authorization: Bearer $OWNER" \
+  -H 'content-type: application/json' -d '{"name":"Hot","legal_type":"corporate","country":"TR"}' |
+  sed -E 's/.*"id":"([^"]+)".*/\1/')
+
+lua=$(mktemp --suffix .lua)
+cat >"$lua" <<LUA
+wrk.method = "POST"
+wrk.body   = '{"amount_minor": 1, "note": "bench"}'
+wrk.headers["content-type"] = "application/json"
+wrk.headers["authorization"] = "Bearer $STAFF"
+LUA
+echo "8 clients, $DUR each, $(nproc) cores, $(date -u +%FT%TZ)"
+out=$(wrk -t2 -c8 -d"$DUR" --latency -s "$lua" "http://127.0.0.1:8080/v1/organizations/$ORG/wallet/credit")
+rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+total=$(echo "$out" | awk '/requests in/ {print $1}')
+non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}'); non2xx=${non2xx:-0}
+p99=$(echo "$out" | awk '$1=="99%" {print $2}')
+printf '%-44s %10s /s   p99 %s   (%s requests, %s non-2xx)\n' "wallet credits via gateway (wrk -c8)" "$rps" "$p99" "$total" "$non2xx"
+if [ -n "${BENCH_CPU:-}" ]; then
+  echo "CPU seconds so far:"; ps -eo comm,cputime --sort=-cputime | head -12
+fi
+
+SCHEMA_SET="SET search_path TO org_billing;"
+balance=$(q "$SCHEMA_SET SELECT balance_minor FROM wallets WHERE org_id = '$ORG'")
+ledger=$(q "$SCHEMA_SET SELECT COALESCE(sum(delta_minor), 0) FROM wallet_transactions WHERE org_id = '$ORG'")
+rows=$(q "$SCHEMA_SET SELECT count(*) FROM wallet_transactions WHERE org_id = '$ORG'")
+
+# Let the event pipeline drain (relay -> NATS -> identity's audit consumer) so that
+# it does not steal from pgbench, and check that every credit's audit event arrived.
+audited=0
+for _ in $(seq 1 600); do
+  audited=$(q "SELECT count(*) FROM identity.audit_log WHERE action = 'wallet.credited'")
+  [ "$audited" -ge "$rows" ] && break
+  sleep 0.1
+done
+echo "audit events stored by identity: $audited of $rows"
+
+q "CREATE TABLE hot (id int PRIMARY KEY, v bigint NOT NULL); INSERT INTO hot VALUES (1, 0);"
+pgs=$(mktemp --suffix .sql); echo 'UPDATE hot SET v = v + 1 WHERE id = 1;' >"$pgs"
+secs=${DUR%s}
+tps=$(pgbench -h "$PGH" -p "$PGP" -U postgres -n -c8 -j2 -T "$secs" -f "$pgs" "$DB" 2>/dev/null |
+  awk '/^tps/ {print $3; exit}')
+printf '%-44s %10s /s\n' "pgbench one hot row (-c8 -j2)" "$tps"
+python3 - "$rps" "$tps" <<'PY'
+import sys
+rps, tps = map(float, sys.argv[1:])
+print(f"ratio credits/pgbench = {rps/tps:.2f} (target >= 0.6)")
+PY
+accepted=$((total - non2xx))
+echo "wallet balance $balance, ledger sum $ledger, ledger rows $rows, accepted requests $accepted"
+if [ "$balance" = "$ledger" ] && [ "$ledger" = "$rows" ] && [ "$rows" -ge "$accepted" ]; then
+  echo "no update lost: balance = sum of rows = one row per accepted credit"
+else
+  echo "MISMATCH"; exit 1
+fi
+rm -f "$lua" "$pgs"
