@@ -160,7 +160,7 @@ outbox_poll_ms = 100
 "#,
             &opts.identity_toml,
         ])?;
-        let identity_app = identity::Application::build(identity_settings, cancel.clone()).await?;
+        let identity_app = identity::build(identity_settings, cancel.clone()).await?;
         let identity = format!("http://127.0.0.1:{}", identity_app.port());
         tokio::spawn(identity_app.run_until_stopped());
 
@@ -178,7 +178,7 @@ outbox_poll_ms = 100
             ),
             &opts.org_billing_toml,
         ])?;
-        let billing_app = org_billing::Application::build(billing_settings, cancel.clone()).await?;
+        let billing_app = org_billing::build(billing_settings, cancel.clone()).await?;
         let org_billing = format!("http://127.0.0.1:{}", billing_app.port());
         tokio::spawn(billing_app.run_until_stopped());
 

@@ -42,3 +42,33 @@ where
     crate::shutdown::stop_server_on(cancel, server.handle());
     Ok((port, server))
 }
+
+/// A service that is serving: its port, its server and its background tasks.
+pub struct Running {
+    port: u16,
+    server: Server,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    pub fn new(port: u16, server: Server, tasks: Vec<tokio::task::JoinHandle<()>>) -> Running {
+        Running {
+            port,
+            server,
+            tasks,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serve until the cancellation token fires, then wait for background tasks.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        self.server.await?;
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        Ok(())
+    }
+}

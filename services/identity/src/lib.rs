@@ -1,7 +1,7 @@
 //! identity: users, magic links, sessions, memberships, profile, audit history
 //! and rate limits. Owns the Postgres schema `identity`.
 //!
-//! One constructor, [`Application::build`], takes settings and returns a bound,
+//! One constructor, [`build`], takes settings and returns a bound,
 //! running server: the binary, the one-process dev stack and tests-e2e all use it.
 
 mod audit;
@@ -21,22 +21,18 @@ pub use routes::{
 };
 pub use settings::Settings;
 
-use actix_web::{dev::Server, web};
+use actix_web::web;
 use event_contracts::{AuditRecorded, OrgCreated};
 use service_kit::{assertion, db, http, nats, outbox::Outbox};
 use sqlx::migrate::Migrator;
 use std::{collections::HashSet, time::Duration};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub const SCHEMA: &str = "identity";
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/identity");
 
-pub struct Application {
-    port: u16,
-    server: Server,
-    tasks: Vec<JoinHandle<()>>,
-}
+/// The running service (port, server, background tasks).
+pub use service_kit::server::Running as Application;
 
 /// Apply identity's migrations and return (the `migrate` subcommand).
 pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
@@ -44,99 +40,78 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
     db::migrate(&pool, SCHEMA, &MIGRATOR).await
 }
 
-impl Application {
-    pub async fn build(
-        settings: Settings,
-        cancel: CancellationToken,
-    ) -> anyhow::Result<Application> {
-        let pool = db::connect(&settings.database, SCHEMA, "identity").await?;
-        db::migrate(&pool, SCHEMA, &MIGRATOR).await?;
-        let nats_client = nats::connect(&settings.nats, "identity").await?;
-        let js = async_nats::jetstream::new(nats_client.clone());
-        nats::ensure_streams(&js, &settings.nats).await?;
-        let naming = settings.nats.naming();
-        let outbox = Outbox::new(pool.clone(), js.clone());
-        let signer = assertion::Signer::new(&settings.assertion)?;
+/// Config in, running server out: migrate, connect, start consumers and jobs, serve.
+pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Result<Application> {
+    let pool = db::connect(&settings.database, SCHEMA, "identity").await?;
+    db::migrate(&pool, SCHEMA, &MIGRATOR).await?;
+    let nats_client = nats::connect(&settings.nats, "identity").await?;
+    let js = async_nats::jetstream::new(nats_client.clone());
+    nats::ensure_streams(&js, &settings.nats).await?;
+    let naming = settings.nats.naming();
+    let outbox = Outbox::new(pool.clone(), js.clone());
+    let signer = assertion::Signer::new(&settings.assertion)?;
 
-        let staff: HashSet<String> = settings
-            .auth
-            .staff_emails
-            .iter()
-            .map(|e| e.trim().to_lowercase())
-            .collect();
-        let state = web::Data::new(state::AppState {
-            pool: pool.clone(),
-            outbox: outbox.clone(),
-            naming: naming.clone(),
-            auth: settings.auth.clone(),
-            staff,
-        });
-        let mut tasks = vec![outbox.clone().spawn_relay(
-            cancel.clone(),
-            Duration::from_millis(settings.jobs.outbox_poll_ms),
-            Duration::from_millis(settings.jobs.outbox_linger_ms),
-        )];
-        let pool_for_audit = pool.clone();
-        tasks.push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
-            js.clone(),
-            naming.clone(),
-            "identity-audit",
-            256,
-            cancel.clone(),
-            move |envs| {
-                let pool = pool_for_audit.clone();
-                async move { audit::store_events(&pool, envs).await }
-            },
-        ));
-        let state_for_orgs = state.clone();
-        tasks.push(nats::spawn_consumer::<OrgCreated, _, _>(
-            js.clone(),
-            naming.clone(),
-            "identity-org-created",
-            cancel.clone(),
-            move |env| {
-                let state = state_for_orgs.clone();
-                async move { memberships::on_org_created(&state, env).await }
-            },
-        ));
-        tasks.push(sweep::spawn(
-            pool.clone(),
-            settings.jobs.clone(),
-            cancel.clone(),
-        ));
+    let staff: HashSet<String> = settings
+        .auth
+        .staff_emails
+        .iter()
+        .map(|e| e.trim().to_lowercase())
+        .collect();
+    let state = web::Data::new(state::AppState {
+        pool: pool.clone(),
+        outbox: outbox.clone(),
+        naming: naming.clone(),
+        auth: settings.auth.clone(),
+        staff,
+    });
+    let mut tasks = vec![outbox.clone().spawn_relay(
+        cancel.clone(),
+        Duration::from_millis(settings.jobs.outbox_poll_ms),
+        Duration::from_millis(settings.jobs.outbox_linger_ms),
+    )];
+    let pool_for_audit = pool.clone();
+    tasks.push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
+        js.clone(),
+        naming.clone(),
+        "identity-audit",
+        256,
+        cancel.clone(),
+        move |envs| {
+            let pool = pool_for_audit.clone();
+            async move { audit::store_events(&pool, envs).await }
+        },
+    ));
+    let state_for_orgs = state.clone();
+    tasks.push(nats::spawn_consumer::<OrgCreated, _, _>(
+        js.clone(),
+        naming.clone(),
+        "identity-org-created",
+        cancel.clone(),
+        move |env| {
+            let state = state_for_orgs.clone();
+            async move { memberships::on_org_created(&state, env).await }
+        },
+    ));
+    tasks.push(sweep::spawn(
+        pool.clone(),
+        settings.jobs.clone(),
+        cancel.clone(),
+    ));
 
-        let readiness = http::Readiness {
-            db: Some(pool),
-            nats: Some(nats_client),
-        };
-        let (port, server) = service_kit::server::start(
-            &settings.http,
-            signer,
-            readiness,
-            cancel,
-            move |c: &mut web::ServiceConfig| {
-                c.app_data(state.clone());
-                configure(c);
-            },
-        )?;
-        tracing::info!(port, "identity listening");
-        Ok(Application {
-            port,
-            server,
-            tasks,
-        })
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// Serve until the cancellation token fires, then wait for background tasks.
-    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        self.server.await?;
-        for t in self.tasks {
-            let _ = t.await;
-        }
-        Ok(())
-    }
+    let readiness = http::Readiness {
+        db: Some(pool),
+        nats: Some(nats_client),
+    };
+    let (port, server) = service_kit::server::start(
+        &settings.http,
+        signer,
+        readiness,
+        cancel,
+        move |c: &mut web::ServiceConfig| {
+            c.app_data(state.clone());
+            configure(c);
+        },
+    )?;
+    tracing::info!(port, "identity listening");
+    Ok(Application::new(port, server, tasks))
 }

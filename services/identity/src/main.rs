@@ -1,7 +1,7 @@
 //! identity binary: `identity` serves; `identity migrate` applies migrations and
 //! exits (the Helm migration Job); `identity healthcheck` probes /healthz.
 
-use identity::{Application, Settings};
+use identity::{build, Settings};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -17,10 +17,7 @@ async fn main() -> anyhow::Result<()> {
         None => {
             let cancel = CancellationToken::new();
             service_kit::shutdown::cancel_on_signal(cancel.clone());
-            Application::build(settings, cancel)
-                .await?
-                .run_until_stopped()
-                .await
+            build(settings, cancel).await?.run_until_stopped().await
         }
     }
 }

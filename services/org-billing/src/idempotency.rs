@@ -109,6 +109,22 @@ pub async fn settle(
     outcome.map(|v| HttpResponse::Ok().json(v))
 }
 
+/// Start an operation under `key`: `None` to go on, or the response to answer
+/// (a replay of the first result, or 422 for the key reused with another request).
+pub async fn start(
+    conn: &mut PgConnection,
+    scope: &str,
+    key: &str,
+    body: &impl serde::Serialize,
+) -> ApiResult<Option<HttpResponse>> {
+    let hash = request_hash(&serde_json::to_value(body).unwrap_or_default());
+    match begin(conn, scope, key, &hash).await? {
+        Begin::Fresh => Ok(None),
+        Begin::Replay(status, stored) => Ok(Some(replay(status, stored))),
+        Begin::Mismatch => Err(mismatch()),
+    }
+}
+
 pub fn mismatch() -> ApiError {
     ApiError::Unprocessable("Idempotency-Key was already used with a different request".into())
 }

@@ -11,22 +11,18 @@ mod state;
 pub use routes::configure;
 pub use settings::Settings;
 
-use actix_web::{dev::Server, web};
+use actix_web::web;
 use event_contracts::MembershipChanged;
 use service_kit::{assertion, db, http, nats, outbox::Outbox};
 use sqlx::{migrate::Migrator, PgPool};
 use std::time::Duration;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub const SCHEMA: &str = "org_billing";
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/org_billing");
 
-pub struct Application {
-    port: u16,
-    server: Server,
-    tasks: Vec<JoinHandle<()>>,
-}
+/// The running service (port, server, background tasks).
+pub use service_kit::server::Running as Application;
 
 /// Apply org-billing's migrations (and the seed when configured), then return.
 pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
@@ -56,96 +52,76 @@ pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
     Ok(n)
 }
 
-impl Application {
-    pub async fn build(
-        settings: Settings,
-        cancel: CancellationToken,
-    ) -> anyhow::Result<Application> {
-        let pool = db::connect(&settings.database, SCHEMA, "org-billing").await?;
-        db::migrate(&pool, SCHEMA, &MIGRATOR).await?;
-        if settings.seed.distributors {
-            seed::distributors(&pool).await?;
-        }
-        let nats_client = nats::connect(&settings.nats, "org-billing").await?;
-        let js = async_nats::jetstream::new(nats_client.clone());
-        nats::ensure_streams(&js, &settings.nats).await?;
-        let naming = settings.nats.naming();
-        let outbox = Outbox::new(pool.clone(), js.clone());
-        let signer = assertion::Signer::new(&settings.assertion)?;
-        let state = web::Data::new(state::AppState {
-            pool: pool.clone(),
-            outbox: outbox.clone(),
-            naming: naming.clone(),
-            signer: signer.clone(),
-            http: reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(2))
-                .build()?,
-            identity_url: settings.identity.url.trim_end_matches('/').to_owned(),
-            identity_timeout: Duration::from_millis(settings.identity.timeout_ms),
-        });
+/// Config in, running server out: migrate, connect, start consumers and jobs, serve.
+pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Result<Application> {
+    let pool = db::connect(&settings.database, SCHEMA, "org-billing").await?;
+    db::migrate(&pool, SCHEMA, &MIGRATOR).await?;
+    if settings.seed.distributors {
+        seed::distributors(&pool).await?;
+    }
+    let nats_client = nats::connect(&settings.nats, "org-billing").await?;
+    let js = async_nats::jetstream::new(nats_client.clone());
+    nats::ensure_streams(&js, &settings.nats).await?;
+    let naming = settings.nats.naming();
+    let outbox = Outbox::new(pool.clone(), js.clone());
+    let signer = assertion::Signer::new(&settings.assertion)?;
+    let state = web::Data::new(state::AppState {
+        pool: pool.clone(),
+        outbox: outbox.clone(),
+        naming: naming.clone(),
+        signer: signer.clone(),
+        http: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .build()?,
+        identity_url: settings.identity.url.trim_end_matches('/').to_owned(),
+        identity_timeout: Duration::from_millis(settings.identity.timeout_ms),
+    });
 
-        let mut tasks = vec![outbox.spawn_relay(
-            cancel.clone(),
-            Duration::from_millis(settings.jobs.outbox_poll_ms),
-            Duration::from_millis(settings.jobs.outbox_linger_ms),
-        )];
-        let replica_pool = pool.clone();
-        tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(
-            js,
-            naming,
-            "org-billing-memberships",
-            cancel.clone(),
-            move |env| {
-                let pool = replica_pool.clone();
-                async move { replica::apply(&pool, env).await }
-            },
-        ));
-        {
-            let (pool, cancel, jobs) = (pool.clone(), cancel.clone(), settings.jobs.clone());
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = cancel.cancelled() => break,
-                        _ = tokio::time::sleep(Duration::from_secs(jobs.sweep_interval_secs.max(1))) => {}
-                    }
-                    if let Err(e) = sweep_once(&pool, jobs.keep_secs).await {
-                        tracing::warn!(error = ?e, "sweep failed");
-                    }
+    let mut tasks = vec![outbox.spawn_relay(
+        cancel.clone(),
+        Duration::from_millis(settings.jobs.outbox_poll_ms),
+        Duration::from_millis(settings.jobs.outbox_linger_ms),
+    )];
+    let replica_pool = pool.clone();
+    tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(
+        js,
+        naming,
+        "org-billing-memberships",
+        cancel.clone(),
+        move |env| {
+            let pool = replica_pool.clone();
+            async move { replica::apply(&pool, env).await }
+        },
+    ));
+    {
+        let (pool, cancel, jobs) = (pool.clone(), cancel.clone(), settings.jobs.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = tokio::time::sleep(Duration::from_secs(jobs.sweep_interval_secs.max(1))) => {}
                 }
-            }));
-        }
-
-        let readiness = http::Readiness {
-            db: Some(pool),
-            nats: Some(nats_client),
-        };
-        let (port, server) = service_kit::server::start(
-            &settings.http,
-            signer,
-            readiness,
-            cancel,
-            move |c: &mut web::ServiceConfig| {
-                c.app_data(state.clone());
-                configure(c);
-            },
-        )?;
-        tracing::info!(port, "org-billing listening");
-        Ok(Application {
-            port,
-            server,
-            tasks,
-        })
+                if let Err(e) = sweep_once(&pool, jobs.keep_secs).await {
+                    tracing::warn!(error = ?e, "sweep failed");
+                }
+            }
+        }));
     }
 
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        self.server.await?;
-        for t in self.tasks {
-            let _ = t.await;
-        }
-        Ok(())
-    }
+    let readiness = http::Readiness {
+        db: Some(pool),
+        nats: Some(nats_client),
+    };
+    let (port, server) = service_kit::server::start(
+        &settings.http,
+        signer,
+        readiness,
+        cancel,
+        move |c: &mut web::ServiceConfig| {
+            c.app_data(state.clone());
+            configure(c);
+        },
+    )?;
+    tracing::info!(port, "org-billing listening");
+    Ok(Application::new(port, server, tasks))
 }

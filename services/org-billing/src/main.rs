@@ -1,7 +1,7 @@
 //! org-billing binary: serves; `migrate` applies migrations (and the seed when
 //! configured) and exits; `healthcheck` probes /healthz.
 
-use org_billing::{Application, Settings};
+use org_billing::{build, Settings};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -17,10 +17,7 @@ async fn main() -> anyhow::Result<()> {
         None => {
             let cancel = CancellationToken::new();
             service_kit::shutdown::cancel_on_signal(cancel.clone());
-            Application::build(settings, cancel)
-                .await?
-                .run_until_stopped()
-                .await
+            build(settings, cancel).await?.run_until_stopped().await
         }
     }
 }

@@ -16,8 +16,8 @@ async fn main() -> anyhow::Result<()> {
     let cancel = CancellationToken::new();
     service_kit::shutdown::cancel_on_signal(cancel.clone());
 
-    let identity = identity::Application::build(identity_settings, cancel.clone()).await?;
-    let billing = org_billing::Application::build(billing_settings, cancel.clone()).await?;
+    let identity = identity::build(identity_settings, cancel.clone()).await?;
+    let billing = org_billing::build(billing_settings, cancel.clone()).await?;
     let gateway = core_api_gateway::Application::build(gateway_settings, cancel.clone()).await?;
     tracing::info!(
         identity = identity.port(),

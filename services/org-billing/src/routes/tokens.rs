@@ -117,13 +117,8 @@ pub async fn grant(
     let scope = format!("token_grant:{org_id}");
     let mut tx = state.pool.begin().await?;
     if let Some(k) = &key {
-        let hash = idempotency::request_hash(&serde_json::to_value(&body).unwrap_or_default());
-        match idempotency::begin(&mut tx, &scope, k, &hash).await? {
-            idempotency::Begin::Replay(status, stored) => {
-                return Ok(idempotency::replay(status, stored))
-            }
-            idempotency::Begin::Mismatch => return Err(idempotency::mismatch()),
-            idempotency::Begin::Fresh => {}
+        if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
+            return Ok(replayed);
         }
     }
     let outcome: Result<Value, ApiError> = async {

@@ -121,13 +121,8 @@ pub async fn credit(
         return outcome.map(|v| HttpResponse::Ok().json(v));
     };
     let mut tx = state.pool.begin().await?;
-    let hash = idempotency::request_hash(&serde_json::to_value(&body).unwrap_or_default());
-    match idempotency::begin(&mut tx, &scope, k, &hash).await? {
-        idempotency::Begin::Replay(status, stored) => {
-            return Ok(idempotency::replay(status, stored))
-        }
-        idempotency::Begin::Mismatch => return Err(idempotency::mismatch()),
-        idempotency::Begin::Fresh => {}
+    if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
+        return Ok(replayed);
     }
     let outcome = apply_credit(&state, &mut tx, &caller, org_id, &body).await;
     let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
