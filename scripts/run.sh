@@ -13,5 +13,10 @@ cargo build --release -p tests-e2e --bin devstack
 export HUB_PROFILE=dev
 export IDENTITY__DATABASE__URL=${IDENTITY__DATABASE__URL:-postgres://postgres@$PGHOST:$PGPORT/$DB}
 export ORG_BILLING__DATABASE__URL=${ORG_BILLING__DATABASE__URL:-postgres://postgres@$PGHOST:$PGPORT/$DB}
+NATS_URL="nats://${NATS_HOST:-127.0.0.1}:${NATS_PORT:-4222}"
+for svc in IDENTITY ORG_BILLING CORE_API_GATEWAY; do
+  var="${svc}__NATS__URL"
+  export "$var=${!var:-$NATS_URL}"
+done
 # Migrations run first, then every service in one process.
 "${CARGO_TARGET_DIR:-target}/release/devstack"

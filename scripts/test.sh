@@ -3,6 +3,8 @@
 # offline chart and docs checks, then one closing line that sums all test binaries.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export TEST_DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@${PGHOST:-127.0.0.1}:${PGPORT:-5432}/postgres}
+export TEST_NATS_URL=${TEST_NATS_URL:-nats://${NATS_HOST:-127.0.0.1}:${NATS_PORT:-4222}}
 log=$(mktemp)
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log"
 tests_rc=${PIPESTATUS[0]}
