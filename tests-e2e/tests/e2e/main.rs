@@ -10,6 +10,7 @@ mod gateway;
 mod ledger;
 mod members;
 mod orgs;
+mod outbox;
 mod profile;
 mod role_matrix;
 mod sessions;

@@ -1,0 +1,142 @@
+//! The service kit's outbox relay and durable consumers against real Postgres
+//! and NATS (the services' event paths rest on these guarantees).
+
+use event_contracts::{AuditRecorded, Envelope, Event, IdentityChanged};
+use service_kit::{nats, outbox::Outbox, settings::NatsSettings};
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+use tests_e2e::{eventually, TestStack};
+use tokio_util::sync::CancellationToken;
+
+async fn stream_messages(s: &TestStack) -> u64 {
+    let js = async_nats::jetstream::new(s.nats.clone());
+    let mut stream = js
+        .get_stream(s.naming.stream("CORE"))
+        .await
+        .expect("stream");
+    let info = stream.info().await.expect("info");
+    info.state.messages
+}
+
+#[tokio::test]
+async fn a_republished_outbox_row_is_dropped_by_jetstream_deduplication() {
+    let s = TestStack::spawn().await;
+    let js = async_nats::jetstream::new(s.nats.clone());
+    let outbox = Outbox::new(s.db.clone(), js);
+    let before = stream_messages(&s).await;
+    let mut conn = s.db.acquire().await.expect("conn");
+    let id = service_kit::outbox::enqueue(
+        &mut conn,
+        &s.naming,
+        IdentityChanged {
+            user_id: uuid::Uuid::new_v4(),
+        },
+    )
+    .await
+    .expect("enqueue");
+    drop(conn);
+    // The relay may already have sent it; flushing again must not send it twice.
+    outbox.flush().await.expect("flush");
+    let published: Option<time::OffsetDateTime> =
+        sqlx::query_scalar("SELECT published_at FROM identity.outbox WHERE id = $1")
+            .bind(id)
+            .fetch_one(&s.db)
+            .await
+            .expect("row");
+    assert!(published.is_some(), "the row is marked sent");
+    // A crash after publishing but before marking: the row goes out again.
+    sqlx::query("UPDATE identity.outbox SET published_at = NULL WHERE id = $1")
+        .bind(id)
+        .execute(&s.db)
+        .await
+        .expect("reset");
+    outbox.flush().await.expect("flush again");
+    assert_eq!(
+        stream_messages(&s).await,
+        before + 1,
+        "JetStream kept one copy"
+    );
+}
+
+#[tokio::test]
+async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
+    let s = TestStack::spawn().await;
+    let settings = NatsSettings {
+        url: tests_e2e::nats_url(),
+        subject_prefix: s.naming.subject_prefix.clone(),
+        stream_suffix: s.naming.stream_suffix.clone(),
+        memory_storage: true,
+        stream_max_age_secs: 3600,
+    };
+    let js = async_nats::jetstream::new(s.nats.clone());
+    nats::ensure_streams(&js, &settings).await.expect("streams");
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let cancel = CancellationToken::new();
+    let (a, d) = (attempts.clone(), delivered.clone());
+    let task = nats::spawn_batch_consumer::<AuditRecorded, _, _>(
+        js.clone(),
+        settings.naming(),
+        "kit-test",
+        16,
+        cancel.clone(),
+        move |envs: Vec<Envelope<AuditRecorded>>| {
+            let (a, d) = (a.clone(), d.clone());
+            async move {
+                // The first attempt fails: the batch must come back.
+                if a.fetch_add(1, Ordering::SeqCst) == 0 {
+                    anyhow::bail!("simulated failure");
+                }
+                d.fetch_add(envs.len(), Ordering::SeqCst);
+                Ok(())
+            }
+        },
+    );
+    s.publish(AuditRecorded {
+        actor_user_id: None,
+        action: "kit.test".into(),
+        subject: "x".into(),
+        detail: serde_json::json!({}),
+        ip: String::new(),
+    })
+    .await;
+    // A payload that never parses is terminated, not retried forever.
+    js.publish(s.naming.subject(AuditRecorded::SUBJECT), "not json".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("ack");
+    let done = eventually(Duration::from_secs(10), || async {
+        (delivered.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    assert!(
+        done.is_some(),
+        "the event was not redelivered after the failure"
+    );
+    assert!(attempts.load(Ordering::SeqCst) >= 2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        delivered.load(Ordering::SeqCst),
+        1,
+        "acked once, not delivered again"
+    );
+    cancel.cancel();
+    let _ = task.await;
+    // Nothing left pending on the durable consumer.
+    let stream = js
+        .get_stream(s.naming.stream("CORE"))
+        .await
+        .expect("stream");
+    let mut consumer: async_nats::jetstream::consumer::PullConsumer = stream
+        .get_consumer(&s.naming.durable("kit-test"))
+        .await
+        .expect("consumer");
+    let info = consumer.info().await.expect("info");
+    assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+}
