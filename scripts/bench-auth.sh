@@ -12,7 +12,7 @@ BIN="$CARGO_TARGET_DIR/release"
 PG=${PGHOST:-127.0.0.1}:${PGPORT:-5432}
 DB=hub_bench
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-cargo build --release -q -p identity -p core-api-gateway --bins
+cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
 cargo build --release -q -p tests-e2e --bin baseline
 psql -h "${PG%:*}" -p "${PG#*:}" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 
 psql -h "${PG%:*}" -p "${PG#*:}" -U postgres -qc "CREATE DATABASE $DB"
@@ -24,20 +24,25 @@ wait_http() { for _ in $(seq 1 300); do curl -fs "$1" >/dev/null 2>&1 && return 
 rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
 export HUB_PROFILE=dev RUST_LOG=warn
-export IDENTITY__DATABASE__URL="postgres://postgres@$PG/$DB"
+export IDENTITY__DATABASE__URL="postgres://postgres@$PG/$DB" ORG_BILLING__DATABASE__URL="postgres://postgres@$PG/$DB"
+export ORG_BILLING__NATS__STREAM_SUFFIX=_bench ORG_BILLING__NATS__SUBJECT_PREFIX=bench. ORG_BILLING__TELEMETRY__LOG_FORMAT=json
 export IDENTITY__NATS__STREAM_SUFFIX=_bench CORE_API_GATEWAY__NATS__STREAM_SUFFIX=_bench
 export IDENTITY__NATS__SUBJECT_PREFIX=bench. CORE_API_GATEWAY__NATS__SUBJECT_PREFIX=bench.
 export IDENTITY__TELEMETRY__LOG_FORMAT=json CORE_API_GATEWAY__TELEMETRY__LOG_FORMAT=json
 # First start migrates the new database; the measured cold start is a restart of
 # both services from built binaries against an existing schema.
 "$BIN/identity" >/tmp/bench-identity.log 2>&1 & pids+=($!)
+"$BIN/org-billing" >/tmp/bench-billing.log 2>&1 & pids+=($!)
 wait_http http://127.0.0.1:8081/healthz
-kill "${pids[0]}"; wait "${pids[0]}" 2>/dev/null || true; pids=()
+wait_http http://127.0.0.1:8082/healthz
+kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true; pids=()
 
 t0=$(date +%s%N)
 "$BIN/identity" >>/tmp/bench-identity.log 2>&1 & pids+=($!); ID_PID=$!
+"$BIN/org-billing" >>/tmp/bench-billing.log 2>&1 & pids+=($!); OB_PID=$!
 "$BIN/core-api-gateway" >/tmp/bench-gateway.log 2>&1 & pids+=($!); GW_PID=$!
 wait_http http://127.0.0.1:8081/healthz
+wait_http http://127.0.0.1:8082/healthz
 wait_http http://127.0.0.1:8080/healthz
 wait_http http://127.0.0.1:8090/healthz
 t1=$(date +%s%N)
@@ -51,7 +56,7 @@ TOKEN=$(curl -fs localhost:8080/v1/auth/verify -H 'content-type: application/jso
   -d "{\"token\":\"$DEV\"}" | sed -E 's/.*"session_token":"([^"]+)".*/\1/')
 curl -fs localhost:8080/v1/auth/me -H "authorization: Bearer $TOKEN" >/dev/null
 sleep 1
-IDLE_ID=$(rss_mb "$ID_PID"); IDLE_GW=$(rss_mb "$GW_PID")
+IDLE_ID=$(rss_mb "$ID_PID"); IDLE_GW=$(rss_mb "$GW_PID"); IDLE_OB=$(rss_mb "$OB_PID")
 
 run() { # name url [header]
   local out
@@ -74,6 +79,6 @@ bare, sel, me, prof = map(float, sys.argv[1:])
 print(f"/v1/auth/me  = {me/bare:.0%} of bare   (target >= 40%)")
 print(f"/v1/profile  = {prof/sel:.0%} of select (target >= 50%)")
 PY
-echo "idle RSS: identity ${IDLE_ID} MB, core-api-gateway ${IDLE_GW} MB (target < 30 MB each)"
-echo "cold start (both services, exec to all /healthz answering): ${COLD_MS} ms (target < 3000 ms)"
+echo "idle RSS: identity ${IDLE_ID} MB, org-billing ${IDLE_OB} MB, core-api-gateway ${IDLE_GW} MB (target < 30 MB each)"
+echo "cold start (all services, exec to every /healthz answering): ${COLD_MS} ms (target < 3000 ms)"
 echo "RSS after load: identity $(rss_mb "$ID_PID") MB, core-api-gateway $(rss_mb "$GW_PID") MB"
