@@ -326,3 +326,103 @@ async fn request_ids_pass_through_and_come_back() {
         .keys()
         .all(|k| !k.as_str().starts_with("x-hub-")));
 }
+
+/// A stand-in for a service not built yet: records the headers it receives.
+async fn recording_upstream() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>>,
+) {
+    use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>> = Default::default();
+    let sink = seen.clone();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let server = HttpServer::new(move || {
+        let sink = sink.clone();
+        App::new().default_service(web::to(move |req: HttpRequest| {
+            let sink = sink.clone();
+            async move {
+                let headers = req
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                    .collect();
+                if let Ok(mut s) = sink.lock() {
+                    s.push(headers);
+                }
+                HttpResponse::Ok()
+                    .insert_header(("x-hub-internal", "leak"))
+                    .json(serde_json::json!({"path": req.path(), "query": req.query_string()}))
+            }
+        }))
+    })
+    .workers(1)
+    .listen(listener)
+    .expect("listen")
+    .run();
+    tokio::spawn(server);
+    (format!("http://127.0.0.1:{port}"), seen)
+}
+
+#[tokio::test]
+async fn the_gateway_forwards_trace_context_and_a_signed_assertion_and_nothing_spoofed() {
+    let (upstream, seen) = recording_upstream().await;
+    let s = TestStack::spawn_with(StackOptions {
+        gateway_toml: format!("[upstreams]\nagent = \"{upstream}\"\n"),
+        ..Default::default()
+    })
+    .await;
+    let t = s.sign_in("trace@example.com").await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let r = s
+        .call(
+            "POST",
+            &format!("{}/v1/agent?x=1", s.core()),
+            Some(&t),
+            Some(json!({"message": "hi"})),
+            &[
+                ("traceparent", traceparent),
+                ("tracestate", "vendor=1"),
+                ("x-request-id", "rid-42"),
+                ("x-forwarded-for", "198.51.100.9"),
+                ("x-user-id", "spoof"),
+                ("x-hub-assertion", "spoof"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body, json!({"path": "/v1/agent", "query": "x=1"}));
+    assert!(
+        r.headers.get("x-hub-internal").is_none(),
+        "internal response headers are stripped"
+    );
+    let got = seen.lock().map(|v| v.clone()).unwrap_or_default();
+    assert_eq!(got.len(), 1);
+    let h = |name: &str| -> Vec<String> {
+        got[0]
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    assert_eq!(h("traceparent"), [traceparent]);
+    assert_eq!(h("tracestate"), ["vendor=1"]);
+    assert_eq!(h("x-request-id"), ["rid-42"]);
+    assert_eq!(h("authorization"), [format!("Bearer {t}")]);
+    assert!(h("x-forwarded-for").is_empty() && h("x-user-id").is_empty());
+    // Exactly one assertion, the gateway's, carrying the caller and the client IP.
+    let assertion = h("x-hub-assertion");
+    assert_eq!(assertion.len(), 1);
+    let decoded: serde_json::Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&assertion[0]).expect("base64url"))
+            .expect("json");
+    assert_eq!(decoded["identity"]["email"], "trace@example.com");
+    assert_eq!(decoded["credential"]["kind"], "session");
+    assert_eq!(decoded["ip"], "198.51.100.9");
+    assert_eq!(decoded["method"], "POST");
+    assert_eq!(decoded["path"], "/v1/agent");
+    assert_eq!(decoded["request_id"], "rid-42");
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, s.assertion_key.as_bytes());
+    let sig = hex::decode(&h("x-hub-signature")[0]).expect("hex");
+    assert!(ring::hmac::verify(&key, assertion[0].as_bytes(), &sig).is_ok());
+}
