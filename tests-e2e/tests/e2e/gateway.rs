@@ -333,7 +333,7 @@ async fn recording_upstream() -> (
     std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>>,
 ) {
     use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-    let seen: std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>> = Default::default();
+    let seen: Seen = Default::default();
     let sink = seen.clone();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
