@@ -327,11 +327,11 @@ async fn request_ids_pass_through_and_come_back() {
         .all(|k| !k.as_str().starts_with("x-hub-")));
 }
 
+/// Headers of each request a recording upstream received.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>>;
+
 /// A stand-in for a service not built yet: records the headers it receives.
-async fn recording_upstream() -> (
-    String,
-    std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>>,
-) {
+async fn recording_upstream() -> (String, Seen) {
     use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
     let seen: Seen = Default::default();
     let sink = seen.clone();
