@@ -38,9 +38,13 @@ fn listener_server(
     let port = listener.local_addr()?.port();
     let host = web::Data::new(proxy::HostKind { product });
     let mut server = HttpServer::new(move || {
+        // One client per worker: its pooled connections then live on the
+        // worker's own runtime, with no cross-thread wake-ups per request.
+        let client = web::Data::new(proxy::upstream_client());
         App::new()
             .wrap(from_fn(http::request_span))
             .app_data(gw.clone())
+            .app_data(client)
             .app_data(host.clone())
             .configure(|c| http::health_routes(c, readiness.clone()))
             .default_service(web::to(proxy::handle))
@@ -99,12 +103,6 @@ impl Application {
             }));
         }
 
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(256)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(2))
-            .build()?;
         let upstreams: HashMap<String, String> = settings
             .upstreams
             .iter()
@@ -114,7 +112,6 @@ impl Application {
             router: routing::Router::new(&settings)?,
             signer: Signer::new(&settings.assertion)?,
             cache,
-            client,
             upstreams,
             trusted: clientip::TrustedProxies::parse(&settings.proxy.trusted_proxies)?,
             resolve_timeout: Duration::from_millis(settings.proxy.resolve_timeout_ms),

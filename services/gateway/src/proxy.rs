@@ -30,13 +30,26 @@ pub struct Gateway {
     pub router: Router,
     pub signer: Signer,
     pub cache: IdentityCache,
-    pub client: reqwest::Client,
     /// service -> base URL; absent or empty = not deployed.
     pub upstreams: HashMap<String, String>,
     pub trusted: TrustedProxies,
     pub resolve_timeout: Duration,
     pub upstream_timeout: Duration,
     pub max_body_bytes: usize,
+}
+
+/// The HTTP client for calls to services (one per worker).
+pub fn upstream_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot build the tuned HTTP client; using defaults");
+            reqwest::Client::new()
+        })
 }
 
 /// Hop-by-hop headers (RFC 9110 7.6.1) and ones the gateway sets itself.
@@ -122,6 +135,7 @@ impl Gateway {
     /// The bearer's identity: from the cache, else from identity's `/v1/auth/me`.
     async fn resolve(
         &self,
+        client: &reqwest::Client,
         token: &str,
         ip: &str,
         request_id: &str,
@@ -133,8 +147,7 @@ impl Gateway {
         let epoch = self.cache.epoch();
         let base = self.upstream("identity").ok_or(ResolveError::Unavailable)?;
         let (a, sig) = self.assertion(None, ip, request_id, "GET", "/v1/auth/me");
-        let resp = self
-            .client
+        let resp = client
             .get(format!("{base}/v1/auth/me"))
             .bearer_auth(token)
             .header(assertion::ASSERTION_HEADER, a)
@@ -218,6 +231,7 @@ pub async fn handle(
     payload: web::Payload,
     gw: web::Data<Gateway>,
     host: web::Data<HostKind>,
+    client: web::Data<reqwest::Client>,
 ) -> HttpResponse {
     let method = req.method().as_str().to_owned();
     let Some(target) = gw.router.route(host.product, req.path()) else {
@@ -256,7 +270,7 @@ pub async fn handle(
             Ok(t) => t,
             Err(m) => return json_error(StatusCode::UNAUTHORIZED, m),
         };
-        match gw.resolve(token, &ip, &request_id).await {
+        match gw.resolve(&client, token, &ip, &request_id).await {
             Ok(r) => Some(r),
             Err(ResolveError::Unauthorized(m)) => return json_error(StatusCode::UNAUTHORIZED, m),
             Err(ResolveError::Unavailable) => return unreachable_identity(),
@@ -310,8 +324,7 @@ pub async fn handle(
     let Ok(m) = reqwest::Method::from_bytes(method.as_bytes()) else {
         return json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
     };
-    let sent = gw
-        .client
+    let sent = client
         .request(m, url)
         .headers(headers)
         .body(body)
