@@ -64,6 +64,31 @@ if [ -n "${BENCH_CPU:-}" ]; then
   echo "CPU seconds so far:"; ps -eo comm,cputime --sort=-cputime | head -12
 fi
 
+# The same load straight at org-billing, with an assertion signed like the
+# gateway's (valid for the assertion max age, 30 s): the service's own rate.
+STAFF_ME=$(curl -fs localhost:8080/v1/auth/me -H "authorization: Bearer $STAFF")
+read -r ASSERTION SIGNATURE < <(python3 - "$STAFF_ME" "/v1/organizations/$ORG/wallet/credit" <<'PY'
+import base64, hashlib, hmac, json, sys, time, uuid
+identity, path = json.loads(sys.argv[1]), sys.argv[2]
+a = {"identity": identity, "credential": {"kind": "session", "id": str(uuid.uuid4())},
+     "ip": "127.0.0.1", "request_id": "bench", "method": "POST", "path": path, "iat": int(time.time())}
+payload = base64.urlsafe_b64encode(json.dumps(a).encode()).rstrip(b"=").decode()
+sig = hmac.new(b"dev-only-assertion-key-change-me", payload.encode(), hashlib.sha256).hexdigest()
+print(payload, sig)
+PY
+)
+cat >>"$lua" <<LUA
+wrk.headers["x-hub-assertion"] = "$ASSERTION"
+wrk.headers["x-hub-signature"] = "$SIGNATURE"
+LUA
+out=$(wrk -t2 -c8 -d"$DUR" --latency -s "$lua" "http://127.0.0.1:8082/v1/organizations/$ORG/wallet/credit")
+drps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+dtotal=$(echo "$out" | awk '/requests in/ {print $1}')
+dnon2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}'); dnon2xx=${dnon2xx:-0}
+printf '%-44s %10s /s   p99 %s   (%s requests, %s non-2xx)\n' "wallet credits direct to org-billing (-c8)" "$drps" \
+  "$(echo "$out" | awk '$1=="99%" {print $2}')" "$dtotal" "$dnon2xx"
+total=$((total + dtotal)); non2xx=$((non2xx + dnon2xx))
+
 SCHEMA_SET="SET search_path TO org_billing;"
 balance=$(q "$SCHEMA_SET SELECT balance_minor FROM wallets WHERE org_id = '$ORG'")
 ledger=$(q "$SCHEMA_SET SELECT COALESCE(sum(delta_minor), 0) FROM wallet_transactions WHERE org_id = '$ORG'")
@@ -85,10 +110,10 @@ secs=${DUR%s}
 tps=$(pgbench -h "$PGH" -p "$PGP" -U postgres -n -c8 -j2 -T "$secs" -f "$pgs" "$DB" 2>/dev/null |
   awk '/^tps/ {print $3; exit}')
 printf '%-44s %10s /s\n' "pgbench one hot row (-c8 -j2)" "$tps"
-python3 - "$rps" "$tps" <<'PY'
+python3 - "$rps" "$drps" "$tps" <<'PY'
 import sys
-rps, tps = map(float, sys.argv[1:])
-print(f"ratio credits/pgbench = {rps/tps:.2f} (target >= 0.6)")
+rps, drps, tps = map(float, sys.argv[1:])
+print(f"ratio credits/pgbench = {rps/tps:.2f} via gateway, {drps/tps:.2f} direct (target >= 0.6)")
 PY
 accepted=$((total - non2xx))
 echo "wallet balance $balance, ledger sum $ledger, ledger rows $rows, accepted requests $accepted"
