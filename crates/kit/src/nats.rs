@@ -81,8 +81,8 @@ async fn durable_messages<T: Event>(
 }
 
 /// Run a durable consumer for one event type until `cancel` fires, handing the
-/// handler every message that is ready at once (up to `max_batch`), so that it
-/// can store them in one statement.
+/// handler the messages that arrive within `linger` of each other (up to
+/// `max_batch`), so that it can store them in one statement.
 ///
 /// The handler must be idempotent: messages are acked only after it returns
 /// `Ok`, so a crash between its commit and the acks redelivers them. On `Err`
@@ -93,6 +93,7 @@ pub async fn run_batch_consumer<T, F, Fut>(
     naming: Naming,
     durable_base: &str,
     max_batch: usize,
+    linger: Duration,
     cancel: CancellationToken,
     handler: F,
 ) -> anyhow::Result<()>
@@ -101,14 +102,24 @@ where
     F: Fn(Vec<Envelope<T>>) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    let (durable, messages) = durable_messages::<T>(&js, &naming, durable_base).await?;
-    let mut chunks = messages.ready_chunks(max_batch.max(1));
+    let (durable, mut messages) = durable_messages::<T>(&js, &naming, durable_base).await?;
+    let max_batch = max_batch.max(1);
     loop {
-        let next = tokio::select! {
+        let first = tokio::select! {
             _ = cancel.cancelled() => break,
-            m = chunks.next() => m,
+            m = messages.next() => m,
         };
-        let Some(chunk) = next else { break };
+        let Some(first) = first else { break };
+        // Gather what arrives within `linger` of the first message (at most
+        // `max_batch`): under load one handler call, one commit, serves many.
+        let mut chunk = vec![first];
+        let deadline = tokio::time::Instant::now() + linger;
+        while chunk.len() < max_batch {
+            match tokio::time::timeout_at(deadline, messages.next()).await {
+                Ok(Some(m)) => chunk.push(m),
+                Ok(None) | Err(_) => break,
+            }
+        }
         let mut msgs = Vec::with_capacity(chunk.len());
         let mut envs = Vec::with_capacity(chunk.len());
         for m in chunk {
@@ -170,6 +181,7 @@ where
         naming,
         durable_base,
         1,
+        Duration::ZERO,
         cancel,
         move |mut envs| async move {
             match envs.pop() {
@@ -187,6 +199,7 @@ pub fn spawn_batch_consumer<T, F, Fut>(
     naming: Naming,
     durable_base: &'static str,
     max_batch: usize,
+    linger: Duration,
     cancel: CancellationToken,
     handler: F,
 ) -> tokio::task::JoinHandle<()>
@@ -196,8 +209,15 @@ where
     Fut: Future<Output = anyhow::Result<()>> + Send,
 {
     tokio::spawn(async move {
-        let run =
-            run_batch_consumer::<T, F, Fut>(js, naming, durable_base, max_batch, cancel, handler);
+        let run = run_batch_consumer::<T, F, Fut>(
+            js,
+            naming,
+            durable_base,
+            max_batch,
+            linger,
+            cancel,
+            handler,
+        );
         if let Err(e) = run.await {
             tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
         }

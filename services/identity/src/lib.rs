@@ -75,6 +75,7 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         naming.clone(),
         "identity-audit",
         256,
+        Duration::from_millis(20),
         cancel.clone(),
         move |envs| {
             let pool = pool_for_audit.clone();

@@ -84,6 +84,7 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
         settings.naming(),
         "kit-test",
         16,
+        Duration::from_millis(20),
         cancel.clone(),
         move |envs: Vec<Envelope<AuditRecorded>>| {
             let (a, d) = (a.clone(), d.clone());
