@@ -72,3 +72,49 @@ impl Settings {
         service_kit::settings::from_toml(&all)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The only test in this crate that touches the environment.
+    #[test]
+    fn environment_lists_and_upstreams_override_the_defaults() {
+        std::env::set_var(
+            "CORE_API_GATEWAY__PROXY__TRUSTED_PROXIES",
+            "10.0.0.0/8,192.0.2.7",
+        );
+        std::env::set_var(
+            "CORE_API_GATEWAY__UPSTREAMS__ORG_BILLING",
+            "http://billing:9",
+        );
+        std::env::set_var("CORE_API_GATEWAY__SERVE", "product");
+        let s = Settings::load().expect("settings load");
+        for k in [
+            "CORE_API_GATEWAY__PROXY__TRUSTED_PROXIES",
+            "CORE_API_GATEWAY__UPSTREAMS__ORG_BILLING",
+            "CORE_API_GATEWAY__SERVE",
+        ] {
+            std::env::remove_var(k);
+        }
+        assert_eq!(s.proxy.trusted_proxies, ["10.0.0.0/8", "192.0.2.7"]);
+        assert_eq!(
+            s.upstreams.get("org_billing").map(String::as_str),
+            Some("http://billing:9")
+        );
+        assert_eq!(
+            s.upstreams.get("identity").map(String::as_str),
+            Some("http://identity:8081")
+        );
+        assert_eq!(s.serve, Serve::Product);
+        assert_eq!(s.proxy.public.len(), 4, "defaults kept");
+    }
+
+    #[test]
+    fn production_defaults_trust_no_proxy_and_carry_no_key() {
+        let s = Settings::from_layers(&[]).expect("defaults parse");
+        assert!(s.proxy.trusted_proxies.is_empty());
+        assert!(s.assertion.keys.is_empty());
+        assert_eq!(s.serve, Serve::Both);
+    }
+}

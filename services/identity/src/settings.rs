@@ -67,3 +67,64 @@ impl Settings {
         service_kit::settings::from_toml(&all)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    // The only test in this crate that touches the environment.
+    #[test]
+    fn layers_apply_in_order_defaults_dev_file_then_environment() {
+        let dir = std::env::temp_dir().join(format!("identity-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(
+            dir.join("identity.toml"),
+            "[http]\nport = 9100\nmax_body_bytes = 1234\n[auth]\nsession_ttl_secs = 60\n",
+        )
+        .expect("file");
+        std::env::set_var("CONFIG_DIR", &dir);
+        std::env::set_var("HUB_PROFILE", "dev");
+        std::env::set_var("IDENTITY__HTTP__PORT", "9200");
+        std::env::set_var(
+            "IDENTITY__ASSERTION__KEYS",
+            "first-key-0123456789,second-key-0123456789",
+        );
+        std::env::set_var("STAFF_EMAILS", " Boss@Example.com ,ops@example.com,");
+        let s = Settings::load().expect("settings load");
+        for k in [
+            "CONFIG_DIR",
+            "HUB_PROFILE",
+            "IDENTITY__HTTP__PORT",
+            "IDENTITY__ASSERTION__KEYS",
+            "STAFF_EMAILS",
+        ] {
+            std::env::remove_var(k);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+
+        assert_eq!(s.http.port, 9200, "environment beats the file");
+        assert_eq!(s.http.max_body_bytes, 1234, "the file beats the defaults");
+        assert_eq!(s.auth.session_ttl_secs, 60);
+        assert_eq!(s.http.host, "127.0.0.1", "the dev overlay applied");
+        assert!(s.auth.echo_dev_token, "the dev overlay applied");
+        assert_eq!(s.auth.magic_link_ttl_secs, 900, "defaults fill the rest");
+        let keys: Vec<&str> = s.assertion.keys.iter().map(|k| k.expose_secret()).collect();
+        assert_eq!(keys, ["first-key-0123456789", "second-key-0123456789"]);
+        assert_eq!(s.auth.staff_emails, ["boss@example.com", "ops@example.com"]);
+        // Secrets never print.
+        assert!(!format!("{:?}", s.database).contains("postgres://"));
+    }
+
+    #[test]
+    fn production_defaults_are_safe() {
+        let s = Settings::from_layers(&[]).expect("defaults parse");
+        assert!(!s.auth.echo_dev_token);
+        assert!(s.assertion.keys.is_empty(), "no built-in production key");
+        assert!(s.auth.staff_emails.is_empty());
+        assert_eq!(s.auth.request_link_per_email_per_hour, 5);
+        assert_eq!(s.auth.request_link_per_ip_per_hour, 20);
+        assert_eq!(s.auth.verify_per_ip_per_minute, 15);
+        assert_eq!(s.auth.session_ttl_secs, 30 * 86400);
+    }
+}
