@@ -44,17 +44,30 @@ pub fn key(token: &str) -> Key {
 #[derive(Clone)]
 pub struct IdentityCache {
     entries: Cache<Key, Arc<Resolved>>,
+    /// Bearers identity refused. A refused token never becomes valid (tokens are
+    /// fresh random values, revocation is final), so this is safe to keep and
+    /// spares identity's database a flood of garbage tokens.
+    refused: Cache<Key, ()>,
     epoch: Arc<AtomicU64>,
     nats: Option<async_nats::Client>,
 }
 
 impl IdentityCache {
-    pub fn new(ttl: Duration, max_entries: u64, nats: Option<async_nats::Client>) -> IdentityCache {
+    pub fn new(
+        ttl: Duration,
+        max_entries: u64,
+        refused_ttl: Duration,
+        nats: Option<async_nats::Client>,
+    ) -> IdentityCache {
         IdentityCache {
             entries: Cache::builder()
                 .time_to_live(ttl)
                 .max_capacity(max_entries)
                 .support_invalidation_closures()
+                .build(),
+            refused: Cache::builder()
+                .time_to_live(refused_ttl)
+                .max_capacity(max_entries)
                 .build(),
             epoch: Arc::new(AtomicU64::new(0)),
             nats,
@@ -78,6 +91,14 @@ impl IdentityCache {
             return None;
         }
         Some(hit)
+    }
+
+    pub fn was_refused(&self, k: &Key) -> bool {
+        self.refused.contains_key(k)
+    }
+
+    pub fn remember_refused(&self, k: Key) {
+        self.refused.insert(k, ());
     }
 
     /// Read before resolving; pass to [`insert`](Self::insert).

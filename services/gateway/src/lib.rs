@@ -84,6 +84,7 @@ impl Application {
         let cache = cache::IdentityCache::new(
             Duration::from_secs(settings.cache.ttl_secs),
             settings.cache.max_entries,
+            Duration::from_secs(settings.cache.refused_ttl_secs),
             Some(nats_client.clone()),
         );
         let _ = cache_for_events.set(cache.clone());

@@ -144,6 +144,9 @@ impl Gateway {
         if let Some(hit) = self.cache.get(&k) {
             return Ok(hit);
         }
+        if self.cache.was_refused(&k) {
+            return Err(ResolveError::Unauthorized("invalid or expired credential"));
+        }
         let epoch = self.cache.epoch();
         let base = self.upstream("identity").ok_or(ResolveError::Unavailable)?;
         let (a, sig) = self.assertion(None, ip, request_id, "GET", "/v1/auth/me");
@@ -162,7 +165,10 @@ impl Gateway {
             })?;
         match resp.status().as_u16() {
             200 => {}
-            401 => return Err(ResolveError::Unauthorized("invalid or expired credential")),
+            401 => {
+                self.cache.remember_refused(k);
+                return Err(ResolveError::Unauthorized("invalid or expired credential"));
+            }
             s => {
                 tracing::warn!(status = s, "identity answered a resolution with an error");
                 return Err(ResolveError::Unavailable);

@@ -34,6 +34,7 @@ pub struct Settings {
 pub struct CacheSettings {
     pub ttl_secs: u64,
     pub max_entries: u64,
+    pub refused_ttl_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -426,3 +426,47 @@ async fn the_gateway_forwards_trace_context_and_a_signed_assertion_and_nothing_s
     let sig = hex::decode(&h("x-hub-signature")[0]).expect("hex");
     assert!(ring::hmac::verify(&key, assertion[0].as_bytes(), &sig).is_ok());
 }
+
+#[tokio::test]
+async fn refused_bearers_are_refused_again_without_asking_identity() {
+    use actix_web::{web, App, HttpResponse, HttpServer};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // An identity that refuses everything and counts how often it is asked.
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let server = HttpServer::new(move || {
+        let counter = counter.clone();
+        App::new().default_service(web::to(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async {
+                HttpResponse::Unauthorized().json(json!({"error": "invalid or expired credential"}))
+            }
+        }))
+    })
+    .workers(1)
+    .listen(listener)
+    .expect("listen")
+    .run();
+    tokio::spawn(server);
+    let s = TestStack::spawn_with(StackOptions {
+        gateway_toml: format!("[upstreams]\nidentity = \"http://127.0.0.1:{port}\"\n"),
+        ..Default::default()
+    })
+    .await;
+    for _ in 0..5 {
+        let r = s.get("/v1/profile", Some("sess_garbage")).await;
+        assert_eq!(
+            (r.status, r.error()),
+            (401, "invalid or expired credential")
+        );
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "identity was asked once for one token"
+    );
+    assert_eq!(s.get("/v1/auth/me", Some("sess_other")).await.status, 401);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
