@@ -8,6 +8,7 @@ use event_contracts::{Envelope, Event, Naming, STREAMS};
 use futures::StreamExt;
 use std::{future::Future, time::Duration};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub async fn connect(s: &NatsSettings, name: &str) -> anyhow::Result<async_nats::Client> {
     async_nats::ConnectOptions::new()
@@ -143,7 +144,13 @@ where
         if envs.is_empty() {
             continue;
         }
-        match handler(envs).await {
+        let traceparent = msgs
+            .first()
+            .and_then(|m| m.headers.as_ref())
+            .and_then(|h| h.get("traceparent"))
+            .map(|v| v.as_str().to_owned());
+        let span = crate::telemetry::event_span(T::SUBJECT, traceparent.as_deref());
+        match handler(envs).instrument(span).await {
             Ok(()) => {
                 for m in msgs {
                     if let Err(e) = m.ack().await {

@@ -26,10 +26,11 @@ pub async fn enqueue<T: Event>(
 ) -> anyhow::Result<Uuid> {
     let env = Envelope::new(event);
     let payload = serde_json::to_string(&env).context("serializing event")?;
-    sqlx::query("INSERT INTO outbox (id, subject, payload) VALUES ($1, $2, $3)")
+    sqlx::query("INSERT INTO outbox (id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)")
         .bind(env.id)
         .bind(naming.subject(T::SUBJECT))
         .bind(payload)
+        .bind(crate::telemetry::current_traceparent())
         .execute(conn)
         .await
         .context("writing outbox row")?;
@@ -49,6 +50,7 @@ struct Row {
     id: Uuid,
     subject: String,
     payload: String,
+    traceparent: Option<String>,
 }
 
 impl Outbox {
@@ -82,7 +84,7 @@ impl Outbox {
     async fn publish_batch(&self) -> anyhow::Result<usize> {
         let mut tx = self.pool.begin().await?;
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, subject, payload FROM outbox \
+            "SELECT id, subject, payload, traceparent FROM outbox \
              WHERE published_at IS NULL ORDER BY created_at, id \
              LIMIT $1 FOR UPDATE SKIP LOCKED",
         )
@@ -97,6 +99,9 @@ impl Outbox {
         for r in &rows {
             let mut headers = HeaderMap::new();
             headers.insert("Nats-Msg-Id", r.id.to_string().as_str());
+            if let Some(tp) = &r.traceparent {
+                headers.insert("traceparent", tp.as_str());
+            }
             let ack = self
                 .js
                 .publish_with_headers(r.subject.clone(), headers, r.payload.clone().into())

@@ -85,3 +85,68 @@ pub fn init_for_tests() {
             .try_init();
     }
 }
+
+struct MapCarrier(std::collections::HashMap<String, String>);
+
+impl opentelemetry::propagation::Injector for MapCarrier {
+    fn set(&mut self, key: &str, value: String) {
+        self.0.insert(key.to_owned(), value);
+    }
+}
+
+impl opentelemetry::propagation::Extractor for MapCarrier {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+/// The W3C `traceparent` of the current span, when tracing export is on and the
+/// span belongs to a trace (events carry it in their NATS headers).
+pub fn current_traceparent() -> Option<String> {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let ctx = tracing::Span::current().context();
+    let mut carrier = MapCarrier(Default::default());
+    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&ctx, &mut carrier));
+    carrier.0.remove("traceparent")
+}
+
+/// A span for handling an event, continuing the trace of `traceparent` if any.
+pub fn event_span(subject: &str, traceparent: Option<&str>) -> tracing::Span {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let span = tracing::info_span!("event", subject = %subject);
+    if let Some(tp) = traceparent {
+        let carrier = MapCarrier([("traceparent".to_owned(), tp.to_owned())].into());
+        let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
+        let _ = span.set_parent(parent);
+    }
+    span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_current_trace_is_carried_into_events_and_continued_from_them() {
+        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+        let provider = SdkTracerProvider::builder().build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        tracing::subscriber::with_default(subscriber, || {
+            assert_eq!(current_traceparent(), None, "no span, no trace");
+            let incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+            let span = event_span("core.v1.test", Some(incoming));
+            let _g = span.enter();
+            let tp = current_traceparent().expect("a traceparent inside the span");
+            // Same trace id, a new span id.
+            assert!(
+                tp.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+                "{tp}"
+            );
+            assert!(!tp.contains("00f067aa0ba902b7"), "{tp}");
+        });
+    }
+}

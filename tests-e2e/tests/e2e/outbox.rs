@@ -141,3 +141,55 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
     let info = consumer.info().await.expect("info");
     assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
 }
+
+#[tokio::test]
+async fn events_carry_the_trace_of_the_request_that_wrote_them() {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let s = TestStack::spawn().await;
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+    // This test's task runs on this thread (current-thread runtime).
+    let _default = tracing::subscriber::set_default(subscriber);
+    let incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let span = service_kit::telemetry::event_span("http", Some(incoming));
+    let js = async_nats::jetstream::new(s.nats.clone());
+    let subject = s.naming.subject(IdentityChanged::SUBJECT);
+    let mut sub = s.nats.subscribe(subject).await.expect("subscribe");
+    {
+        use tracing::Instrument;
+        async {
+            let mut conn = s.db.acquire().await.expect("conn");
+            service_kit::outbox::enqueue(
+                &mut conn,
+                &s.naming,
+                IdentityChanged {
+                    user_id: uuid::Uuid::new_v4(),
+                },
+            )
+            .await
+            .expect("enqueue");
+        }
+        .instrument(span)
+        .await;
+    }
+    Outbox::new(s.db.clone(), js).flush().await.expect("flush");
+    let msg = tokio::time::timeout(Duration::from_secs(5), futures::StreamExt::next(&mut sub))
+        .await
+        .expect("a message")
+        .expect("a message");
+    let tp = msg
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("traceparent"))
+        .map(|v| v.as_str().to_owned())
+        .unwrap_or_default();
+    assert!(
+        tp.starts_with("00-0af7651916cd43dd8448eb211c80319c-"),
+        "traceparent header: {tp:?}"
+    );
+}

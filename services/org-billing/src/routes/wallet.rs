@@ -164,7 +164,7 @@ async fn apply_credit(
              INSERT INTO wallet_transactions (org_id, delta_minor, balance_after, kind, note, actor_user_id) \
              SELECT org_id, $2, balance_minor, $3, $4, $5 FROM moved RETURNING id), \
          event AS ( \
-             INSERT INTO outbox (id, subject, payload) SELECT $6, $7, $8 FROM moved) \
+             INSERT INTO outbox (id, subject, payload, traceparent) SELECT $6, $7, $8, $9 FROM moved) \
          SELECT m.balance_minor, m.currency, e.id FROM moved m CROSS JOIN entry e",
     )
     .bind(org_id)
@@ -175,6 +175,7 @@ async fn apply_credit(
     .bind(event.id)
     .bind(state.naming.subject(AuditRecorded::SUBJECT))
     .bind(payload)
+    .bind(service_kit::telemetry::current_traceparent())
     .fetch_optional(&mut *conn)
     .await?;
     let Some((balance, currency, tx_id)) = moved else {
