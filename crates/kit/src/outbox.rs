@@ -2,12 +2,13 @@
 //!
 //! A state change and its event are written in one transaction ([`enqueue`]).
 //! The relay publishes pending rows to JetStream with `Nats-Msg-Id` = event id
-//! (the stream's duplicate window drops a re-publish) and marks them sent.
+//! (the stream's duplicate window drops a re-publish) and deletes them once
+//! acknowledged, so the table holds only what is still to send.
 //! Handlers whose event must be out before they answer (revocations) call
 //! [`Outbox::flush`] after their commit; the background relay is the guarantee.
 //!
 //! Each service schema has the table (see its first migration):
-//! `outbox(id uuid pk, subject text, payload text, created_at, published_at, attempts, last_error)`.
+//! `outbox(id uuid pk, subject text, payload text, traceparent, created_at, attempts, last_error)`.
 
 use anyhow::Context;
 use async_nats::{jetstream, HeaderMap};
@@ -85,7 +86,7 @@ impl Outbox {
         let mut tx = self.pool.begin().await?;
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT id, subject, payload, traceparent FROM outbox \
-             WHERE published_at IS NULL ORDER BY created_at, id \
+             ORDER BY id \
              LIMIT $1 FOR UPDATE SKIP LOCKED",
         )
         .bind(self.batch)
@@ -120,7 +121,7 @@ impl Outbox {
                 Err(e) => failed.push((id, e)),
             }
         }
-        sqlx::query("UPDATE outbox SET published_at = now() WHERE id = ANY($1)")
+        sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
             .bind(&sent)
             .execute(&mut *tx)
             .await?;
@@ -181,18 +182,5 @@ impl Outbox {
                 tracing::warn!(error = ?e, "final outbox pass failed");
             }
         })
-    }
-
-    /// Delete rows published more than `keep` ago.
-    pub async fn prune(&self, keep: Duration) -> anyhow::Result<u64> {
-        let secs = keep.as_secs_f64();
-        let r = sqlx::query(
-            "DELETE FROM outbox WHERE published_at IS NOT NULL \
-             AND published_at < now() - make_interval(secs => $1)",
-        )
-        .bind(secs)
-        .execute(&self.pool)
-        .await?;
-        Ok(r.rows_affected())
     }
 }

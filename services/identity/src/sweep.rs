@@ -1,5 +1,5 @@
-//! Periodic clean-up: expired magic links, dead sessions, old rate-limit hits
-//! and published outbox rows. Idempotent, so every replica may run it.
+//! Periodic clean-up: expired magic links, dead sessions and old rate-limit
+//! hits. Idempotent, so every replica may run it.
 
 use crate::settings::JobSettings;
 use sqlx::PgPool;
@@ -26,11 +26,6 @@ pub async fn run_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
     .rows_affected();
     // The longest window is one hour.
     n += sqlx::query("DELETE FROM rate_limit_hits WHERE at < now() - interval '2 hours'")
-        .execute(pool)
-        .await?
-        .rows_affected();
-    n += sqlx::query("DELETE FROM outbox WHERE published_at < now() - make_interval(secs => $1)")
-        .bind(keep)
         .execute(pool)
         .await?
         .rows_affected();

@@ -34,22 +34,15 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Delete old idempotency keys and published outbox rows.
+/// Delete old idempotency keys.
 pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
-    let keep = keep_secs as f64;
-    let mut n = sqlx::query(
+    let r = sqlx::query(
         "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)",
     )
-    .bind(keep)
+    .bind(keep_secs as f64)
     .execute(pool)
-    .await?
-    .rows_affected();
-    n += sqlx::query("DELETE FROM outbox WHERE published_at < now() - make_interval(secs => $1)")
-        .bind(keep)
-        .execute(pool)
-        .await?
-        .rows_affected();
-    Ok(n)
+    .await?;
+    Ok(r.rows_affected())
 }
 
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.

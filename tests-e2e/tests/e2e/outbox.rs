@@ -29,33 +29,40 @@ async fn a_republished_outbox_row_is_dropped_by_jetstream_deduplication() {
     let js = async_nats::jetstream::new(s.nats.clone());
     let outbox = Outbox::new(s.db.clone(), js);
     let before = stream_messages(&s).await;
-    let mut conn = s.db.acquire().await.expect("conn");
-    let id = service_kit::outbox::enqueue(
-        &mut conn,
-        &s.naming,
-        IdentityChanged {
-            user_id: uuid::Uuid::new_v4(),
-        },
-    )
-    .await
-    .expect("enqueue");
-    drop(conn);
-    // The relay may already have sent it; flushing again must not send it twice.
-    outbox.flush().await.expect("flush");
-    let published: Option<time::OffsetDateTime> =
-        sqlx::query_scalar("SELECT published_at FROM identity.outbox WHERE id = $1")
-            .bind(id)
+    let env = Envelope::new(IdentityChanged {
+        user_id: uuid::Uuid::new_v4(),
+    });
+    let payload = serde_json::to_string(&env).expect("json");
+    let subject = s.naming.subject(IdentityChanged::SUBJECT);
+    let insert = || async {
+        sqlx::query("INSERT INTO identity.outbox (id, subject, payload) VALUES ($1, $2, $3)")
+            .bind(env.id)
+            .bind(&subject)
+            .bind(&payload)
+            .execute(&s.db)
+            .await
+            .expect("insert");
+    };
+    let gone = || async {
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM identity.outbox WHERE id = $1")
+            .bind(env.id)
             .fetch_one(&s.db)
             .await
-            .expect("row");
-    assert!(published.is_some(), "the row is marked sent");
-    // A crash after publishing but before marking: the row goes out again.
-    sqlx::query("UPDATE identity.outbox SET published_at = NULL WHERE id = $1")
-        .bind(id)
-        .execute(&s.db)
-        .await
-        .expect("reset");
+            .expect("count");
+        (left == 0).then_some(())
+    };
+    insert().await;
+    // Our flush or the service's own relay sends it; either way it leaves the outbox.
+    outbox.flush().await.expect("flush");
+    assert!(
+        eventually(Duration::from_secs(5), gone).await.is_some(),
+        "a sent row leaves the outbox"
+    );
+    assert_eq!(stream_messages(&s).await, before + 1);
+    // A crash after publishing but before deleting: the same row goes out again.
+    insert().await;
     outbox.flush().await.expect("flush again");
+    assert!(eventually(Duration::from_secs(5), gone).await.is_some());
     assert_eq!(
         stream_messages(&s).await,
         before + 1,
