@@ -26,6 +26,7 @@ fmt:
 
 clean-test-dbs:
 	scripts/clean-test-dbs.sh
+	cargo run -q -p tests-e2e --bin clean-test-streams
 
 bench-auth: deps
 	scripts/bench-auth.sh
