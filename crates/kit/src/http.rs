@@ -17,6 +17,17 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
+/// Response header by which a service tells the gateway that what `user_id`'s
+/// bearers resolve to has changed (logout, name, memberships): the forwarding
+/// gateway drops that user's cached identities before answering; the other
+/// replicas hear it over NATS. Gateways never pass it on to clients.
+pub const IDENTITY_CHANGED_HEADER: &str = "x-hub-identity-changed";
+
+/// The [`IDENTITY_CHANGED_HEADER`] for `user_id`, for `insert_header`.
+pub fn identity_changed(user_id: uuid::Uuid) -> (&'static str, String) {
+    (IDENTITY_CHANGED_HEADER, user_id.to_string())
+}
+
 /// JSON bodies: bounded, and every failure a JSON `{error}` with the right status.
 pub fn json_config(limit: usize) -> web::JsonConfig {
     web::JsonConfig::default()

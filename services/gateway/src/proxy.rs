@@ -350,15 +350,13 @@ pub async fn handle(
     };
     let status = resp.status().as_u16();
 
-    // A successful change made through identity (logout, name, members) or an
-    // organization creation (new owner membership) may alter what the caller's
-    // bearer resolves to: drop it here at once; other replicas hear about it
-    // over NATS.
-    let changes_identity =
-        service == "identity" || (method == "POST" && path == "/v1/organizations");
-    if changes_identity && method != "GET" && (200..300).contains(&status) {
-        if let Some(r) = &resolved {
-            gw.cache.invalidate_user(r.identity.user_id);
+    // The service says whose identity it changed: drop it here before answering.
+    for v in resp
+        .headers()
+        .get_all(service_kit::http::IDENTITY_CHANGED_HEADER)
+    {
+        if let Some(user_id) = v.to_str().ok().and_then(|v| Uuid::parse_str(v).ok()) {
+            gw.cache.invalidate_user(user_id);
         }
     }
 

@@ -142,5 +142,8 @@ pub async fn revoke(
     .await?;
     tx.commit().await?;
     state.publish_now().await;
-    Ok(HttpResponse::Ok().json(json!({"status": "revoked"})))
+    // The key is its own principal: drop its cached identity.
+    Ok(HttpResponse::Ok()
+        .insert_header(service_kit::http::identity_changed(key_id))
+        .json(json!({"status": "revoked"})))
 }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
     assertion::{RequestCtx, SessionCaller},
+    http::identity_changed,
     outbox, ApiError, ApiResult,
 };
 use time::OffsetDateTime;
@@ -260,7 +261,13 @@ pub async fn patch_me(
     state.publish_now().await;
     let mut identity = caller.identity.clone();
     identity.name = name;
-    Ok(identity_response(&identity, caller.credential))
+    let mut resp = identity_response(&identity, caller.credential);
+    let (h, v) = identity_changed(caller.user_id());
+    if let Ok(v) = header::HeaderValue::from_str(&v) {
+        resp.headers_mut()
+            .insert(header::HeaderName::from_static(h), v);
+    }
+    Ok(resp)
 }
 
 /// Revoke one session of `user_id` (or fail with 404) and announce it.
@@ -320,7 +327,9 @@ pub async fn logout(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
         &caller.ip,
     )
     .await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "logged_out"})))
+    Ok(HttpResponse::Ok()
+        .insert_header(identity_changed(caller.user_id()))
+        .json(json!({"status": "logged_out"})))
 }
 
 #[derive(Serialize, sqlx::FromRow)]
@@ -371,5 +380,7 @@ pub async fn revoke_session(
         &caller.ip,
     )
     .await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "revoked"})))
+    Ok(HttpResponse::Ok()
+        .insert_header(identity_changed(caller.user_id()))
+        .json(json!({"status": "revoked"})))
 }

@@ -129,9 +129,11 @@ pub async fn add(
     }
     tx.commit().await?;
     state.publish_now().await;
-    Ok(HttpResponse::Ok().json(Member {
-        user_id,
-        email: email.as_str().to_owned(),
-        role: role.as_str().to_owned(),
-    }))
+    Ok(HttpResponse::Ok()
+        .insert_header(service_kit::http::identity_changed(user_id))
+        .json(Member {
+            user_id,
+            email: email.as_str().to_owned(),
+            role: role.as_str().to_owned(),
+        }))
 }

@@ -124,5 +124,7 @@ pub async fn patch(
     } else {
         tx.rollback().await?;
     }
-    Ok(HttpResponse::Ok().json(new))
+    Ok(HttpResponse::Ok()
+        .insert_header(service_kit::http::identity_changed(caller.user_id()))
+        .json(new))
 }

@@ -128,7 +128,9 @@ pub async fn create(
     tx.commit().await?;
     state.outbox.kick();
     state.make_creator_owner(&caller, org_id).await;
-    Ok(HttpResponse::Created().json(org))
+    Ok(HttpResponse::Created()
+        .insert_header(service_kit::http::identity_changed(caller.user_id()))
+        .json(org))
 }
 
 /// GET /v1/organizations (session): the caller's organizations.
