@@ -26,18 +26,18 @@ pub fn key_of(req: &HttpRequest) -> ApiResult<Option<String>> {
     Ok(Some(s.to_owned()))
 }
 
-pub fn request_hash(body: &Value) -> Vec<u8> {
+fn request_hash(body: &Value) -> Vec<u8> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     digest::digest(&digest::SHA256, &bytes).as_ref().to_vec()
 }
 
-pub enum Begin {
+enum Begin {
     Fresh,
     Replay(u16, Value),
     Mismatch,
 }
 
-pub async fn begin(
+async fn begin(
     conn: &mut PgConnection,
     scope: &str,
     key: &str,
@@ -73,7 +73,7 @@ pub async fn begin(
     })
 }
 
-pub fn replay(status: u16, body: Value) -> HttpResponse {
+fn replay(status: u16, body: Value) -> HttpResponse {
     HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK)).json(body)
 }
 
@@ -125,6 +125,6 @@ pub async fn start(
     }
 }
 
-pub fn mismatch() -> ApiError {
+fn mismatch() -> ApiError {
     ApiError::Unprocessable("Idempotency-Key was already used with a different request".into())
 }

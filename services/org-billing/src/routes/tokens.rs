@@ -75,15 +75,7 @@ async fn apply(
     .fetch_optional(&mut *conn)
     .await?;
     let Some(balance) = moved else {
-        let exists: Option<i32> =
-            sqlx::query_scalar("SELECT 1 FROM token_balances WHERE org_id = $1")
-                .bind(org_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-        return Err(match exists {
-            Some(_) => ApiError::conflict("not enough AI tokens"),
-            None => ApiError::NotFound,
-        });
+        return Err(super::refused_move(conn, org_id, "not enough AI tokens").await);
     };
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO token_transactions (org_id, delta, balance_after, kind, reason, actor_user_id) \

@@ -64,11 +64,7 @@ pub async fn transactions(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     authorize_finance(&caller, org_id)?;
-    let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM wallets WHERE org_id = $1")
-        .bind(org_id)
-        .fetch_optional(&state.pool)
-        .await?;
-    exists.ok_or(ApiError::NotFound)?;
+    super::require_org(&mut *state.pool.acquire().await?, org_id).await?;
     let rows: Vec<WalletTransaction> = sqlx::query_as(
         "SELECT id, delta_minor, balance_after AS balance_after_minor, kind, note, created_at \
          FROM wallet_transactions WHERE org_id = $1 ORDER BY id DESC LIMIT 100",
@@ -179,14 +175,7 @@ async fn apply_credit(
     .fetch_optional(&mut *conn)
     .await?;
     let Some((balance, currency, tx_id)) = moved else {
-        let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM wallets WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-        return Err(match exists {
-            Some(_) => ApiError::conflict("the balance would go below zero"),
-            None => ApiError::NotFound,
-        });
+        return Err(super::refused_move(conn, org_id, "the balance would go below zero").await);
     };
     Ok(
         json!({"org_id": org_id, "currency": currency, "balance_minor": balance, "transaction_id": tx_id}),
