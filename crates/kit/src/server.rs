@@ -6,9 +6,41 @@ use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
 use std::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+/// What an internal service hands over to be served.
+pub struct Service<S> {
+    pub name: &'static str,
+    pub signer: assertion::Signer,
+    pub db: sqlx::PgPool,
+    pub nats: async_nats::Client,
+    /// Handler state, registered as `web::Data<S>`.
+    pub state: web::Data<S>,
+    pub routes: fn(&mut web::ServiceConfig),
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Serve `svc` on `settings` (port 0 picks one) with readiness on its Postgres
+/// and NATS; stop gracefully when `cancel` fires.
+pub fn serve<S: Send + Sync + 'static>(
+    settings: &HttpSettings,
+    svc: Service<S>,
+    cancel: CancellationToken,
+) -> anyhow::Result<Running> {
+    let readiness = http::Readiness {
+        db: Some(svc.db),
+        nats: Some(svc.nats),
+    };
+    let (state, routes) = (svc.state, svc.routes);
+    let (port, server) = start(settings, svc.signer, readiness, cancel, move |c| {
+        c.app_data(state.clone());
+        routes(c);
+    })?;
+    tracing::info!(port, "{} listening", svc.name);
+    Ok(Running::new(port, server, svc.tasks))
+}
+
 /// Bind `settings` (port 0 picks one), start serving, stop gracefully when
 /// `cancel` fires. Returns the bound port and the running server.
-pub fn start<F>(
+fn start<F>(
     settings: &HttpSettings,
     signer: assertion::Signer,
     readiness: http::Readiness,

@@ -23,7 +23,7 @@ pub use settings::Settings;
 
 use actix_web::web;
 use event_contracts::{AuditRecorded, OrgCreated};
-use service_kit::{assertion, db, http, nats, outbox::Outbox};
+use service_kit::{assertion, db, nats, outbox::Outbox};
 use sqlx::migrate::Migrator;
 use std::{collections::HashSet, time::Duration};
 use tokio_util::sync::CancellationToken;
@@ -99,20 +99,17 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         cancel.clone(),
     ));
 
-    let readiness = http::Readiness {
-        db: Some(pool),
-        nats: Some(nats_client),
-    };
-    let (port, server) = service_kit::server::start(
+    service_kit::server::serve(
         &settings.http,
-        signer,
-        readiness,
-        cancel,
-        move |c: &mut web::ServiceConfig| {
-            c.app_data(state.clone());
-            configure(c);
+        service_kit::server::Service {
+            name: "identity",
+            signer,
+            db: pool,
+            nats: nats_client,
+            state,
+            routes: configure,
+            tasks,
         },
-    )?;
-    tracing::info!(port, "identity listening");
-    Ok(Application::new(port, server, tasks))
+        cancel,
+    )
 }

@@ -13,7 +13,7 @@ pub use settings::Settings;
 
 use actix_web::web;
 use event_contracts::MembershipChanged;
-use service_kit::{assertion, db, http, nats, outbox::Outbox};
+use service_kit::{assertion, db, nats, outbox::Outbox};
 use sqlx::{migrate::Migrator, PgPool};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -101,20 +101,17 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         }));
     }
 
-    let readiness = http::Readiness {
-        db: Some(pool),
-        nats: Some(nats_client),
-    };
-    let (port, server) = service_kit::server::start(
+    service_kit::server::serve(
         &settings.http,
-        signer,
-        readiness,
-        cancel,
-        move |c: &mut web::ServiceConfig| {
-            c.app_data(state.clone());
-            configure(c);
+        service_kit::server::Service {
+            name: "org-billing",
+            signer,
+            db: pool,
+            nats: nats_client,
+            state,
+            routes: configure,
+            tasks,
         },
-    )?;
-    tracing::info!(port, "org-billing listening");
-    Ok(Application::new(port, server, tasks))
+        cancel,
+    )
 }
