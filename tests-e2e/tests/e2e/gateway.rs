@@ -470,3 +470,20 @@ async fn refused_bearers_are_refused_again_without_asking_identity() {
     assert_eq!(s.get("/v1/auth/me", Some("sess_other")).await.status, 401);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test]
+async fn internal_response_headers_never_reach_clients_on_changes() {
+    let s = TestStack::spawn().await;
+    let t = s.sign_in("noleak@example.com").await;
+    let renamed = s.patch("/v1/auth/me", Some(&t), json!({"name": "N"})).await;
+    let org = s.create_org(&t, "Leakless", "TR").await;
+    let out = s.post("/v1/auth/logout", Some(&t), json!({})).await;
+    for r in [&renamed, &org, &out] {
+        assert!(r.status < 300, "{:?}", r.body);
+        assert!(
+            r.headers.keys().all(|k| !k.as_str().starts_with("x-hub-")),
+            "{:?}",
+            r.headers
+        );
+    }
+}
