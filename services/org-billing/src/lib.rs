@@ -2,6 +2,7 @@
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
 mod idempotency;
+mod ledger;
 mod replica;
 mod routes;
 pub mod seed;
@@ -58,8 +59,17 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
     let naming = settings.nats.naming();
     let outbox = Outbox::new(pool.clone(), js.clone());
     let signer = assertion::Signer::new(&settings.assertion)?;
+    let (wallets, mut tasks) = ledger::Writer::spawn(
+        pool.clone(),
+        outbox.clone(),
+        settings.ledger.writers,
+        settings.ledger.max_batch,
+        cancel.clone(),
+        Duration::from_secs(15),
+    );
     let state = web::Data::new(state::AppState {
         pool: pool.clone(),
+        wallets,
         outbox: outbox.clone(),
         naming: naming.clone(),
         signer: signer.clone(),
@@ -70,11 +80,11 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         identity_timeout: Duration::from_millis(settings.identity.timeout_ms),
     });
 
-    let mut tasks = vec![outbox.spawn_relay(
+    tasks.push(outbox.spawn_relay(
         cancel.clone(),
         Duration::from_millis(settings.jobs.outbox_poll_ms),
         Duration::from_millis(settings.jobs.outbox_linger_ms),
-    )];
+    ));
     let replica_pool = pool.clone();
     tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(
         js,

@@ -18,6 +18,13 @@ pub struct Settings {
     pub identity: IdentitySettings,
     pub seed: SeedSettings,
     pub jobs: JobSettings,
+    pub ledger: LedgerSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LedgerSettings {
+    pub writers: usize,
+    pub max_batch: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -11,6 +11,8 @@ use uuid::Uuid;
 
 pub struct AppState {
     pub pool: PgPool,
+    /// Group commit for wallet moves without an Idempotency-Key.
+    pub wallets: crate::ledger::Writer,
     pub outbox: Outbox,
     pub naming: Naming,
     pub signer: Signer,

@@ -180,6 +180,104 @@ async fn concurrent_credits_and_debits_lose_nothing_and_never_go_negative() {
 }
 
 #[tokio::test]
+async fn credits_waiting_for_a_busy_wallet_commit_together_and_are_checked_one_by_one() {
+    let s = TestStack::spawn().await;
+    let (_, org) = s.org_with_owner("batch@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let path = format!("/v1/organizations/{org}/wallet/credit");
+    assert_eq!(
+        s.post(&path, Some(&staff), json!({"amount_minor": 60}))
+            .await
+            .status,
+        200
+    );
+    // Hold the wallet's row lock so that the debits queue up behind it.
+    let mut lock = s.db.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM org_billing.wallets WHERE org_id = $1::uuid FOR UPDATE")
+        .bind(&org)
+        .execute(&mut *lock)
+        .await
+        .expect("lock");
+    let debits =
+        join_all((0..20).map(|_| s.post(&path, Some(&staff), json!({"amount_minor": -5}))));
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        lock.commit().await.expect("release");
+    };
+    let (results, ()) = tokio::join!(debits, release);
+    let statuses: Vec<u16> = results.iter().map(|r| r.status).collect();
+    // Whatever the order, 60 covers exactly twelve debits of 5.
+    assert_eq!(
+        statuses.iter().filter(|st| **st == 200).count(),
+        12,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|st| **st == 409).count(),
+        8,
+        "{statuses:?}"
+    );
+    let refused = results.iter().find(|r| r.status == 409).expect("a refusal");
+    assert_eq!(refused.body["error"], "the balance would go below zero");
+    let ids: Vec<i64> = results
+        .iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.body["transaction_id"].as_i64().expect("transaction_id"))
+        .collect();
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        12,
+        "each accepted debit has its own row: {ids:?}"
+    );
+    let (balance, sum, rows) = balance_and_ledger_sum(&s, &org).await;
+    assert_eq!((balance, sum, rows), (0, 0, 13));
+    // The answers name the balance after each debit: 55, 50, ..., 0 once each.
+    let mut afters: Vec<i64> = results
+        .iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.body["balance_minor"].as_i64().expect("balance"))
+        .collect();
+    afters.sort_unstable();
+    assert_eq!(afters, (0..12).map(|i| i * 5).collect::<Vec<_>>());
+    // Rows chain in id order, and the queued debits shared a transaction (one
+    // transaction start time) rather than committing one by one.
+    let (bad, starts): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE balance_after <> running), \
+                count(DISTINCT created_at) FILTER (WHERE delta_minor < 0) \
+         FROM (SELECT balance_after, delta_minor, created_at, \
+                      sum(delta_minor) OVER (ORDER BY id) AS running \
+               FROM org_billing.wallet_transactions WHERE org_id = $1::uuid) q",
+    )
+    .bind(&org)
+    .fetch_one(&s.db)
+    .await
+    .expect("chain query");
+    assert_eq!(bad, 0, "every balance_after continues the row before it");
+    assert!(
+        starts <= 2,
+        "queued debits committed in {starts} transactions"
+    );
+    // Every accepted debit's audit event reaches the actor's history.
+    let audited = eventually(Duration::from_secs(10), || async {
+        let audit = s.get("/v1/audit/me", Some(&staff)).await;
+        let n = audit.body.as_array().map_or(0, |a| {
+            a.iter()
+                .filter(|e| e["action"] == "wallet.credited")
+                .count()
+        });
+        (n == 13).then_some(())
+    })
+    .await;
+    assert!(
+        audited.is_some(),
+        "13 wallet.credited events in the audit history"
+    );
+}
+
+#[tokio::test]
 async fn the_ledger_is_append_only() {
     let s = TestStack::spawn().await;
     let (_, org) = s.org_with_owner("ledger@example.com").await;

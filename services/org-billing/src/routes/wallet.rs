@@ -2,14 +2,17 @@
 //! written in the transaction that changes the balance, carrying the balance
 //! after it; corrections are new (negative) rows, never edits.
 
-use crate::{idempotency, state::AppState};
+use crate::{
+    idempotency,
+    ledger::{self, Applied, Move},
+    state::AppState,
+};
 use actix_web::{web, HttpRequest, HttpResponse};
 use event_contracts::{AuditRecorded, Envelope, Event};
 use hub_domain::Capability;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, ApiError, ApiResult};
-use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -108,37 +111,51 @@ pub async fn credit(
         )));
     }
     let key = idempotency::key_of(&req)?;
-    let scope = format!("wallet_credit:{org_id}");
+    let m = wallet_move(
+        &state,
+        &caller,
+        org_id,
+        body.amount_minor,
+        body.note.clone(),
+    )?;
     let Some(k) = key.as_deref() else {
-        // No key: the single statement commits by itself.
-        let mut conn = state.pool.acquire().await?;
-        let outcome = apply_credit(&state, &mut conn, &caller, org_id, &body).await;
-        state.outbox.kick();
-        return outcome.map(|v| HttpResponse::Ok().json(v));
+        // No key: group commit with whatever else waits for this wallet.
+        return state
+            .wallets
+            .apply(m)
+            .await
+            .map(|a| HttpResponse::Ok().json(applied(org_id, a)));
     };
+    let scope = format!("wallet_credit:{org_id}");
     let mut tx = state.pool.begin().await?;
     if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
         return Ok(replayed);
     }
-    let outcome = apply_credit(&state, &mut tx, &caller, org_id, &body).await;
+    let outcome = ledger::apply(&mut tx, std::slice::from_ref(&m))
+        .await?
+        .pop()
+        .unwrap_or(Err(ApiError::NotFound))
+        .map(|a| applied(org_id, a));
     let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
     state.outbox.kick();
     resp
 }
 
-/// One statement moves the balance (row lock, numeric bound check so the check
-/// itself cannot overflow), appends the ledger row with the balance after it, and
-/// writes the audit event to the outbox. Run outside an explicit transaction it
-/// commits by itself, so the hot row is locked only for that one statement and
-/// its commit, with no client round trip in between.
-async fn apply_credit(
+fn applied(org_id: Uuid, a: Applied) -> Value {
+    json!({"org_id": org_id, "currency": a.currency, "balance_minor": a.balance_minor,
+           "transaction_id": a.transaction_id})
+}
+
+/// The move for a credit (positive: a bank transfer) or a correction
+/// (negative), with its audit event.
+fn wallet_move(
     state: &AppState,
-    conn: &mut PgConnection,
     caller: &Caller,
     org_id: Uuid,
-    body: &Credit,
-) -> Result<Value, ApiError> {
-    let kind = if body.amount_minor > 0 {
+    delta: i64,
+    note: String,
+) -> ApiResult<Move> {
+    let kind = if delta > 0 {
         "bank_transfer"
     } else {
         "correction"
@@ -147,37 +164,18 @@ async fn apply_credit(
         actor_user_id: Some(caller.user_id()),
         action: "wallet.credited".into(),
         subject: format!("org:{org_id}"),
-        detail: json!({"org_id": org_id, "amount_minor": body.amount_minor, "kind": kind, "note": body.note}),
+        detail: json!({"org_id": org_id, "amount_minor": delta, "kind": kind, "note": note}),
         ip: caller.ip.clone(),
     });
-    let payload = serde_json::to_string(&event).map_err(anyhow::Error::from)?;
-    let moved: Option<(i64, String, i64)> = sqlx::query_as(
-        "WITH moved AS ( \
-             UPDATE wallets SET balance_minor = balance_minor + $2, updated_at = now() \
-             WHERE org_id = $1 AND balance_minor::numeric + $2 BETWEEN 0 AND 9223372036854775807 \
-             RETURNING org_id, balance_minor, currency), \
-         entry AS ( \
-             INSERT INTO wallet_transactions (org_id, delta_minor, balance_after, kind, note, actor_user_id) \
-             SELECT org_id, $2, balance_minor, $3, $4, $5 FROM moved RETURNING id), \
-         event AS ( \
-             INSERT INTO outbox (id, subject, payload, traceparent) SELECT $6, $7, $8, $9 FROM moved) \
-         SELECT m.balance_minor, m.currency, e.id FROM moved m CROSS JOIN entry e",
-    )
-    .bind(org_id)
-    .bind(body.amount_minor)
-    .bind(kind)
-    .bind(&body.note)
-    .bind(caller.user_id())
-    .bind(event.id)
-    .bind(state.naming.subject(AuditRecorded::SUBJECT))
-    .bind(payload)
-    .bind(service_kit::telemetry::current_traceparent())
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some((balance, currency, tx_id)) = moved else {
-        return Err(super::refused_move(conn, org_id, "the balance would go below zero").await);
-    };
-    Ok(
-        json!({"org_id": org_id, "currency": currency, "balance_minor": balance, "transaction_id": tx_id}),
-    )
+    Ok(Move {
+        org_id,
+        delta,
+        kind,
+        note,
+        actor_user_id: caller.user_id(),
+        event_id: event.id,
+        subject: state.naming.subject(AuditRecorded::SUBJECT),
+        payload: serde_json::to_string(&event).map_err(anyhow::Error::from)?,
+        traceparent: service_kit::telemetry::current_traceparent(),
+    })
 }

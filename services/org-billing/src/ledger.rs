@@ -1,0 +1,217 @@
+//! Wallet moves, applied in batches by `apply_wallet_moves` (see its migration).
+//!
+//! Every move locks its wallet row until it commits, so one busy wallet admits
+//! one commit at a time however many requests wait. The [`Writer`] takes the
+//! moves waiting at that moment and applies them in one call and one commit:
+//! the function locks the wallets in id order (so batches never deadlock),
+//! checks each move against the running balance in arrival order, appends one
+//! ledger row per accepted move carrying the balance after it, writes the audit
+//! events to the outbox and each wallet's final balance. A move is answered only
+//! after the commit that holds it, and a refused move (409, or 404 for an
+//! unknown wallet) does not affect the others. Correctness across replicas rests
+//! on the row lock, not on the batching: each writer is an ordinary Postgres
+//! client, and a move with an Idempotency-Key goes through the same function in
+//! its own transaction.
+
+use service_kit::{outbox::Outbox, ApiError};
+use sqlx::{PgConnection, PgPool};
+use std::{sync::Arc, time::Duration};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+pub const BELOW_ZERO: &str = "the balance would go below zero";
+
+/// One balance change with its audit event (already serialized, so that the
+/// event carries the request's trace context).
+#[derive(Debug, Clone)]
+pub struct Move {
+    pub org_id: Uuid,
+    pub delta: i64,
+    pub kind: &'static str,
+    pub note: String,
+    pub actor_user_id: Uuid,
+    pub event_id: Uuid,
+    pub subject: String,
+    pub payload: String,
+    pub traceparent: Option<String>,
+}
+
+/// The wallet after an accepted move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub balance_minor: i64,
+    pub currency: String,
+    pub transaction_id: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct Outcome {
+    outcome: String,
+    balance_after: Option<i64>,
+    currency: Option<String>,
+    transaction_id: Option<i64>,
+}
+
+/// Apply `moves` in one statement (so in the caller's transaction, or in a
+/// transaction of its own): the outcome of each, in order.
+pub async fn apply(
+    conn: &mut PgConnection,
+    moves: &[Move],
+) -> sqlx::Result<Vec<Result<Applied, ApiError>>> {
+    let rows: Vec<Outcome> = sqlx::query_as(
+        "SELECT outcome, balance_after, currency, transaction_id \
+         FROM apply_wallet_moves($1, $2, $3, $4, $5, $6, $7, $8, $9) ORDER BY ord",
+    )
+    .bind(moves.iter().map(|m| m.org_id).collect::<Vec<_>>())
+    .bind(moves.iter().map(|m| m.delta).collect::<Vec<_>>())
+    .bind(moves.iter().map(|m| m.kind).collect::<Vec<_>>())
+    .bind(moves.iter().map(|m| m.note.as_str()).collect::<Vec<_>>())
+    .bind(moves.iter().map(|m| m.actor_user_id).collect::<Vec<_>>())
+    .bind(moves.iter().map(|m| m.event_id).collect::<Vec<_>>())
+    .bind(moves.iter().map(|m| m.subject.as_str()).collect::<Vec<_>>())
+    .bind(moves.iter().map(|m| m.payload.as_str()).collect::<Vec<_>>())
+    .bind(
+        moves
+            .iter()
+            .map(|m| m.traceparent.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    if rows.len() != moves.len() {
+        return Err(sqlx::Error::Protocol(format!(
+            "apply_wallet_moves answered {} rows for {} moves",
+            rows.len(),
+            moves.len()
+        )));
+    }
+    Ok(rows
+        .into_iter()
+        .map(|o| {
+            match (
+                o.outcome.as_str(),
+                o.balance_after,
+                o.currency,
+                o.transaction_id,
+            ) {
+                ("applied", Some(balance_minor), Some(currency), Some(transaction_id)) => {
+                    Ok(Applied {
+                        balance_minor,
+                        currency,
+                        transaction_id,
+                    })
+                }
+                ("below_zero", ..) => Err(ApiError::conflict(BELOW_ZERO)),
+                ("not_found", ..) => Err(ApiError::NotFound),
+                (other, ..) => Err(ApiError::Internal(anyhow::anyhow!(
+                    "apply_wallet_moves: unexpected outcome {other:?}"
+                ))),
+            }
+        })
+        .collect())
+}
+
+type Job = (Move, oneshot::Sender<Result<Applied, ApiError>>);
+
+/// Group commit for wallet moves: `writers` tasks, each owning the wallets whose
+/// id falls in its shard, each applying up to `max_batch` waiting moves per
+/// transaction.
+#[derive(Clone)]
+pub struct Writer {
+    shards: Arc<[mpsc::Sender<Job>]>,
+}
+
+impl Writer {
+    /// Start the writer tasks. They stop when every `Writer` clone is gone (after
+    /// finishing what was queued), or at the latest `grace` after `cancel` fires.
+    pub fn spawn(
+        pool: PgPool,
+        outbox: Outbox,
+        writers: usize,
+        max_batch: usize,
+        cancel: CancellationToken,
+        grace: Duration,
+    ) -> (Writer, Vec<tokio::task::JoinHandle<()>>) {
+        let max_batch = max_batch.max(1);
+        let (senders, tasks): (Vec<_>, Vec<_>) = (0..writers.max(1))
+            .map(|_| {
+                let (tx, rx) = mpsc::channel::<Job>(max_batch * 4);
+                let task = tokio::spawn(run(
+                    pool.clone(),
+                    outbox.clone(),
+                    rx,
+                    max_batch,
+                    cancel.clone(),
+                    grace,
+                ));
+                (tx, task)
+            })
+            .unzip();
+        (
+            Writer {
+                shards: senders.into(),
+            },
+            tasks,
+        )
+    }
+
+    /// Apply `m` with whatever else is waiting for the same writer; returns once
+    /// its transaction committed.
+    pub async fn apply(&self, m: Move) -> Result<Applied, ApiError> {
+        let shard = (m.org_id.as_u128() % self.shards.len() as u128) as usize;
+        let (reply, answer) = oneshot::channel();
+        self.shards[shard]
+            .send((m, reply))
+            .await
+            .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?;
+        answer
+            .await
+            .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?
+    }
+}
+
+async fn run(
+    pool: PgPool,
+    outbox: Outbox,
+    mut rx: mpsc::Receiver<Job>,
+    max_batch: usize,
+    cancel: CancellationToken,
+    grace: Duration,
+) {
+    let deadline = async {
+        cancel.cancelled().await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::pin!(deadline);
+    let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut jobs, max_batch) => if n == 0 { return },
+            _ = &mut deadline => return,
+        }
+        let (moves, replies): (Vec<Move>, Vec<_>) = jobs.drain(..).unzip();
+        let outcomes = match pool.acquire().await {
+            Ok(mut conn) => apply(&mut conn, &moves).await,
+            Err(e) => Err(e),
+        }
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, moves = moves.len(), "wallet batch failed");
+            moves
+                .iter()
+                .map(|_| {
+                    Err(ApiError::Internal(anyhow::anyhow!(
+                        "wallet batch failed: {e}"
+                    )))
+                })
+                .collect()
+        });
+        if outcomes.iter().any(Result::is_ok) {
+            outbox.kick();
+        }
+        for (reply, outcome) in replies.into_iter().zip(outcomes) {
+            // The requester may have gone; the move stands either way.
+            let _ = reply.send(outcome);
+        }
+    }
+}
