@@ -201,10 +201,24 @@ async fn credits_waiting_for_a_busy_wallet_commit_together_and_are_checked_one_b
     let debits =
         join_all((0..20).map(|_| s.post(&path, Some(&staff), json!({"amount_minor": -5}))));
     let release = async {
+        // Once the first debit waits on the lock, the rest queue behind it.
+        let waiting = eventually(Duration::from_secs(10), || async {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&s.db)
+            .await
+            .unwrap_or(0);
+            (n > 0).then_some(())
+        })
+        .await;
         tokio::time::sleep(Duration::from_millis(1000)).await;
         lock.commit().await.expect("release");
+        waiting
     };
-    let (results, ()) = tokio::join!(debits, release);
+    let (results, waiting) = tokio::join!(debits, release);
+    assert!(waiting.is_some(), "a debit waited on the wallet's lock");
     let statuses: Vec<u16> = results.iter().map(|r| r.status).collect();
     // Whatever the order, 60 covers exactly twelve debits of 5.
     assert_eq!(
