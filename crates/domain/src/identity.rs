@@ -1,20 +1,20 @@
 //! The identity shape `GET /v1/auth/me` answers with, and the credential
 //! that produced it (carried in the gateway's signed assertion).
 
-use crate::Role;
+use crate::{OrgId, Role, UserId};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Membership {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub role: Role,
 }
 
 /// Exactly the spec's Identity resource.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
-    pub user_id: Uuid,
+    pub user_id: UserId,
     pub email: String,
     pub name: String,
     pub staff: bool,
@@ -23,7 +23,7 @@ pub struct Identity {
 
 impl Identity {
     /// The caller's role in `org_id`, if a member.
-    pub fn role_in(&self, org_id: Uuid) -> Option<Role> {
+    pub fn role_in(&self, org_id: OrgId) -> Option<Role> {
         self.memberships
             .iter()
             .find(|m| m.org_id == org_id)

@@ -6,9 +6,11 @@
 mod authz;
 mod email;
 mod identity;
+mod ids;
 mod money;
 
 pub use authz::{Capability, Role, CAPABILITIES, ROLES};
 pub use email::{Email, EmailError};
 pub use identity::{Credential, CredentialKind, Identity, Membership};
+pub use ids::{ApiKeyId, OrgId, UserId};
 pub use money::{CountryCode, CountryError, Currency, MinorUnits};

@@ -8,6 +8,7 @@
 //! so a re-published outbox row is dropped by the server's de-duplication.
 //! proto-docs/events.md is the catalogue.
 
+use hub_domain::{OrgId, UserId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -64,7 +65,7 @@ impl Naming {
 /// emit). Gateways drop the cached identity for `token_hash` at once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CredentialRevoked {
-    pub user_id: Uuid,
+    pub user_id: UserId,
     pub credential_kind: String,
     pub credential_id: Uuid,
     /// Lower-case hex SHA-256 of the token: the gateways' cache key. A hash of a
@@ -79,7 +80,7 @@ impl Event for CredentialRevoked {
 /// every cached identity of `user_id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IdentityChanged {
-    pub user_id: Uuid,
+    pub user_id: UserId,
 }
 impl Event for IdentityChanged {
     const SUBJECT: &'static str = "core.v1.identity.changed";
@@ -89,7 +90,7 @@ impl Event for IdentityChanged {
 /// stores them and serves `GET /v1/audit/me`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecorded {
-    pub actor_user_id: Option<Uuid>,
+    pub actor_user_id: Option<UserId>,
     pub action: String,
     pub subject: String,
     pub detail: serde_json::Value,
@@ -119,7 +120,7 @@ mod tests {
     #[test]
     fn envelopes_round_trip() {
         let e = Envelope::new(IdentityChanged {
-            user_id: Uuid::nil(),
+            user_id: UserId::from_uuid(Uuid::nil()),
         });
         let s = serde_json::to_string(&e).unwrap_or_default();
         let back: Envelope<IdentityChanged> = serde_json::from_str(&s).expect("round trip");
@@ -147,8 +148,8 @@ mod tests {
 /// the membership (the fast path calls it synchronously; this event guarantees it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OrgCreated {
-    pub org_id: Uuid,
-    pub owner_user_id: Uuid,
+    pub org_id: OrgId,
+    pub owner_user_id: UserId,
     pub name: String,
 }
 impl Event for OrgCreated {
@@ -159,8 +160,8 @@ impl Event for OrgCreated {
 /// org-billing keeps a replica for member counts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MembershipChanged {
-    pub org_id: Uuid,
-    pub user_id: Uuid,
+    pub org_id: OrgId,
+    pub user_id: UserId,
     pub role: Option<hub_domain::Role>,
 }
 impl Event for MembershipChanged {

@@ -19,7 +19,7 @@ use actix_web::{
     web, FromRequest, HttpMessage, HttpRequest,
 };
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
-use hub_domain::{Capability, Credential, CredentialKind, Identity, Role};
+use hub_domain::{Capability, Credential, CredentialKind, Identity, OrgId, Role, UserId};
 use ring::hmac;
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
@@ -233,7 +233,7 @@ impl Caller {
         }
     }
 
-    pub fn user_id(&self) -> Uuid {
+    pub fn user_id(&self) -> UserId {
         self.identity.user_id
     }
 
@@ -243,7 +243,7 @@ impl Caller {
 
     /// The caller's role in `org_id` if it grants `cap`. Not a member: 404, the
     /// same answer as for an organization that does not exist.
-    pub fn require(&self, org_id: Uuid, cap: Capability) -> Result<Role, ApiError> {
+    pub fn require(&self, org_id: OrgId, cap: Capability) -> Result<Role, ApiError> {
         let role = self.identity.role_in(org_id).ok_or(ApiError::NotFound)?;
         if role.can(cap) {
             Ok(role)
@@ -326,7 +326,7 @@ mod tests {
     fn sample(iat: i64) -> Assertion {
         Assertion {
             identity: Some(Identity {
-                user_id: Uuid::nil(),
+                user_id: UserId::from_uuid(Uuid::nil()),
                 email: "a@example.com".into(),
                 name: String::new(),
                 staff: false,

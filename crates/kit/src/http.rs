@@ -24,7 +24,7 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub const IDENTITY_CHANGED_HEADER: &str = "x-hub-identity-changed";
 
 /// The [`IDENTITY_CHANGED_HEADER`] for `user_id`, for `insert_header`.
-pub fn identity_changed(user_id: uuid::Uuid) -> (&'static str, String) {
+pub fn identity_changed(user_id: hub_domain::UserId) -> (&'static str, String) {
     (IDENTITY_CHANGED_HEADER, user_id.to_string())
 }
 

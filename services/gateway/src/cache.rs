@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use event_contracts::{CredentialRevoked, Envelope, Event, IdentityChanged, Naming};
 use futures::StreamExt;
-use hub_domain::{Credential, Identity};
+use hub_domain::{Credential, Identity, UserId};
 use moka::sync::Cache;
 use ring::digest;
 use std::{
@@ -21,7 +21,6 @@ use std::{
     time::Duration,
 };
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 pub type Key = [u8; 32];
 
@@ -117,7 +116,7 @@ impl IdentityCache {
         self.entries.invalidate(k);
     }
 
-    pub fn invalidate_user(&self, user_id: Uuid) {
+    pub fn invalidate_user(&self, user_id: UserId) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
         if let Err(e) = self
             .entries

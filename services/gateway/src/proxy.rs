@@ -11,7 +11,7 @@ use actix_web::{
 };
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use hub_domain::{Credential, CredentialKind, Identity};
+use hub_domain::{Credential, CredentialKind, Identity, UserId};
 use service_kit::{
     assertion::{self, Assertion, Signer, RESERVED_HEADER_PREFIXES},
     error::json_error,
@@ -355,7 +355,7 @@ pub async fn handle(
         .headers()
         .get_all(service_kit::http::IDENTITY_CHANGED_HEADER)
     {
-        if let Some(user_id) = v.to_str().ok().and_then(|v| Uuid::parse_str(v).ok()) {
+        if let Some(user_id) = v.to_str().ok().and_then(|v| v.parse::<UserId>().ok()) {
             gw.cache.invalidate_user(user_id);
         }
     }

@@ -3,13 +3,13 @@
 //! events and are stored once each (by event id).
 
 use event_contracts::{AuditRecorded, Envelope};
+use hub_domain::UserId;
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
-use uuid::Uuid;
 
 pub async fn record(
     conn: &mut PgConnection,
-    actor: Option<Uuid>,
+    actor: Option<UserId>,
     action: &str,
     subject: &str,
     detail: Value,

@@ -3,17 +3,16 @@
 
 use crate::state::AppState;
 use event_contracts::{Envelope, IdentityChanged, MembershipChanged, OrgCreated};
-use hub_domain::Role;
+use hub_domain::{OrgId, Role, UserId};
 use service_kit::outbox;
-use uuid::Uuid;
 
 /// Make `user_id` the owner of a new organization `org_id`. Only acts while the
 /// organization has no members at all, so it cannot be used to join an existing
 /// one; repeating it is a no-op. Returns whether it inserted.
 pub async fn ensure_creator_owner(
     state: &AppState,
-    org_id: Uuid,
-    user_id: Uuid,
+    org_id: OrgId,
+    user_id: UserId,
 ) -> anyhow::Result<bool> {
     let mut tx = state.pool.begin().await?;
     // Serialize with member adds on the same organization.

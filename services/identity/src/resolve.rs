@@ -2,7 +2,7 @@
 //! memberships folded in as JSON). Session tokens and API keys (`svc_live_`)
 //! resolve through the same path.
 
-use hub_domain::{Credential, CredentialKind, Identity, Membership, Role};
+use hub_domain::{ApiKeyId, Credential, CredentialKind, Identity, Membership, OrgId, Role, UserId};
 use sqlx::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -12,7 +12,7 @@ pub const API_KEY_PREFIX: &str = "svc_live_";
 #[derive(sqlx::FromRow)]
 struct SessionRow {
     credential_id: Uuid,
-    user_id: Uuid,
+    user_id: UserId,
     email: String,
     name: String,
     memberships: sqlx::types::Json<Vec<Membership>>,
@@ -21,8 +21,8 @@ struct SessionRow {
 
 #[derive(sqlx::FromRow)]
 struct KeyRow {
-    id: Uuid,
-    org_id: Uuid,
+    id: ApiKeyId,
+    org_id: OrgId,
     role: String,
     name: String,
 }
@@ -95,7 +95,7 @@ async fn api_key(pool: &PgPool, token: &str) -> sqlx::Result<Option<Resolved>> {
         let role = Role::parse(&k.role).filter(|r| r.allowed_for_api_key())?;
         Some(Resolved {
             identity: Identity {
-                user_id: k.id,
+                user_id: k.id.as_principal(),
                 email: String::new(),
                 name: k.name,
                 staff: false,
@@ -106,7 +106,7 @@ async fn api_key(pool: &PgPool, token: &str) -> sqlx::Result<Option<Resolved>> {
             },
             credential: Credential {
                 kind: CredentialKind::ApiKey,
-                id: k.id,
+                id: k.id.as_uuid(),
             },
             // Keys live until revoked; caches are bounded by their own TTL.
             expires_at: OffsetDateTime::now_utc() + time::Duration::days(365),

@@ -13,6 +13,7 @@
 //! client, and a move with an Idempotency-Key goes through the same function in
 //! its own transaction.
 
+use hub_domain::{OrgId, UserId};
 use service_kit::{outbox::Outbox, ApiError};
 use sqlx::{PgConnection, PgPool};
 use std::{sync::Arc, time::Duration};
@@ -26,11 +27,11 @@ pub const BELOW_ZERO: &str = "the balance would go below zero";
 /// event carries the request's trace context).
 #[derive(Debug, Clone)]
 pub struct Move {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub delta: i64,
     pub kind: &'static str,
     pub note: String,
-    pub actor_user_id: Uuid,
+    pub actor_user_id: UserId,
     pub event_id: Uuid,
     pub subject: String,
     pub payload: String,
@@ -159,7 +160,7 @@ impl Writer {
     /// Apply `m` with whatever else is waiting for the same writer; returns once
     /// its transaction committed.
     pub async fn apply(&self, m: Move) -> Result<Applied, ApiError> {
-        let shard = (m.org_id.as_u128() % self.shards.len() as u128) as usize;
+        let shard = (m.org_id.as_uuid().as_u128() % self.shards.len() as u128) as usize;
         let (reply, answer) = oneshot::channel();
         self.shards[shard]
             .send((m, reply))

@@ -1,6 +1,7 @@
 //! Shared handler state and the audit helper.
 
 use event_contracts::{AuditRecorded, Naming};
+use hub_domain::OrgId;
 use service_kit::{
     assertion::{self, Assertion, Caller, Signer},
     outbox::{self, Outbox},
@@ -29,7 +30,7 @@ impl AppState {
         conn: &mut PgConnection,
         caller: &Caller,
         action: &str,
-        org_id: Uuid,
+        org_id: OrgId,
         detail: serde_json::Value,
     ) -> anyhow::Result<()> {
         outbox::enqueue(
@@ -50,7 +51,7 @@ impl AppState {
     /// The read-your-writes fast path: ask identity to make the caller the first
     /// owner of `org_id` now, so that their very next `/v1/auth/me` lists it.
     /// Failure only logs: identity applies `core.v1.org.created` anyway.
-    pub async fn make_creator_owner(&self, caller: &Caller, org_id: Uuid) {
+    pub async fn make_creator_owner(&self, caller: &Caller, org_id: OrgId) {
         let path = format!("/internal/v1/organizations/{org_id}/owner");
         let (a, sig) = self.signer.sign(&Assertion {
             identity: Some(caller.identity.clone()),

@@ -101,7 +101,7 @@ async fn audit_events_from_other_services_are_stored_once() {
         .and_then(|u| uuid::Uuid::parse_str(u).ok())
         .expect("user id");
     let event = AuditRecorded {
-        actor_user_id: Some(user_id),
+        actor_user_id: Some(user_id.into()),
         action: "org.created".into(),
         subject: "org:123".into(),
         detail: json!({"name": "Acme"}),
@@ -121,7 +121,7 @@ async fn audit_events_from_other_services_are_stored_once() {
         .expect("ack");
     }
     s.publish(AuditRecorded {
-        actor_user_id: Some(uuid::Uuid::new_v4()),
+        actor_user_id: Some(uuid::Uuid::new_v4().into()),
         ..event
     })
     .await;

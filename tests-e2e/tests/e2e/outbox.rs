@@ -30,7 +30,7 @@ async fn a_republished_outbox_row_is_dropped_by_jetstream_deduplication() {
     let outbox = Outbox::new(s.db.clone(), js);
     let before = stream_messages(&s).await;
     let env = Envelope::new(IdentityChanged {
-        user_id: uuid::Uuid::new_v4(),
+        user_id: uuid::Uuid::new_v4().into(),
     });
     let payload = serde_json::to_string(&env).expect("json");
     let subject = s.naming.subject(IdentityChanged::SUBJECT);
@@ -175,7 +175,7 @@ async fn events_carry_the_trace_of_the_request_that_wrote_them() {
                 &mut conn,
                 &s.naming,
                 IdentityChanged {
-                    user_id: uuid::Uuid::new_v4(),
+                    user_id: uuid::Uuid::new_v4().into(),
                 },
             )
             .await

@@ -3,18 +3,17 @@
 use crate::{audit, resolve::API_KEY_PREFIX, state::AppState, tokens};
 use actix_web::{web, HttpResponse};
 use event_contracts::CredentialRevoked;
-use hub_domain::{Capability, Role};
+use hub_domain::{ApiKeyId, Capability, OrgId, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 pub const NAME_MAX: usize = 100;
 
 #[derive(Serialize, sqlx::FromRow)]
 struct ApiKey {
-    id: Uuid,
+    id: ApiKeyId,
     name: String,
     role: String,
     #[serde(with = "time::serde::rfc3339")]
@@ -36,7 +35,7 @@ pub struct CreateKey {
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
     body: web::Json<CreateKey>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
@@ -60,7 +59,7 @@ pub async fn create(
         "INSERT INTO api_keys (id, org_id, name, role, token_hash, created_by) \
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, name, role, created_at, revoked_at",
     )
-    .bind(Uuid::now_v7())
+    .bind(ApiKeyId::new())
     .bind(org_id)
     .bind(&name)
     .bind(role.as_str())
@@ -86,7 +85,7 @@ pub async fn create(
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Admin)?;
@@ -106,7 +105,7 @@ pub async fn list(
 pub async fn revoke(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(Uuid, Uuid)>,
+    path: web::Path<(OrgId, ApiKeyId)>,
 ) -> ApiResult<HttpResponse> {
     let (org_id, key_id) = path.into_inner();
     caller.require(org_id, Capability::Admin)?;
@@ -133,9 +132,9 @@ pub async fn revoke(
         &mut tx,
         &state.naming,
         CredentialRevoked {
-            user_id: key_id,
+            user_id: key_id.as_principal(),
             credential_kind: "api_key".into(),
-            credential_id: key_id,
+            credential_id: key_id.as_uuid(),
             token_hash: hex::encode(hash),
         },
     )
@@ -144,6 +143,6 @@ pub async fn revoke(
     state.publish_now().await;
     // The key is its own principal: drop its cached identity.
     Ok(HttpResponse::Ok()
-        .insert_header(service_kit::http::identity_changed(key_id))
+        .insert_header(service_kit::http::identity_changed(key_id.as_principal()))
         .json(json!({"status": "revoked"})))
 }

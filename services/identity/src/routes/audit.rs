@@ -2,15 +2,15 @@
 
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
+use hub_domain::UserId;
 use serde::Serialize;
 use service_kit::{assertion::SessionCaller, ApiResult};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 #[derive(Serialize, sqlx::FromRow)]
 struct AuditEntry {
     id: i64,
-    actor_user_id: Option<Uuid>,
+    actor_user_id: Option<UserId>,
     action: String,
     subject: String,
     detail: serde_json::Value,

@@ -9,7 +9,7 @@ use crate::{
 };
 use actix_web::{http::header, web, HttpRequest, HttpResponse};
 use event_contracts::{CredentialRevoked, IdentityChanged};
-use hub_domain::{Credential, Email, Identity};
+use hub_domain::{Credential, Email, Identity, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -130,7 +130,7 @@ pub async fn verify(
     }
 
     let mut tx = state.pool.begin().await?;
-    let user_id: Option<Uuid> = sqlx::query_scalar(
+    let user_id: Option<UserId> = sqlx::query_scalar(
         "UPDATE magic_links SET used_at = now() \
          WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() \
          RETURNING user_id",
@@ -273,7 +273,7 @@ pub async fn patch_me(
 /// Revoke one session of `user_id` (or fail with 404) and announce it.
 async fn revoke(
     state: &AppState,
-    user_id: Uuid,
+    user_id: UserId,
     session_id: Uuid,
     action: &str,
     ip: &str,

@@ -3,9 +3,9 @@
 
 use crate::{memberships, state::AppState};
 use actix_web::{web, HttpResponse};
+use hub_domain::OrgId;
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiResult};
-use uuid::Uuid;
 
 /// POST /internal/v1/organizations/{id}/owner: org-billing's read-your-writes
 /// fast path after creating an organization: the asserted caller becomes its
@@ -13,7 +13,7 @@ use uuid::Uuid;
 pub async fn creator_owner(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let inserted =
         memberships::ensure_creator_owner(&state, path.into_inner(), caller.user_id()).await?;

@@ -3,15 +3,14 @@
 use crate::{audit, state::AppState};
 use actix_web::{web, HttpResponse};
 use event_contracts::{IdentityChanged, MembershipChanged};
-use hub_domain::{Capability, Email, Role};
+use hub_domain::{Capability, Email, OrgId, Role, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
-use uuid::Uuid;
 
 #[derive(Serialize, sqlx::FromRow)]
 struct Member {
-    user_id: Uuid,
+    user_id: UserId,
     email: String,
     role: String,
 }
@@ -21,7 +20,7 @@ struct Member {
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Read)?;
@@ -49,7 +48,7 @@ pub struct AddMember {
 pub async fn add(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
     body: web::Json<AddMember>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
@@ -70,7 +69,7 @@ pub async fn add(
         .execute(&mut *tx)
         .await?;
     let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
-    let current: Vec<(Uuid, String)> =
+    let current: Vec<(UserId, String)> =
         sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
             .bind(org_id)
             .fetch_all(&mut *tx)

@@ -5,12 +5,12 @@ mod tokens;
 mod wallet;
 
 use actix_web::web;
+use hub_domain::OrgId;
 use service_kit::{ApiError, ApiResult};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// 404 unless the organization exists (its wallet and token balance exist with it).
-async fn require_org(conn: &mut PgConnection, org_id: Uuid) -> ApiResult<()> {
+async fn require_org(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<()> {
     let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM organizations WHERE id = $1")
         .bind(org_id)
         .fetch_optional(conn)
@@ -20,7 +20,7 @@ async fn require_org(conn: &mut PgConnection, org_id: Uuid) -> ApiResult<()> {
 
 /// Why a guarded balance move matched no row: the organization is missing (404),
 /// or the move would leave the balance out of bounds (409 `conflict`).
-async fn refused_move(conn: &mut PgConnection, org_id: Uuid, conflict: &str) -> ApiError {
+async fn refused_move(conn: &mut PgConnection, org_id: OrgId, conflict: &str) -> ApiError {
     match require_org(conn, org_id).await {
         Ok(()) => ApiError::conflict(conflict),
         Err(e) => e,

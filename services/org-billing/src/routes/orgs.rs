@@ -4,7 +4,7 @@
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::OrgCreated;
-use hub_domain::{Capability, CountryCode};
+use hub_domain::{Capability, CountryCode, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -18,7 +18,7 @@ pub const NAME_MAX: usize = 200;
 
 #[derive(Serialize, sqlx::FromRow)]
 pub struct Organization {
-    id: Uuid,
+    id: OrgId,
     name: String,
     legal_type: String,
     country: String,
@@ -75,7 +75,7 @@ pub async fn create(
             "no distributor entity covers country {country}"
         )));
     };
-    let org_id = Uuid::now_v7();
+    let org_id = OrgId::new();
     sqlx::query(
         "INSERT INTO organizations (id, name, legal_type, country, distributor_id, created_by) \
          VALUES ($1, $2, $3, $4, $5, $6)",
@@ -136,7 +136,7 @@ pub async fn create(
 /// GET /v1/organizations (session): the caller's organizations.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn list(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
-    let ids: Vec<Uuid> = caller
+    let ids: Vec<OrgId> = caller
         .identity
         .memberships
         .iter()
@@ -195,7 +195,7 @@ struct Detail {
 pub async fn detail(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     let role = caller.require(org_id, Capability::Read)?;

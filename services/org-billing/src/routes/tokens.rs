@@ -4,12 +4,11 @@
 
 use crate::{idempotency, state::AppState};
 use actix_web::{web, HttpRequest, HttpResponse};
-use hub_domain::Capability;
+use hub_domain::{Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
 pub const REASON_MAX: usize = 500;
@@ -19,7 +18,7 @@ pub const REASON_MAX: usize = 500;
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     if !caller.identity.staff {
@@ -60,7 +59,7 @@ fn validate(body: &Amount) -> ApiResult<()> {
 async fn apply(
     conn: &mut PgConnection,
     caller: &Caller,
-    org_id: Uuid,
+    org_id: OrgId,
     delta: i64,
     kind: &str,
     reason: &str,
@@ -97,7 +96,7 @@ async fn apply(
 pub async fn grant(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
     req: HttpRequest,
     body: web::Json<Amount>,
 ) -> ApiResult<HttpResponse> {
@@ -140,7 +139,7 @@ pub async fn grant(
 pub async fn spend(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
     body: web::Json<Amount>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();

@@ -9,19 +9,18 @@ use crate::{
 };
 use actix_web::{web, HttpRequest, HttpResponse};
 use event_contracts::{AuditRecorded, Envelope, Event};
-use hub_domain::Capability;
+use hub_domain::{Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// Largest single credit or correction, in minor units.
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000_000;
 pub const NOTE_MAX: usize = 500;
 
 /// Finance reads: owner or finance of the organization, or staff.
-fn authorize_finance(caller: &Caller, org_id: Uuid) -> ApiResult<()> {
+fn authorize_finance(caller: &Caller, org_id: OrgId) -> ApiResult<()> {
     if caller.identity.staff {
         return Ok(());
     }
@@ -33,7 +32,7 @@ fn authorize_finance(caller: &Caller, org_id: Uuid) -> ApiResult<()> {
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     authorize_finance(&caller, org_id)?;
@@ -63,7 +62,7 @@ struct WalletTransaction {
 pub async fn transactions(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     authorize_finance(&caller, org_id)?;
@@ -93,7 +92,7 @@ pub struct Credit {
 pub async fn credit(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<OrgId>,
     req: HttpRequest,
     body: web::Json<Credit>,
 ) -> ApiResult<HttpResponse> {
@@ -141,7 +140,7 @@ pub async fn credit(
     resp
 }
 
-fn applied(org_id: Uuid, a: Applied) -> Value {
+fn applied(org_id: OrgId, a: Applied) -> Value {
     json!({"org_id": org_id, "currency": a.currency, "balance_minor": a.balance_minor,
            "transaction_id": a.transaction_id})
 }
@@ -151,7 +150,7 @@ fn applied(org_id: Uuid, a: Applied) -> Value {
 fn wallet_move(
     state: &AppState,
     caller: &Caller,
-    org_id: Uuid,
+    org_id: OrgId,
     delta: i64,
     note: String,
 ) -> ApiResult<Move> {
