@@ -497,3 +497,32 @@ impl TestStack {
         .await
     }
 }
+
+/// A stand-in HTTP server on a free local port (an upstream not built yet, an
+/// OTLP collector): `handle` answers every request. Returns `http://127.0.0.1:port`.
+pub fn stand_in<F>(handle: F) -> String
+where
+    F: Fn(&actix_web::HttpRequest, actix_web::web::Bytes) -> actix_web::HttpResponse
+        + Clone
+        + Send
+        + 'static,
+{
+    use actix_web::{web, App, HttpRequest, HttpServer};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let server = HttpServer::new(move || {
+        let handle = handle.clone();
+        App::new()
+            .app_data(web::PayloadConfig::new(16 << 20))
+            .default_service(web::to(move |req: HttpRequest, body: web::Bytes| {
+                let response = handle(&req, body);
+                async move { response }
+            }))
+    })
+    .workers(1)
+    .listen(listener)
+    .expect("listen")
+    .run();
+    tokio::spawn(server);
+    format!("http://127.0.0.1:{port}")
+}

@@ -332,36 +332,22 @@ type Seen = std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>>;
 
 /// A stand-in for a service not built yet: records the headers it receives.
 async fn recording_upstream() -> (String, Seen) {
-    use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
     let seen: Seen = Default::default();
     let sink = seen.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let server = HttpServer::new(move || {
-        let sink = sink.clone();
-        App::new().default_service(web::to(move |req: HttpRequest| {
-            let sink = sink.clone();
-            async move {
-                let headers = req
-                    .headers()
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-                    .collect();
-                if let Ok(mut s) = sink.lock() {
-                    s.push(headers);
-                }
-                HttpResponse::Ok()
-                    .insert_header(("x-hub-internal", "leak"))
-                    .json(serde_json::json!({"path": req.path(), "query": req.query_string()}))
-            }
-        }))
-    })
-    .workers(1)
-    .listen(listener)
-    .expect("listen")
-    .run();
-    tokio::spawn(server);
-    (format!("http://127.0.0.1:{port}"), seen)
+    let url = tests_e2e::stand_in(move |req, _| {
+        let headers = req
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        if let Ok(mut s) = sink.lock() {
+            s.push(headers);
+        }
+        actix_web::HttpResponse::Ok()
+            .insert_header(("x-hub-internal", "leak"))
+            .json(serde_json::json!({"path": req.path(), "query": req.query_string()}))
+    });
+    (url, seen)
 }
 
 #[tokio::test]
@@ -429,29 +415,17 @@ async fn the_gateway_forwards_trace_context_and_a_signed_assertion_and_nothing_s
 
 #[tokio::test]
 async fn refused_bearers_are_refused_again_without_asking_identity() {
-    use actix_web::{web, App, HttpResponse, HttpServer};
     use std::sync::atomic::{AtomicUsize, Ordering};
     // An identity that refuses everything and counts how often it is asked.
     let calls = std::sync::Arc::new(AtomicUsize::new(0));
     let counter = calls.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let server = HttpServer::new(move || {
-        let counter = counter.clone();
-        App::new().default_service(web::to(move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-            async {
-                HttpResponse::Unauthorized().json(json!({"error": "invalid or expired credential"}))
-            }
-        }))
-    })
-    .workers(1)
-    .listen(listener)
-    .expect("listen")
-    .run();
-    tokio::spawn(server);
+    let identity = tests_e2e::stand_in(move |_, _| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        actix_web::HttpResponse::Unauthorized()
+            .json(json!({"error": "invalid or expired credential"}))
+    });
     let s = TestStack::spawn_with(StackOptions {
-        gateway_toml: format!("[upstreams]\nidentity = \"http://127.0.0.1:{port}\"\n"),
+        gateway_toml: format!("[upstreams]\nidentity = \"{identity}\"\n"),
         ..Default::default()
     })
     .await;

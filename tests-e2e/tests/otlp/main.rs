@@ -3,7 +3,7 @@
 //! exports over OTLP/HTTP; the trace a client started must arrive there,
 //! continued through the gateway into the services.
 
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::HttpResponse;
 use service_kit::settings::TelemetrySettings;
 use std::sync::{Arc, Mutex};
 use tests_e2e::TestStack;
@@ -14,37 +14,22 @@ type Received = Arc<Mutex<Vec<(String, String, Vec<u8>)>>>;
 fn collector() -> (String, Received) {
     let received: Received = Default::default();
     let sink = received.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let server = HttpServer::new(move || {
-        let sink = sink.clone();
-        App::new()
-            .app_data(web::PayloadConfig::new(16 << 20))
-            .default_service(web::to(move |req: HttpRequest, body: web::Bytes| {
-                let sink = sink.clone();
-                async move {
-                    let ct = req
-                        .headers()
-                        .get("content-type")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("")
-                        .to_owned();
-                    if let Ok(mut r) = sink.lock() {
-                        r.push((req.path().to_owned(), ct, body.to_vec()));
-                    }
-                    // An empty ExportTraceServiceResponse: full success.
-                    HttpResponse::Ok()
-                        .content_type("application/x-protobuf")
-                        .finish()
-                }
-            }))
-    })
-    .workers(1)
-    .listen(listener)
-    .expect("listen")
-    .run();
-    tokio::spawn(server);
-    (format!("http://127.0.0.1:{port}/v1/traces"), received)
+    let url = tests_e2e::stand_in(move |req, body| {
+        let ct = req
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        if let Ok(mut r) = sink.lock() {
+            r.push((req.path().to_owned(), ct, body.to_vec()));
+        }
+        // An empty ExportTraceServiceResponse: full success.
+        HttpResponse::Ok()
+            .content_type("application/x-protobuf")
+            .finish()
+    });
+    (format!("{url}/v1/traces"), received)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
