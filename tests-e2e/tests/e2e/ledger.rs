@@ -292,6 +292,62 @@ async fn credits_waiting_for_a_busy_wallet_commit_together_and_are_checked_one_b
 }
 
 #[tokio::test]
+async fn keyed_and_batched_credits_on_one_wallet_interleave_without_loss() {
+    let s = TestStack::spawn().await;
+    let (_, org) = s.org_with_owner("mixed@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let url = format!("{}/v1/organizations/{org}/wallet/credit", s.core());
+    // 120 at once: every other one carries its own Idempotency-Key (its own
+    // transaction), the rest go through group commit; credits of 50, debits of 70.
+    let results = join_all((0..120).map(|i| {
+        let (url, staff, s) = (url.clone(), staff.clone(), &s);
+        async move {
+            let d: i64 = if i % 2 == 0 { 50 } else { -70 };
+            let key = format!("mixed-{i}");
+            let headers: Vec<(&str, &str)> = if i % 4 < 2 {
+                vec![("idempotency-key", key.as_str())]
+            } else {
+                vec![]
+            };
+            let r = s
+                .call(
+                    "POST",
+                    &url,
+                    Some(&staff),
+                    Some(json!({"amount_minor": d})),
+                    &headers,
+                )
+                .await;
+            (d, r.status)
+        }
+    }))
+    .await;
+    let accepted: Vec<i64> = results
+        .iter()
+        .filter(|(_, st)| *st == 200)
+        .map(|(d, _)| *d)
+        .collect();
+    assert!(
+        results.iter().all(|(_, st)| *st == 200 || *st == 409),
+        "{results:?}"
+    );
+    let (balance, sum, rows) = balance_and_ledger_sum(&s, &org).await;
+    assert_eq!(rows as usize, accepted.len());
+    assert_eq!(balance, sum);
+    assert_eq!(balance, accepted.iter().sum::<i64>());
+    let bad: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT balance_after, sum(delta_minor) OVER (ORDER BY id) AS running \
+         FROM org_billing.wallet_transactions WHERE org_id = $1::uuid) q \
+         WHERE balance_after <> running OR balance_after < 0",
+    )
+    .bind(&org)
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or(-1);
+    assert_eq!(bad, 0, "the running balance chains through both paths");
+}
+
+#[tokio::test]
 async fn the_ledger_is_append_only() {
     let s = TestStack::spawn().await;
     let (_, org) = s.org_with_owner("ledger@example.com").await;
