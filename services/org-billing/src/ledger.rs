@@ -192,10 +192,18 @@ async fn run(
             _ = &mut deadline => return,
         }
         let (moves, replies): (Vec<Move>, Vec<_>) = jobs.drain(..).unzip();
+        let started = std::time::Instant::now();
         let outcomes = match pool.acquire().await {
             Ok(mut conn) => apply(&mut conn, &moves).await,
             Err(e) => Err(e),
         }
+        .inspect(|_| {
+            tracing::debug!(
+                moves = moves.len(),
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "wallet batch committed"
+            )
+        })
         .unwrap_or_else(|e| {
             tracing::error!(error = %e, moves = moves.len(), "wallet batch failed");
             moves
