@@ -7,35 +7,29 @@ use secrecy::ExposeSecret;
 use sqlx::{
     migrate::Migrator,
     postgres::{PgConnectOptions, PgPoolOptions},
-    Connection, PgPool,
+    PgPool,
 };
 use std::{str::FromStr, time::Duration};
 
-/// A pooled connection idle at least this long is pinged before it is handed out
-/// (a dead one is replaced instead of failing the request). Connections in steady
-/// use skip the ping: it would be one more round trip on every acquire.
-pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(5);
+/// Connection settings for `schema`: its `search_path`, the application name.
+pub fn options(
+    s: &DatabaseSettings,
+    schema: &str,
+    app_name: &str,
+) -> anyhow::Result<PgConnectOptions> {
+    Ok(PgConnectOptions::from_str(s.url.expose_secret())
+        .context("parsing database.url")?
+        .application_name(app_name)
+        .options([("search_path", schema)]))
+}
 
 /// A pool whose connections see only `schema` (and `public` for extensions).
 pub async fn connect(s: &DatabaseSettings, schema: &str, app_name: &str) -> anyhow::Result<PgPool> {
-    let opts = PgConnectOptions::from_str(s.url.expose_secret())
-        .context("parsing database.url")?
-        .application_name(app_name)
-        .options([("search_path", schema)]);
     PgPoolOptions::new()
         .max_connections(s.max_connections)
         .min_connections(s.min_connections)
         .acquire_timeout(Duration::from_millis(s.acquire_timeout_ms))
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for >= PING_IF_IDLE_FOR {
-                    conn.ping().await?;
-                }
-                Ok(true)
-            })
-        })
-        .connect_with(opts)
+        .connect_with(options(s, schema, app_name)?)
         .await
         .with_context(|| format!("connecting to Postgres for schema {schema}"))
 }

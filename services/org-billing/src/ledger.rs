@@ -15,7 +15,7 @@
 
 use hub_domain::{OrgId, UserId};
 use service_kit::{outbox::Outbox, ApiError};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
 use std::{sync::Arc, time::Duration};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -124,10 +124,12 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Start the writer tasks. They stop when every `Writer` clone is gone (after
+    /// Start the writer tasks. Each holds one connection of its own (opened with
+    /// `db`, reopened after an error), so that a batch costs one round trip and
+    /// no pool checkout. They stop when every `Writer` clone is gone (after
     /// finishing what was queued), or at the latest `grace` after `cancel` fires.
     pub fn spawn(
-        pool: PgPool,
+        db: PgConnectOptions,
         outbox: Outbox,
         writers: usize,
         max_batch: usize,
@@ -139,7 +141,7 @@ impl Writer {
             .map(|_| {
                 let (tx, rx) = mpsc::channel::<Job>(max_batch * 4);
                 let task = tokio::spawn(run(
-                    pool.clone(),
+                    db.clone(),
                     outbox.clone(),
                     rx,
                     max_batch,
@@ -173,7 +175,7 @@ impl Writer {
 }
 
 async fn run(
-    pool: PgPool,
+    db: PgConnectOptions,
     outbox: Outbox,
     mut rx: mpsc::Receiver<Job>,
     max_batch: usize,
@@ -186,6 +188,7 @@ async fn run(
     };
     tokio::pin!(deadline);
     let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
+    let mut conn: Option<PgConnection> = None;
     loop {
         tokio::select! {
             n = rx.recv_many(&mut jobs, max_batch) => if n == 0 { return },
@@ -193,8 +196,20 @@ async fn run(
         }
         let (moves, replies): (Vec<Move>, Vec<_>) = jobs.drain(..).unzip();
         let started = std::time::Instant::now();
-        let outcomes = match pool.acquire().await {
-            Ok(mut conn) => apply(&mut conn, &moves).await,
+        let connected = match conn.take() {
+            Some(c) => Ok(c),
+            None => PgConnection::connect_with(&db).await,
+        };
+        let outcomes = match connected {
+            Ok(mut c) => {
+                let outcomes = apply(&mut c, &moves).await;
+                // After an error the connection's state is unknown: the next
+                // batch opens a new one.
+                if outcomes.is_ok() {
+                    conn = Some(c);
+                }
+                outcomes
+            }
             Err(e) => Err(e),
         }
         .inspect(|_| {

@@ -60,7 +60,7 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
     let outbox = Outbox::new(pool.clone(), js.clone());
     let signer = assertion::Signer::new(&settings.assertion)?;
     let (wallets, mut tasks) = ledger::Writer::spawn(
-        pool.clone(),
+        db::options(&settings.database, SCHEMA, "org-billing-ledger")?,
         outbox.clone(),
         settings.ledger.writers,
         settings.ledger.max_batch,
