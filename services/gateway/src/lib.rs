@@ -9,6 +9,7 @@
 
 mod cache;
 mod clientip;
+mod flights;
 mod proxy;
 mod routing;
 pub mod settings;
@@ -113,6 +114,7 @@ impl Application {
             router: routing::Router::new(&settings)?,
             signer: Signer::new(&settings.assertion)?,
             cache,
+            flights: Default::default(),
             upstreams,
             trusted: clientip::TrustedProxies::parse(&settings.proxy.trusted_proxies)?,
             resolve_timeout: Duration::from_millis(settings.proxy.resolve_timeout_ms),

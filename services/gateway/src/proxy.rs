@@ -3,6 +3,7 @@
 use crate::{
     cache::{self, IdentityCache, Resolved},
     clientip::TrustedProxies,
+    flights::Flights,
     routing::Router,
 };
 use actix_web::{
@@ -30,6 +31,8 @@ pub struct Gateway {
     pub router: Router,
     pub signer: Signer,
     pub cache: IdentityCache,
+    /// Resolutions in progress, shared by concurrent misses for the same bearer.
+    pub flights: Flights<Result<Arc<Resolved>, ResolveError>>,
     /// service -> base URL; absent or empty = not deployed.
     pub upstreams: HashMap<String, String>,
     pub trusted: TrustedProxies,
@@ -84,7 +87,8 @@ fn reserved(name: &str) -> bool {
     RESERVED_HEADER_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-enum ResolveError {
+#[derive(Clone)]
+pub enum ResolveError {
     Unauthorized(&'static str),
     Unavailable,
 }
@@ -147,6 +151,20 @@ impl Gateway {
         if self.cache.was_refused(&k) {
             return Err(ResolveError::Unauthorized("invalid or expired credential"));
         }
+        self.flights
+            .run(k, || self.fetch(client, token, k, ip, request_id))
+            .await
+    }
+
+    /// Ask identity's `/v1/auth/me`; cache what it answers.
+    async fn fetch(
+        &self,
+        client: &reqwest::Client,
+        token: &str,
+        k: cache::Key,
+        ip: &str,
+        request_id: &str,
+    ) -> Result<Arc<Resolved>, ResolveError> {
         let epoch = self.cache.epoch();
         let base = self.upstream("identity").ok_or(ResolveError::Unavailable)?;
         let (a, sig) = self.assertion(None, ip, request_id, "GET", "/v1/auth/me");

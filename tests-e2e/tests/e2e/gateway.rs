@@ -1,5 +1,7 @@
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use futures::future::join_all;
 use serde_json::json;
+use std::time::Duration;
 use tests_e2e::{StackOptions, TestStack};
 
 #[tokio::test]
@@ -442,6 +444,50 @@ async fn refused_bearers_are_refused_again_without_asking_identity() {
         "identity was asked once for one token"
     );
     assert_eq!(s.get("/v1/auth/me", Some("sess_other")).await.status, 401);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn concurrent_misses_for_one_bearer_ask_identity_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // A slow identity that accepts every bearer and counts how often it is asked.
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let expires = (time::OffsetDateTime::now_utc().unix_timestamp() + 3600).to_string();
+    let identity = tests_e2e::stand_in(move |req, _| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(300));
+        let user = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map_or(0, |v| v.len());
+        actix_web::HttpResponse::Ok()
+            .insert_header(("x-hub-credential-kind", "session"))
+            .insert_header(("x-hub-credential-id", uuid::Uuid::new_v4().to_string()))
+            .insert_header(("x-hub-credential-expires", expires.clone()))
+            .json(
+                json!({"user_id": uuid::Uuid::from_u128(user as u128), "email": "u@example.com",
+                         "name": "", "staff": false, "memberships": []}),
+            )
+    });
+    let s = TestStack::spawn_with(StackOptions {
+        gateway_toml: format!("[upstreams]\nidentity = \"{identity}\"\n"),
+        ..Default::default()
+    })
+    .await;
+    let answers = join_all((0..16).map(|_| s.get("/v1/auth/me", Some("sess_cold")))).await;
+    assert!(answers.iter().all(|r| r.status == 200), "{answers:?}");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "16 concurrent misses for one bearer made one resolution"
+    );
+    // Another bearer is resolved on its own.
+    assert_eq!(
+        s.get("/v1/auth/me", Some("sess_other_one")).await.status,
+        200
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
