@@ -16,7 +16,10 @@
 use hub_domain::{OrgId, UserId};
 use service_kit::{outbox::Outbox, ApiError};
 use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -129,7 +132,7 @@ impl Writer {
     /// no pool checkout. They stop when every `Writer` clone is gone (after
     /// finishing what was queued), or at the latest `grace` after `cancel` fires.
     pub fn spawn(
-        db: PgConnectOptions,
+        db: WriterDb,
         outbox: Outbox,
         writers: usize,
         max_batch: usize,
@@ -174,8 +177,33 @@ impl Writer {
     }
 }
 
+/// How a writer reaches Postgres.
+#[derive(Clone)]
+pub struct WriterDb {
+    pub options: PgConnectOptions,
+    pub connect_timeout: Duration,
+    /// A held connection idle at least this long is pinged before use.
+    pub ping_if_idle: Duration,
+}
+
+/// The writer's connection for the next batch: the one it holds (pinged first
+/// if it sat idle, since Postgres may have gone away meanwhile), else a new one.
+async fn ready(
+    held: &mut Option<(PgConnection, Instant)>,
+    db: &WriterDb,
+) -> sqlx::Result<PgConnection> {
+    if let Some((mut c, last_used)) = held.take() {
+        if last_used.elapsed() < db.ping_if_idle || c.ping().await.is_ok() {
+            return Ok(c);
+        }
+    }
+    tokio::time::timeout(db.connect_timeout, PgConnection::connect_with(&db.options))
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)?
+}
+
 async fn run(
-    db: PgConnectOptions,
+    db: WriterDb,
     outbox: Outbox,
     mut rx: mpsc::Receiver<Job>,
     max_batch: usize,
@@ -188,25 +216,22 @@ async fn run(
     };
     tokio::pin!(deadline);
     let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
-    let mut conn: Option<PgConnection> = None;
+    let mut conn: Option<(PgConnection, Instant)> = None;
     loop {
         tokio::select! {
             n = rx.recv_many(&mut jobs, max_batch) => if n == 0 { return },
             _ = &mut deadline => return,
         }
         let (moves, replies): (Vec<Move>, Vec<_>) = jobs.drain(..).unzip();
-        let started = std::time::Instant::now();
-        let connected = match conn.take() {
-            Some(c) => Ok(c),
-            None => PgConnection::connect_with(&db).await,
-        };
+        let started = Instant::now();
+        let connected = ready(&mut conn, &db).await;
         let outcomes = match connected {
             Ok(mut c) => {
                 let outcomes = apply(&mut c, &moves).await;
                 // After an error the connection's state is unknown: the next
                 // batch opens a new one.
                 if outcomes.is_ok() {
-                    conn = Some(c);
+                    conn = Some((c, Instant::now()));
                 }
                 outcomes
             }

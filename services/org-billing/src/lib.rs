@@ -60,7 +60,11 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
     let outbox = Outbox::new(pool.clone(), js.clone());
     let signer = assertion::Signer::new(&settings.assertion)?;
     let (wallets, mut tasks) = ledger::Writer::spawn(
-        db::options(&settings.database, SCHEMA, "org-billing-ledger")?,
+        ledger::WriterDb {
+            options: db::options(&settings.database, SCHEMA, "org-billing-ledger")?,
+            connect_timeout: Duration::from_millis(settings.database.acquire_timeout_ms),
+            ping_if_idle: Duration::from_millis(settings.ledger.ping_if_idle_ms),
+        },
         outbox.clone(),
         settings.ledger.writers,
         settings.ledger.max_batch,

@@ -25,6 +25,7 @@ pub struct Settings {
 pub struct LedgerSettings {
     pub writers: usize,
     pub max_batch: usize,
+    pub ping_if_idle_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

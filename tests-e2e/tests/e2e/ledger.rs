@@ -1,7 +1,7 @@
 use futures::future::join_all;
 use serde_json::json;
 use std::time::Duration;
-use tests_e2e::{eventually, TestStack};
+use tests_e2e::{eventually, StackOptions, TestStack};
 
 async fn balance_and_ledger_sum(s: &TestStack, org: &str) -> (i64, i64, i64) {
     sqlx::query_as(
@@ -345,6 +345,34 @@ async fn keyed_and_batched_credits_on_one_wallet_interleave_without_loss() {
     .await
     .unwrap_or(-1);
     assert_eq!(bad, 0, "the running balance chains through both paths");
+}
+
+#[tokio::test]
+async fn a_writer_whose_connection_went_away_reconnects() {
+    let s = TestStack::spawn_with(StackOptions {
+        // Ping the held connection before every batch.
+        org_billing_toml: "[ledger]\nping_if_idle_ms = 0\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (_, org) = s.org_with_owner("reconnect@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let path = format!("/v1/organizations/{org}/wallet/credit");
+    let credit = || s.post(&path, Some(&staff), json!({"amount_minor": 5}));
+    assert_eq!(credit().await.status, 200);
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = 'org-billing-ledger') q",
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("terminate");
+    assert!(killed >= 1, "the writer held a connection");
+    let again = credit().await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(again.body["balance_minor"], 10);
+    let (balance, sum, rows) = balance_and_ledger_sum(&s, &org).await;
+    assert_eq!((balance, sum, rows), (10, 10, 2));
 }
 
 #[tokio::test]
