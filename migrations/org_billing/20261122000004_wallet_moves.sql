@@ -8,7 +8,8 @@
 -- its wallets in the same order and two batches never deadlock; within a wallet
 -- they apply in arrival order against the running balance, each accepted move
 -- appending its ledger row (ids from the sequence, so in order) with the balance
--- after it, and its audit event to the outbox. Each wallet's balance is written
+-- after it, and its audit event to the outbox (with detail.transaction_id and
+-- detail.balance_after_minor added). Each wallet's balance is written
 -- once, at its final value. A refused move changes nothing.
 CREATE FUNCTION apply_wallet_moves(
     p_org uuid[], p_delta bigint[], p_kind text[], p_note text[], p_actor uuid[],
@@ -49,7 +50,11 @@ BEGIN
             bal := bal + m.d;
             INSERT INTO wallet_transactions (org_id, delta_minor, balance_after, kind, note, actor_user_id)
                 VALUES (m.o, m.d, bal, m.k, m.n, m.a) RETURNING id INTO transaction_id;
-            INSERT INTO outbox (id, subject, payload, traceparent) VALUES (m.e, m.s, m.p, m.t);
+            -- The audit event names the ledger row it created and the balance after it.
+            INSERT INTO outbox (id, subject, payload, traceparent) VALUES (m.e, m.s,
+                jsonb_set(jsonb_set(m.p::jsonb, '{data,detail,transaction_id}', to_jsonb(transaction_id)),
+                          '{data,detail,balance_after_minor}', to_jsonb(bal))::text,
+                m.t);
             outcome := 'applied'; balance_after := bal; currency := cur;
         END IF;
         RETURN NEXT;

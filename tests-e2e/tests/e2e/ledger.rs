@@ -277,18 +277,40 @@ async fn credits_waiting_for_a_busy_wallet_commit_together_and_are_checked_one_b
     // Every accepted debit's audit event reaches the actor's history.
     let audited = eventually(Duration::from_secs(10), || async {
         let audit = s.get("/v1/audit/me", Some(&staff)).await;
-        let n = audit.body.as_array().map_or(0, |a| {
-            a.iter()
-                .filter(|e| e["action"] == "wallet.credited")
-                .count()
-        });
-        (n == 13).then_some(())
+        let credited: Vec<serde_json::Value> = audit
+            .body
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|e| e["action"] == "wallet.credited")
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        (credited.len() == 13).then_some(credited)
     })
-    .await;
-    assert!(
-        audited.is_some(),
-        "13 wallet.credited events in the audit history"
-    );
+    .await
+    .expect("13 wallet.credited events in the audit history");
+    // Each names the ledger row it created and the balance after it.
+    let mut named: Vec<(i64, i64)> = audited
+        .iter()
+        .map(|e| {
+            (
+                e["detail"]["transaction_id"].as_i64().unwrap_or(-1),
+                e["detail"]["balance_after_minor"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    named.sort_unstable();
+    let mut rows: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT id, balance_after FROM org_billing.wallet_transactions WHERE org_id = $1::uuid",
+    )
+    .bind(&org)
+    .fetch_all(&s.db)
+    .await
+    .expect("rows");
+    rows.sort_unstable();
+    assert_eq!(named, rows);
 }
 
 #[tokio::test]
