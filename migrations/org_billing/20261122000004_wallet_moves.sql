@@ -6,11 +6,12 @@
 --   'not_found'  there is no such wallet.
 -- Moves are taken wallet by wallet in wallet id order, so that every batch locks
 -- its wallets in the same order and two batches never deadlock; within a wallet
--- they apply in arrival order against the running balance, each accepted move
--- appending its ledger row (ids from the sequence, so in order) with the balance
--- after it, and its audit event to the outbox (with detail.transaction_id and
--- detail.balance_after_minor added). Each wallet's balance is written
--- once, at its final value. A refused move changes nothing.
+-- they apply in arrival order against the running balance. Each accepted move
+-- gets its ledger id from the sequence in that order, then one INSERT appends
+-- all ledger rows (each with the balance after it) and one INSERT all audit
+-- events (with detail.transaction_id and detail.balance_after_minor added) to
+-- the outbox. Each wallet's balance is written once, at its final value. A
+-- refused move changes nothing.
 CREATE FUNCTION apply_wallet_moves(
     p_org uuid[], p_delta bigint[], p_kind text[], p_note text[], p_actor uuid[],
     p_event_id uuid[], p_subject text[], p_payload text[], p_traceparent text[])
@@ -23,12 +24,14 @@ DECLARE
     start_bal  bigint;
     bal        bigint;
     cur        text;
+    -- The accepted moves: ledger id, position in the input, balance after.
+    acc_id     bigint[] := '{}';
+    acc_ord    bigint[] := '{}';
+    acc_bal    bigint[] := '{}';
 BEGIN
     FOR m IN
-        SELECT * FROM unnest(p_org, p_delta, p_kind, p_note, p_actor, p_event_id, p_subject,
-                             p_payload, p_traceparent)
-                 WITH ORDINALITY AS u(o, d, k, n, a, e, s, p, t, i)
-        ORDER BY o, i
+        SELECT u.o, u.d, u.i FROM unnest(p_org, p_delta) WITH ORDINALITY AS u(o, d, i)
+        ORDER BY u.o, u.i
     LOOP
         IF cur_org IS DISTINCT FROM m.o THEN
             IF have AND bal <> start_bal THEN
@@ -48,13 +51,10 @@ BEGIN
             outcome := 'below_zero';
         ELSE
             bal := bal + m.d;
-            INSERT INTO wallet_transactions (org_id, delta_minor, balance_after, kind, note, actor_user_id)
-                VALUES (m.o, m.d, bal, m.k, m.n, m.a) RETURNING id INTO transaction_id;
-            -- The audit event names the ledger row it created and the balance after it.
-            INSERT INTO outbox (id, subject, payload, traceparent) VALUES (m.e, m.s,
-                jsonb_set(jsonb_set(m.p::jsonb, '{data,detail,transaction_id}', to_jsonb(transaction_id)),
-                          '{data,detail,balance_after_minor}', to_jsonb(bal))::text,
-                m.t);
+            transaction_id := nextval('wallet_transactions_id_seq');
+            acc_id := acc_id || transaction_id;
+            acc_ord := acc_ord || m.i;
+            acc_bal := acc_bal || bal;
             outcome := 'applied'; balance_after := bal; currency := cur;
         END IF;
         RETURN NEXT;
@@ -62,4 +62,13 @@ BEGIN
     IF have AND bal <> start_bal THEN
         UPDATE wallets SET balance_minor = bal, updated_at = now() WHERE org_id = cur_org;
     END IF;
+    INSERT INTO wallet_transactions (id, org_id, delta_minor, balance_after, kind, note, actor_user_id)
+        SELECT a.id, p_org[a.i], p_delta[a.i], a.b, p_kind[a.i], p_note[a.i], p_actor[a.i]
+        FROM unnest(acc_id, acc_ord, acc_bal) AS a(id, i, b);
+    INSERT INTO outbox (id, subject, payload, traceparent)
+        SELECT p_event_id[a.i], p_subject[a.i],
+               jsonb_set(jsonb_set(p_payload[a.i]::jsonb, '{data,detail,transaction_id}', to_jsonb(a.id)),
+                         '{data,detail,balance_after_minor}', to_jsonb(a.b))::text,
+               p_traceparent[a.i]
+        FROM unnest(acc_id, acc_ord, acc_bal) AS a(id, i, b);
 END $$;
