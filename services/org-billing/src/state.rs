@@ -23,6 +23,22 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The audit event of `caller` doing `action` on organization `org_id`.
+    pub fn audit_event(
+        caller: &Caller,
+        action: &str,
+        org_id: OrgId,
+        detail: serde_json::Value,
+    ) -> AuditRecorded {
+        AuditRecorded {
+            actor_user_id: Some(caller.user_id()),
+            action: action.to_owned(),
+            subject: format!("org:{org_id}"),
+            detail,
+            ip: caller.ip.clone(),
+        }
+    }
+
     /// Record an audit event for identity to store (`core.v1.audit.recorded`),
     /// in the caller's transaction.
     pub async fn audit(
@@ -33,18 +49,8 @@ impl AppState {
         org_id: OrgId,
         detail: serde_json::Value,
     ) -> anyhow::Result<()> {
-        outbox::enqueue(
-            conn,
-            &self.naming,
-            AuditRecorded {
-                actor_user_id: Some(caller.user_id()),
-                action: action.to_owned(),
-                subject: format!("org:{org_id}"),
-                detail,
-                ip: caller.ip.clone(),
-            },
-        )
-        .await?;
+        let event = Self::audit_event(caller, action, org_id, detail);
+        outbox::enqueue(conn, &self.naming, event).await?;
         Ok(())
     }
 

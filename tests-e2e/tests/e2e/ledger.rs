@@ -398,6 +398,28 @@ async fn a_writer_whose_connection_went_away_reconnects() {
 }
 
 #[tokio::test]
+async fn staff_see_an_empty_list_for_a_new_wallet_and_404_for_no_organization() {
+    let s = TestStack::spawn().await;
+    let (_, org) = s.org_with_owner("fresh@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let fresh = s
+        .get(
+            &format!("/v1/organizations/{org}/wallet/transactions"),
+            Some(&staff),
+        )
+        .await;
+    assert_eq!((fresh.status, fresh.body.clone()), (200, json!([])));
+    let missing = uuid::Uuid::new_v4();
+    let r = s
+        .get(
+            &format!("/v1/organizations/{missing}/wallet/transactions"),
+            Some(&staff),
+        )
+        .await;
+    assert_eq!((r.status, r.error()), (404, "not found"));
+}
+
+#[tokio::test]
 async fn the_ledger_is_append_only() {
     let s = TestStack::spawn().await;
     let (_, org) = s.org_with_owner("ledger@example.com").await;

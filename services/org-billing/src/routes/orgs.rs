@@ -28,9 +28,10 @@ pub struct Organization {
     kyc_tier: i32,
 }
 
-const ORG_SELECT: &str = "SELECT o.id, o.name, o.legal_type, o.country::text AS country, \
-    o.distributor_id AS distributor_entity_id, d.name AS distributor_entity, o.kyc_status, o.kyc_tier \
-    FROM organizations o JOIN distributors d ON d.id = o.distributor_id";
+/// The Organization columns (`o` organizations, `d` its distributor).
+const ORG_COLUMNS: &str = "o.id, o.name, o.legal_type, o.country::text AS country, \
+    o.distributor_id AS distributor_entity_id, d.name AS distributor_entity, o.kyc_status, o.kyc_tier";
+const ORG_FROM: &str = "organizations o JOIN distributors d ON d.id = o.distributor_id";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,10 +122,12 @@ pub async fn create(
             json!({"org_id": org_id, "name": name, "country": country, "currency": currency}),
         )
         .await?;
-    let org: Organization = sqlx::query_as(&format!("{ORG_SELECT} WHERE o.id = $1"))
-        .bind(org_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let org: Organization = sqlx::query_as(&format!(
+        "SELECT {ORG_COLUMNS} FROM {ORG_FROM} WHERE o.id = $1"
+    ))
+    .bind(org_id)
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     state.make_creator_owner(&caller, org_id).await;
@@ -143,7 +146,7 @@ pub async fn list(state: web::Data<AppState>, caller: SessionCaller) -> ApiResul
         .map(|m| m.org_id)
         .collect();
     let orgs: Vec<Organization> = sqlx::query_as(&format!(
-        "{ORG_SELECT} WHERE o.id = ANY($1) ORDER BY o.created_at, o.id"
+        "SELECT {ORG_COLUMNS} FROM {ORG_FROM} WHERE o.id = ANY($1) ORDER BY o.created_at, o.id"
     ))
     .bind(&ids)
     .fetch_all(&state.pool)
@@ -200,13 +203,13 @@ pub async fn detail(
     let org_id = path.into_inner();
     let role = caller.require(org_id, Capability::Read)?;
     let row: Option<DetailRow> = sqlx::query_as(&format!(
-        "SELECT q.*, o.status, o.legal_name, o.tax_id, o.registration_number, o.registered_address, \
-                o.kyc_locked, o.kyc_verified_at, w.currency AS wallet_currency, \
-                w.balance_minor AS wallet_balance_minor, t.balance AS tokens, \
+        "SELECT {ORG_COLUMNS}, o.status, o.legal_name, o.tax_id, o.registration_number, \
+                o.registered_address, o.kyc_locked, o.kyc_verified_at, \
+                w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor, \
+                t.balance AS tokens, \
                 (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS members \
-         FROM ({ORG_SELECT} WHERE o.id = $1) q \
-         JOIN organizations o ON o.id = q.id JOIN wallets w ON w.org_id = o.id \
-         JOIN token_balances t ON t.org_id = o.id"
+         FROM {ORG_FROM} JOIN wallets w ON w.org_id = o.id \
+         JOIN token_balances t ON t.org_id = o.id WHERE o.id = $1"
     ))
     .bind(org_id)
     .fetch_optional(&state.pool)
