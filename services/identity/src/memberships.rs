@@ -2,9 +2,43 @@
 //! and the `core.v1.org.created` consumer.
 
 use crate::state::AppState;
-use event_contracts::{Envelope, IdentityChanged, MembershipChanged, OrgCreated};
+use event_contracts::{Envelope, IdentityChanged, MembershipChanged, Naming, OrgCreated};
 use hub_domain::{OrgId, Role, UserId};
 use service_kit::outbox;
+use sqlx::PgConnection;
+
+/// Serialize membership changes of `org_id` (adds, role changes, the first
+/// owner) until the transaction ends.
+pub async fn lock_org(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 1))")
+        .bind(org_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Tell the gateways (`identity.changed`) and org-billing's replica
+/// (`membership.changed`) that `user_id` now has `role` in `org_id`.
+pub async fn announce(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    org_id: OrgId,
+    user_id: UserId,
+    role: Role,
+) -> anyhow::Result<()> {
+    outbox::enqueue(&mut *conn, naming, IdentityChanged { user_id }).await?;
+    outbox::enqueue(
+        conn,
+        naming,
+        MembershipChanged {
+            org_id,
+            user_id,
+            role: Some(role),
+        },
+    )
+    .await?;
+    Ok(())
+}
 
 /// Make `user_id` the owner of a new organization `org_id`. Only acts while the
 /// organization has no members at all, so it cannot be used to join an existing
@@ -16,10 +50,7 @@ pub async fn ensure_creator_owner(
 ) -> anyhow::Result<bool> {
     let mut tx = state.pool.begin().await?;
     // Serialize with member adds on the same organization.
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 1))")
-        .bind(org_id)
-        .execute(&mut *tx)
-        .await?;
+    lock_org(&mut tx, org_id).await?;
     let inserted = sqlx::query(
         "INSERT INTO memberships (org_id, user_id, role) \
          SELECT $1, $2, 'owner' WHERE NOT EXISTS (SELECT 1 FROM memberships WHERE org_id = $1) \
@@ -33,17 +64,7 @@ pub async fn ensure_creator_owner(
     .rows_affected()
         == 1;
     if inserted {
-        outbox::enqueue(&mut tx, &state.naming, IdentityChanged { user_id }).await?;
-        outbox::enqueue(
-            &mut tx,
-            &state.naming,
-            MembershipChanged {
-                org_id,
-                user_id,
-                role: Some(Role::Owner),
-            },
-        )
-        .await?;
+        announce(&mut tx, &state.naming, org_id, user_id, Role::Owner).await?;
     }
     tx.commit().await?;
     if inserted {

@@ -1,12 +1,11 @@
 //! Organization members (memberships live in identity: /me needs them).
 
-use crate::{audit, state::AppState};
+use crate::{audit, memberships, state::AppState};
 use actix_web::{web, HttpResponse};
-use event_contracts::{IdentityChanged, MembershipChanged};
 use hub_domain::{Capability, Email, OrgId, Role, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
+use service_kit::{assertion::Caller, ApiError, ApiResult};
 
 #[derive(Serialize, sqlx::FromRow)]
 struct Member {
@@ -64,10 +63,7 @@ pub async fn add(
     }
 
     let mut tx = state.pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 1))")
-        .bind(org_id)
-        .execute(&mut *tx)
-        .await?;
+    memberships::lock_org(&mut tx, org_id).await?;
     let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
     let current: Vec<(UserId, String)> =
         sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
@@ -114,17 +110,7 @@ pub async fn add(
             &caller.ip,
         )
         .await?;
-        outbox::enqueue(&mut tx, &state.naming, IdentityChanged { user_id }).await?;
-        outbox::enqueue(
-            &mut tx,
-            &state.naming,
-            MembershipChanged {
-                org_id,
-                user_id,
-                role: Some(role),
-            },
-        )
-        .await?;
+        memberships::announce(&mut tx, &state.naming, org_id, user_id, role).await?;
     }
     tx.commit().await?;
     state.publish_now().await;
