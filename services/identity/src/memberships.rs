@@ -1,4 +1,5 @@
-//! Memberships: the creator-becomes-owner rule shared by the internal fast path
+//! Memberships: the per-organization lock and the announcement every change
+//! makes, and the creator-becomes-owner rule shared by the internal fast path
 //! and the `core.v1.org.created` consumer.
 
 use crate::state::AppState;

@@ -15,6 +15,20 @@ async fn balance_and_ledger_sum(s: &TestStack, org: &str) -> (i64, i64, i64) {
     .expect("ledger query")
 }
 
+/// Ledger rows of `org` whose balance_after is not the running sum of the rows
+/// up to it (in id order) or is negative; -1 if the query fails.
+async fn chain_breaks(s: &TestStack, org: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT balance_after, sum(delta_minor) OVER (ORDER BY id) AS running \
+         FROM org_billing.wallet_transactions WHERE org_id = $1::uuid) q \
+         WHERE balance_after <> running OR balance_after < 0",
+    )
+    .bind(org)
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or(-1)
+}
+
 #[tokio::test]
 async fn staff_credits_and_corrections_move_the_balance_through_the_ledger() {
     let s = TestStack::spawn().await;
@@ -167,15 +181,7 @@ async fn concurrent_credits_and_debits_lose_nothing_and_never_go_negative() {
     assert_eq!(balance, accepted.iter().sum::<i64>(), "no request lost");
     assert!(balance >= 0);
     // Every row's running balance is consistent and never negative.
-    let bad: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT balance_after, sum(delta_minor) OVER (ORDER BY id) AS running \
-         FROM org_billing.wallet_transactions WHERE org_id = $1::uuid) q \
-         WHERE balance_after <> running OR balance_after < 0",
-    )
-    .bind(&org)
-    .fetch_one(&s.db)
-    .await
-    .unwrap_or(-1);
+    let bad = chain_breaks(&s, &org).await;
     assert_eq!(bad, 0);
 }
 
@@ -357,15 +363,7 @@ async fn keyed_and_batched_credits_on_one_wallet_interleave_without_loss() {
     assert_eq!(rows as usize, accepted.len());
     assert_eq!(balance, sum);
     assert_eq!(balance, accepted.iter().sum::<i64>());
-    let bad: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT balance_after, sum(delta_minor) OVER (ORDER BY id) AS running \
-         FROM org_billing.wallet_transactions WHERE org_id = $1::uuid) q \
-         WHERE balance_after <> running OR balance_after < 0",
-    )
-    .bind(&org)
-    .fetch_one(&s.db)
-    .await
-    .unwrap_or(-1);
+    let bad = chain_breaks(&s, &org).await;
     assert_eq!(bad, 0, "the running balance chains through both paths");
 }
 
