@@ -1,7 +1,7 @@
 //! One resolution per bearer at a time. When a cached identity expires under
 //! load, every client using that token misses at once; without this each would
-//! ask identity, a burst of identical calls (one per waiting client) that grows
-//! identity's connection pool and stalls everyone. Concurrent misses for the
+//! ask identity, a burst of identical calls (one per waiting client) that was
+//! measured to stall `/me` for up to seconds under load. Concurrent misses for the
 //! same key wait for the first one's answer instead. Nothing is kept once a
 //! resolution finished: a later request starts a new one.
 
