@@ -33,17 +33,14 @@ pub async fn run_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
 }
 
 pub fn spawn(pool: PgPool, jobs: JobSettings, cancel: CancellationToken) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let every = Duration::from_secs(jobs.sweep_interval_secs.max(1));
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = tokio::time::sleep(every) => {}
-            }
-            match run_once(&pool, jobs.keep_dead_credentials_secs).await {
-                Ok(n) => tracing::info!(deleted = n, "sweep done"),
-                Err(e) => tracing::warn!(error = ?e, "sweep failed"),
-            }
-        }
-    })
+    let keep = jobs.keep_dead_credentials_secs;
+    service_kit::shutdown::spawn_periodic(
+        "identity-sweep",
+        Duration::from_secs(jobs.sweep_interval_secs),
+        cancel,
+        move || {
+            let pool = pool.clone();
+            async move { run_once(&pool, keep).await }
+        },
+    )
 }

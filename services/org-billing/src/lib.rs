@@ -101,18 +101,16 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         },
     ));
     {
-        let (pool, cancel, jobs) = (pool.clone(), cancel.clone(), settings.jobs.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tokio::time::sleep(Duration::from_secs(jobs.sweep_interval_secs.max(1))) => {}
-                }
-                if let Err(e) = sweep_once(&pool, jobs.keep_secs).await {
-                    tracing::warn!(error = ?e, "sweep failed");
-                }
-            }
-        }));
+        let (sweep_pool, keep_secs) = (pool.clone(), settings.jobs.keep_secs);
+        tasks.push(service_kit::shutdown::spawn_periodic(
+            "org-billing-sweep",
+            Duration::from_secs(settings.jobs.sweep_interval_secs),
+            cancel.clone(),
+            move || {
+                let pool = sweep_pool.clone();
+                async move { sweep_once(&pool, keep_secs).await }
+            },
+        ));
     }
 
     service_kit::server::serve(

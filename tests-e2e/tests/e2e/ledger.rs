@@ -418,6 +418,36 @@ async fn staff_see_an_empty_list_for_a_new_wallet_and_404_for_no_organization() 
 }
 
 #[tokio::test]
+async fn the_sweep_forgets_old_idempotency_keys_only() {
+    let s = TestStack::spawn().await;
+    let insert = |key: &'static str, age_secs: f64| {
+        sqlx::query(
+            "INSERT INTO org_billing.idempotency_keys (scope, key, request_hash, created_at) \
+             VALUES ('test', $1, '\\x00', now() - make_interval(secs => $2))",
+        )
+        .bind(key)
+        .bind(age_secs)
+        .execute(&s.db)
+    };
+    insert("old", 8.0 * 86400.0).await.expect("old key");
+    insert("new", 60.0).await.expect("new key");
+    let options = (*s.db.connect_options())
+        .clone()
+        .options([("search_path", "org_billing")]);
+    let pool = sqlx::PgPool::connect_with(options).await.expect("pool");
+    let deleted = org_billing::sweep_once(&pool, 7 * 86400)
+        .await
+        .expect("sweep");
+    assert_eq!(deleted, 1);
+    let left: Vec<String> =
+        sqlx::query_scalar("SELECT key FROM org_billing.idempotency_keys WHERE scope = 'test'")
+            .fetch_all(&s.db)
+            .await
+            .expect("keys");
+    assert_eq!(left, ["new"]);
+}
+
+#[tokio::test]
 async fn the_ledger_is_append_only() {
     let s = TestStack::spawn().await;
     let (_, org) = s.org_with_owner("ledger@example.com").await;
