@@ -24,7 +24,9 @@ wait_http() { for _ in $(seq 1 300); do curl -fs "$1" >/dev/null 2>&1 && return 
 rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
 export HUB_PROFILE=dev RUST_LOG=warn
-export IDENTITY__DATABASE__URL="postgres://postgres@$PG/$DB" ORG_BILLING__DATABASE__URL="postgres://postgres@$PG/$DB"
+# Each service runs as its own role (created through the admin URL on start).
+export IDENTITY__DATABASE__URL="postgres://hub_identity@$PG/$DB" ORG_BILLING__DATABASE__URL="postgres://hub_org_billing@$PG/$DB"
+export IDENTITY__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB" ORG_BILLING__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB"
 export ORG_BILLING__NATS__STREAM_SUFFIX=_bench ORG_BILLING__NATS__SUBJECT_PREFIX=bench. ORG_BILLING__TELEMETRY__LOG_FORMAT=json
 export IDENTITY__NATS__STREAM_SUFFIX=_bench CORE_API_GATEWAY__NATS__STREAM_SUFFIX=_bench
 export IDENTITY__NATS__SUBJECT_PREFIX=bench. CORE_API_GATEWAY__NATS__SUBJECT_PREFIX=bench.

@@ -51,6 +51,10 @@ pub struct Gateway {
     pub product: String,
 }
 
+/// The key this harness signs with when it plays a service that is not built
+/// yet (the agent) calling org-billing's internal routes.
+pub const TEST_AGENT_KEY: &str = "test-agent-to-org-billing-key-0123";
+
 pub struct TestStack {
     pub gateways: Vec<Gateway>,
     /// identity's own address (tests call it directly to prove it refuses that).
@@ -58,11 +62,18 @@ pub struct TestStack {
     /// org-billing's own address (for internal calls).
     pub org_billing: String,
     pub database_url: String,
-    /// A pool on the stack's database, search_path `identity,org_billing`.
+    /// A pool on the stack's database as its administrator, search_path
+    /// `identity,org_billing`.
     pub db: PgPool,
     pub nats: async_nats::Client,
     pub naming: event_contracts::Naming,
+    /// The stack's clock: moving it moves every service's notion of now.
+    pub clock: service_kit::Clock,
+    /// The gateway's key for identity (tests forge gateway assertions with it).
     pub assertion_key: String,
+    /// org-billing's caller key at identity.
+    pub billing_to_identity_key: String,
+    gateway_keys: std::collections::BTreeMap<String, String>,
     pub http: reqwest::Client,
     cancel: CancellationToken,
 }
@@ -122,16 +133,19 @@ impl TestStack {
             subject_prefix: format!("t{tag}."),
             stream_suffix: format!("_t{tag}"),
         };
-        let assertion_key = format!("test-key-{}", Uuid::new_v4().simple());
         let cancel = CancellationToken::new();
+        let clock = service_kit::Clock::system();
         let common = format!(
             r#"
 [http]
 host = "127.0.0.1"
 port = 0
 workers = 1
+[product_http]
+host = "127.0.0.1"
+port = 0
+workers = 1
 [database]
-url = "{database_url}"
 max_connections = 8
 [nats]
 url = "{nats}"
@@ -139,8 +153,6 @@ subject_prefix = "{prefix}"
 stream_suffix = "{suffix}"
 memory_storage = true
 stream_max_age_secs = 3600
-[assertion]
-keys = ["{assertion_key}"]
 [telemetry]
 log_format = "pretty"
 "#,
@@ -148,66 +160,61 @@ log_format = "pretty"
             prefix = naming.subject_prefix,
             suffix = naming.stream_suffix,
         );
-
-        let identity_settings = identity::Settings::from_layers(&[
-            &common,
-            r#"
-[auth]
-echo_dev_token = true
-staff_emails = ["staff@example.com"]
-[jobs]
-outbox_poll_ms = 100
-"#,
-            &opts.identity_toml,
-        ])?;
-        let identity_app = identity::build(identity_settings, cancel.clone()).await?;
-        let identity = format!("http://127.0.0.1:{}", identity_app.port());
-        tokio::spawn(identity_app.run_until_stopped());
-
-        let billing_settings = org_billing::Settings::from_layers(&[
-            &common,
-            &format!(
-                r#"
-[identity]
-url = "{identity}"
-[seed]
-distributors = true
-[jobs]
-outbox_poll_ms = 100
-"#
-            ),
-            &opts.org_billing_toml,
-        ])?;
-        let billing_app = org_billing::build(billing_settings, cancel.clone()).await?;
-        let org_billing = format!("http://127.0.0.1:{}", billing_app.port());
-        tokio::spawn(billing_app.run_until_stopped());
-
-        let mut gateways = Vec::new();
-        for _ in 0..opts.gateways.max(1) {
-            let gw_settings = core_api_gateway::Settings::from_layers(&[
-                &common,
-                &format!(
-                    r#"
-[product_http]
-host = "127.0.0.1"
-port = 0
-workers = 1
-[proxy]
-trusted_proxies = ["127.0.0.0/8", "::1/128"]
-[upstreams]
-identity = "{identity}"
-org_billing = "{org_billing}"
-"#
+        let mut extra = std::collections::BTreeMap::new();
+        extra.insert(
+            "identity".to_owned(),
+            vec![
+                "[auth]\necho_dev_token = true\nstaff_emails = [\"staff@example.com\"]\n\
+                 [jobs]\noutbox_poll_ms = 100\n"
+                    .to_owned(),
+                opts.identity_toml,
+            ],
+        );
+        extra.insert(
+            "org_billing".to_owned(),
+            vec![
+                format!(
+                    "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n\
+                     [assertion.callers.agent]\nkeys = [{TEST_AGENT_KEY:?}]\n"
                 ),
-                &opts.gateway_toml,
-            ])?;
-            let gw = core_api_gateway::Application::build(gw_settings, cancel.clone()).await?;
-            gateways.push(Gateway {
-                core: format!("http://127.0.0.1:{}", gw.core_port().unwrap_or_default()),
-                product: format!("http://127.0.0.1:{}", gw.product_port().unwrap_or_default()),
-            });
-            tokio::spawn(gw.run_until_stopped());
-        }
+                opts.org_billing_toml,
+            ],
+        );
+        extra.insert(
+            "gateway".to_owned(),
+            vec![
+                "[proxy]\ntrusted_proxies = [\"127.0.0.0/8\", \"::1/128\"]\n".to_owned(),
+                opts.gateway_toml,
+            ],
+        );
+        let stack = hub_stack::Stack::start(hub_stack::StackConfig {
+            source: hub_stack::Source::Generated,
+            common: vec![common],
+            extra,
+            database_admin_url: Some(database_url.clone()),
+            gateways: opts.gateways,
+            runtime: service_kit::Runtime {
+                cancel: cancel.clone(),
+                clock: clock.clone(),
+            },
+        })
+        .await?;
+        let assertion_key = stack.key("gateway", "identity").unwrap_or_default();
+        let billing_to_identity_key = stack.key("org_billing", "identity").unwrap_or_default();
+        let gateway_keys = hub_stack::SERVICES
+            .iter()
+            .filter_map(|e| Some((e.name.to_owned(), stack.key("gateway", e.name)?)))
+            .collect();
+        let gateways = stack
+            .gateways
+            .iter()
+            .map(|(core, product)| Gateway {
+                core: core.clone(),
+                product: product.clone(),
+            })
+            .collect();
+        let services = stack.spawn();
+        let url = |name: &str| services.get(name).cloned().unwrap_or_default();
 
         let db = sqlx::postgres::PgPoolOptions::new()
             .max_connections(4)
@@ -223,16 +230,24 @@ org_billing = "{org_billing}"
             .build()?;
         Ok(TestStack {
             gateways,
-            identity,
-            org_billing,
+            identity: url("identity"),
+            org_billing: url("org_billing"),
             database_url,
             db,
             nats,
             naming,
+            clock,
             assertion_key,
+            billing_to_identity_key,
+            gateway_keys,
             http,
             cancel,
         })
+    }
+
+    /// The gateway's assertion key for `service` (only the stack knows it).
+    pub fn gateway_key(&self, service: &str) -> String {
+        self.gateway_keys.get(service).cloned().unwrap_or_default()
     }
 
     /// The first core gateway's base URL.
@@ -463,8 +478,8 @@ impl TestStack {
         .await
     }
 
-    /// Call a service directly with an assertion signed like the gateway's, for
-    /// the caller behind `token` (internal endpoints are not routed publicly).
+    /// Call org-billing's internal routes as the agent would (signed with the
+    /// agent's caller key), for the caller behind `token`.
     pub async fn internal_call(
         &self,
         base: &str,
@@ -473,28 +488,51 @@ impl TestStack {
         token: &str,
         body: Value,
     ) -> Resp {
-        use base64::Engine;
         let me = self.get("/v1/auth/me", Some(token)).await;
         assert_eq!(me.status, 200);
-        let assertion = serde_json::json!({
-            "identity": me.body,
-            "credential": {"kind": "session", "id": Uuid::new_v4()},
-            "ip": "127.0.0.1", "request_id": "internal-test",
-            "method": method, "path": path,
-            "iat": time::OffsetDateTime::now_utc().unix_timestamp(),
-        });
-        let payload =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(assertion.to_string());
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.assertion_key.as_bytes());
-        let sig = hex::encode(ring::hmac::sign(&key, payload.as_bytes()).as_ref());
-        self.call(
-            method,
-            &format!("{base}{path}"),
-            None,
-            Some(body),
-            &[("x-hub-assertion", &payload), ("x-hub-signature", &sig)],
+        let identity: hub_domain::Identity = serde_json::from_value(me.body).expect("an Identity");
+        let minter = service_kit::assertion::Minter::new(
+            "agent",
+            "org_billing",
+            &secrecy::SecretString::from(TEST_AGENT_KEY.to_owned()),
         )
-        .await
+        .expect("minter");
+        let bytes = body.to_string();
+        let (payload, sig) = minter.sign(
+            Some(identity),
+            Some(hub_domain::Credential {
+                kind: hub_domain::CredentialKind::Session,
+                id: Uuid::new_v4(),
+            }),
+            false,
+            &service_kit::assertion::RequestFacts {
+                method,
+                path_and_query: path,
+                body: bytes.as_bytes(),
+                idempotency_key: None,
+                ip: "127.0.0.1",
+                request_id: "internal-test",
+            },
+        );
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::GET);
+        let resp = self
+            .http
+            .request(m, format!("{base}{path}"))
+            .header("x-hub-assertion", payload)
+            .header("x-hub-signature", sig)
+            .header("content-type", "application/json")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.unwrap_or_default();
+        Resp {
+            status,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            headers,
+        }
     }
 }
 

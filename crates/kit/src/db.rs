@@ -7,7 +7,7 @@ use secrecy::ExposeSecret;
 use sqlx::{
     migrate::Migrator,
     postgres::{PgConnectOptions, PgPoolOptions},
-    PgPool,
+    Connection, PgConnection, PgPool,
 };
 use std::{str::FromStr, time::Duration};
 
@@ -34,20 +34,163 @@ pub async fn connect(s: &DatabaseSettings, schema: &str, app_name: &str) -> anyh
         .with_context(|| format!("connecting to Postgres for schema {schema}"))
 }
 
-/// Create `schema` if needed and apply its migrations. Safe to run from several
-/// replicas at once: schema creation and sqlx's migrator both take advisory locks.
-pub async fn migrate(pool: &PgPool, schema: &str, migrator: &Migrator) -> anyhow::Result<()> {
+/// With `database.admin_url` set: make the role named in `database.url` (with
+/// its password, if any) and `schema` owned by it, idempotently, and hand it
+/// every object already in the schema (schemas made before roles existed).
+/// The role gets nothing on any other schema, so one service's credential
+/// cannot read another's tables. Without an admin URL this does nothing: the
+/// migration Job has done it.
+pub async fn provision(s: &DatabaseSettings, schema: &str) -> anyhow::Result<()> {
+    let Some(admin) = s
+        .admin_url
+        .as_ref()
+        .map(|u| u.expose_secret())
+        .filter(|u| !u.is_empty())
+    else {
+        return Ok(());
+    };
+    check_schema_name(schema)?;
+    let url = reqwest::Url::parse(s.url.expose_secret()).context("parsing database.url")?;
+    let role = url.username().to_owned();
+    let admin_opts = PgConnectOptions::from_str(admin).context("parsing database.admin_url")?;
+    anyhow::ensure!(
+        !role.is_empty()
+            && role
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "database.url must name the service's role (lower-case letters, digits, _)"
+    );
+    if role == admin_opts.get_username() {
+        return Ok(());
+    }
+    let password = url.password().map(percent_decode);
+    let mut conn = PgConnection::connect_with(&admin_opts)
+        .await
+        .context("connecting with database.admin_url")?;
+    // Roles are cluster-wide: another database's provisioning may create the
+    // same role at the same moment.
+    let created = sqlx::query(&format!("CREATE ROLE \"{role}\" LOGIN"))
+        .execute(&mut conn)
+        .await;
+    if let Err(e) = created {
+        let code = e
+            .as_database_error()
+            .and_then(|d| d.code())
+            .map(|c| c.into_owned());
+        if !matches!(code.as_deref(), Some("42710" | "23505")) {
+            return Err(e).context("creating the service role");
+        }
+    }
+    if let Some(pw) = password {
+        let stmt: String =
+            sqlx::query_scalar("SELECT format('ALTER ROLE %I WITH LOGIN PASSWORD %L', $1, $2)")
+                .bind(&role)
+                .bind(pw)
+                .fetch_one(&mut conn)
+                .await?;
+        sqlx::query(&stmt).execute(&mut conn).await?;
+    }
+    sqlx::query("SELECT pg_advisory_lock(hashtext('hub-schema-create'))")
+        .execute(&mut conn)
+        .await?;
+    let owned: sqlx::Result<()> = async {
+        sqlx::query(&format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{schema}\" AUTHORIZATION \"{role}\""
+        ))
+        .execute(&mut conn)
+        .await?;
+        sqlx::query(&format!("ALTER SCHEMA \"{schema}\" OWNER TO \"{role}\""))
+            .execute(&mut conn)
+            .await?;
+        sqlx::query(&reassign_sql(schema, &role))
+            .execute(&mut conn)
+            .await?;
+        Ok(())
+    }
+    .await;
+    sqlx::query("SELECT pg_advisory_unlock(hashtext('hub-schema-create'))")
+        .execute(&mut conn)
+        .await?;
+    owned.with_context(|| format!("handing schema {schema} to role {role}"))?;
+    conn.close().await?;
+    Ok(())
+}
+
+/// Tables first (they carry their serial sequences), then what is left.
+fn reassign_sql(schema: &str, role: &str) -> String {
+    format!(
+        r#"DO $$ DECLARE r record; BEGIN
+  FOR r IN SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = '{schema}' AND c.relkind IN ('r', 'p', 'v', 'm')
+             AND pg_get_userbyid(c.relowner) <> '{role}' LOOP
+    EXECUTE format('ALTER %s %I.%I OWNER TO %I',
+      CASE r.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE 'TABLE' END,
+      '{schema}', r.relname, '{role}');
+  END LOOP;
+  FOR r IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = '{schema}' AND c.relkind = 'S'
+             AND pg_get_userbyid(c.relowner) <> '{role}' LOOP
+    EXECUTE format('ALTER SEQUENCE %I.%I OWNER TO %I', '{schema}', r.relname, '{role}');
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS sig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE n.nspname = '{schema}' AND pg_get_userbyid(p.proowner) <> '{role}' LOOP
+    EXECUTE format('ALTER ROUTINE %s OWNER TO %I', r.sig, '{role}');
+  END LOOP;
+END $$"#
+    )
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Some(v) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn check_schema_name(schema: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         !schema.is_empty() && schema.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
         "schema names are snake_case"
     );
+    Ok(())
+}
+
+/// Create `schema` if needed and apply its migrations. Safe to run from several
+/// replicas at once: schema creation and sqlx's migrator both take advisory locks.
+pub async fn migrate(pool: &PgPool, schema: &str, migrator: &Migrator) -> anyhow::Result<()> {
+    check_schema_name(schema)?;
     let mut conn = pool.acquire().await?;
     sqlx::query("SELECT pg_advisory_lock(hashtext('hub-schema-create'))")
         .execute(&mut *conn)
         .await?;
-    let created = sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
-        .execute(&mut *conn)
-        .await;
+    // A service role without CREATE on the database finds its schema made by
+    // `provision`: create only what is missing.
+    let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_namespace WHERE nspname = $1")
+        .bind(schema)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let created = match exists {
+        Some(_) => Ok(Default::default()),
+        None => {
+            sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
+                .execute(&mut *conn)
+                .await
+        }
+    };
     sqlx::query("SELECT pg_advisory_unlock(hashtext('hub-schema-create'))")
         .execute(&mut *conn)
         .await?;
@@ -58,4 +201,17 @@ pub async fn migrate(pool: &PgPool, schema: &str, migrator: &Migrator) -> anyhow
         .await
         .with_context(|| format!("migrating schema {schema}"))?;
     Ok(())
+}
+
+/// Provision (when an admin URL is set), connect as the service's role, migrate.
+pub async fn prepare(
+    s: &DatabaseSettings,
+    schema: &str,
+    app_name: &str,
+    migrator: &Migrator,
+) -> anyhow::Result<PgPool> {
+    provision(s, schema).await?;
+    let pool = connect(s, schema, app_name).await?;
+    migrate(&pool, schema, migrator).await?;
+    Ok(pool)
 }

@@ -13,14 +13,17 @@
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
 
 pub mod assertion;
+pub mod clock;
 pub mod db;
 pub mod error;
 pub mod http;
 pub mod nats;
 pub mod outbox;
+pub mod peer;
 pub mod server;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;
 
+pub use clock::{Clock, Runtime};
 pub use error::{ApiError, ApiResult};

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 /// What an internal service hands over to be served.
 pub struct Service<S> {
     pub name: &'static str,
-    pub signer: assertion::Signer,
+    pub verifier: assertion::Verifier,
     pub db: sqlx::PgPool,
     pub nats: async_nats::Client,
     /// Handler state, registered as `web::Data<S>`.
@@ -30,7 +30,7 @@ pub fn serve<S: Send + Sync + 'static>(
         nats: Some(svc.nats),
     };
     let (state, routes) = (svc.state, svc.routes);
-    let (port, server) = start(settings, svc.signer, readiness, cancel, move |c| {
+    let (port, server) = start(settings, svc.verifier, readiness, cancel, move |c| {
         c.app_data(state.clone());
         routes(c);
     })?;
@@ -42,7 +42,7 @@ pub fn serve<S: Send + Sync + 'static>(
 /// `cancel` fires. Returns the bound port and the running server.
 fn start<F>(
     settings: &HttpSettings,
-    signer: assertion::Signer,
+    verifier: assertion::Verifier,
     readiness: http::Readiness,
     cancel: CancellationToken,
     routes: F,
@@ -50,15 +50,17 @@ fn start<F>(
 where
     F: Fn(&mut web::ServiceConfig) + Send + Clone + 'static,
 {
-    let signer = web::Data::new(signer);
+    let verifier = web::Data::new(verifier);
     let max_body = settings.max_body_bytes;
+    let body_limit = web::Data::new(assertion::BodyLimit(max_body));
     let listener = TcpListener::bind(settings.addr())?;
     let port = listener.local_addr()?.port();
     let mut server = HttpServer::new(move || {
         App::new()
             .wrap(from_fn(assertion::require_assertion))
             .wrap(from_fn(http::request_span))
-            .app_data(signer.clone())
+            .app_data(verifier.clone())
+            .app_data(body_limit.clone())
             .configure(|c| http::configure_extractors(c, max_body))
             .configure(|c| http::health_routes(c, readiness.clone()))
             .configure(routes.clone())

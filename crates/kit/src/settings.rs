@@ -26,6 +26,18 @@ pub fn load<T: DeserializeOwned>(
     dev_overlay: &str,
     list_keys: &[&str],
 ) -> anyhow::Result<T> {
+    load_with(service, defaults, dev_overlay, list_keys, &[])
+}
+
+/// [`load`] with `extra` TOML layers between the config file and the
+/// environment (the one-process stack passes addresses it computed this way).
+pub fn load_with<T: DeserializeOwned>(
+    service: &str,
+    defaults: &str,
+    dev_overlay: &str,
+    list_keys: &[&str],
+    extra: &[String],
+) -> anyhow::Result<T> {
     let env_prefix = service.to_uppercase().replace('-', "_");
     let dir = std::env::var("CONFIG_DIR").unwrap_or_else(|_| "config".to_owned());
     let mut env = Environment::with_prefix(&env_prefix)
@@ -42,10 +54,11 @@ pub fn load<T: DeserializeOwned>(
     if profile_is_dev() {
         builder = builder.add_source(File::from_str(dev_overlay, FileFormat::Toml));
     }
-    let cfg = builder
-        .add_source(File::with_name(&format!("{dir}/{service}")).required(false))
-        .add_source(env)
-        .build()?;
+    builder = builder.add_source(File::with_name(&format!("{dir}/{service}")).required(false));
+    for layer in extra {
+        builder = builder.add_source(File::from_str(layer, FileFormat::Toml));
+    }
+    let cfg = builder.add_source(env).build()?;
     Ok(cfg.try_deserialize()?)
 }
 
@@ -77,8 +90,12 @@ impl HttpSettings {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct DatabaseSettings {
-    /// `postgres://user:pass@host:port/db`; typed as a secret so it never prints.
+    /// `postgres://user:pass@host:port/db`, the service's own role; typed as a
+    /// secret so it never prints.
     pub url: SecretString,
+    /// An administrator connection that creates the role and schema (empty: none).
+    #[serde(default)]
+    pub admin_url: Option<SecretString>,
     pub max_connections: u32,
     pub min_connections: u32,
     pub acquire_timeout_ms: u64,
@@ -109,13 +126,47 @@ impl NatsSettings {
     }
 }
 
+/// What a service accepts: the gateway's assertions for it, and calls from the
+/// services listed in `callers`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct AssertionSettings {
-    /// HMAC keys; the first signs, every one verifies (rotation: prepend the new
-    /// key everywhere, then drop the old one).
+    /// The HMAC keys the gateway signs this service's assertions with (held by
+    /// the gateway and this service only). Every one verifies (rotation: add the
+    /// new key here, switch the gateway to it, then drop the old one).
     pub keys: Vec<SecretString>,
     /// An assertion older than this (or this far in the future) is refused.
     pub max_age_secs: i64,
+    /// How many assertion ids each replica remembers (for twice `max_age_secs`)
+    /// to refuse a second use.
+    #[serde(default = "default_replay_cache_entries")]
+    pub replay_cache_entries: u64,
+    /// Calling services by name: the keys they sign with and the routes
+    /// (`"METHOD /path/*/x"`) they may call.
+    #[serde(default)]
+    pub callers: std::collections::BTreeMap<String, CallerSettings>,
+}
+
+fn default_replay_cache_entries() -> u64 {
+    200_000
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CallerSettings {
+    #[serde(default)]
+    pub keys: Vec<SecretString>,
+    #[serde(default)]
+    pub routes: Vec<String>,
+}
+
+/// Another service this one calls: its address and the caller key this
+/// service signs with (the receiver lists it under `assertion.callers`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PeerSettings {
+    pub url: String,
+    pub timeout_ms: u64,
+    /// Secret; empty disables the calls (the event path still applies).
+    #[serde(default)]
+    pub key: Option<SecretString>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

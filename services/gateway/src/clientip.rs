@@ -1,5 +1,7 @@
 //! The client IP: the TCP peer, or, when the peer is a trusted proxy, the
-//! right-most `X-Forwarded-For` entry that is not itself a trusted proxy.
+//! right-most `X-Forwarded-For` entry that is not itself a trusted proxy, over
+//! every `X-Forwarded-For` line in order (a proxy may add a line of its own
+//! instead of appending to the last one).
 
 use ipnet::IpNet;
 use std::net::IpAddr;
@@ -10,7 +12,8 @@ pub struct TrustedProxies(Vec<IpNet>);
 impl TrustedProxies {
     pub fn parse(cidrs: &[String]) -> anyhow::Result<TrustedProxies> {
         let mut nets = Vec::with_capacity(cidrs.len());
-        for c in cidrs {
+        // An empty value (a Helm default rendering `""`) means no trusted proxy.
+        for c in cidrs.iter().map(|c| c.trim()).filter(|c| !c.is_empty()) {
             let net: IpNet = match c.parse() {
                 Ok(n) => n,
                 Err(_) => IpNet::from(c.parse::<IpAddr>().map_err(|_| {
@@ -22,23 +25,26 @@ impl TrustedProxies {
         Ok(TrustedProxies(nets))
     }
 
+    /// Whether any proxy is trusted at all.
+    pub fn any(&self) -> bool {
+        !self.0.is_empty()
+    }
+
     fn trusts(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
         self.0.iter().any(|n| n.contains(&ip))
     }
 
-    pub fn client_ip(&self, peer: Option<IpAddr>, forwarded_for: Option<&str>) -> String {
+    /// `forwarded_for`: the `X-Forwarded-For` lines in the order received.
+    pub fn client_ip(&self, peer: Option<IpAddr>, forwarded_for: &[&str]) -> String {
         let Some(peer) = peer.map(canonical) else {
             return String::new();
         };
         if !self.trusts(peer) {
             return peer.to_string();
         }
-        let Some(xff) = forwarded_for else {
-            return peer.to_string();
-        };
         let mut client = peer;
-        for part in xff.rsplit(',') {
+        for part in forwarded_for.iter().rev().flat_map(|line| line.rsplit(',')) {
             match part.trim().parse::<IpAddr>() {
                 Ok(ip) => {
                     client = canonical(ip);
@@ -73,32 +79,50 @@ mod tests {
     #[test]
     fn untrusted_peers_are_the_client_whatever_they_claim() {
         let t = TrustedProxies::parse(&["127.0.0.0/8".into()]).expect("parse");
-        assert_eq!(
-            t.client_ip(ip("203.0.113.9"), Some("1.2.3.4")),
-            "203.0.113.9"
-        );
+        assert_eq!(t.client_ip(ip("203.0.113.9"), &["1.2.3.4"]), "203.0.113.9");
     }
 
     #[test]
     fn trusted_peers_hand_over_the_rightmost_untrusted_hop() {
         let t = TrustedProxies::parse(&["127.0.0.0/8".into(), "10.0.0.0/8".into()]).expect("parse");
-        assert_eq!(t.client_ip(ip("127.0.0.1"), Some("1.2.3.4")), "1.2.3.4");
+        assert_eq!(t.client_ip(ip("127.0.0.1"), &["1.2.3.4"]), "1.2.3.4");
         assert_eq!(
-            t.client_ip(ip("127.0.0.1"), Some("9.9.9.9, 1.2.3.4, 10.1.1.1")),
+            t.client_ip(ip("127.0.0.1"), &["9.9.9.9, 1.2.3.4, 10.1.1.1"]),
             "1.2.3.4"
         );
-        assert_eq!(t.client_ip(ip("127.0.0.1"), None), "127.0.0.1");
-        assert_eq!(t.client_ip(ip("127.0.0.1"), Some("garbage")), "127.0.0.1");
+        assert_eq!(t.client_ip(ip("127.0.0.1"), &[]), "127.0.0.1");
+        assert_eq!(t.client_ip(ip("127.0.0.1"), &["garbage"]), "127.0.0.1");
+        assert_eq!(t.client_ip(ip("::ffff:127.0.0.1"), &["1.2.3.4"]), "1.2.3.4");
+    }
+
+    #[test]
+    fn every_forwarded_for_line_counts_rightmost_last() {
+        let t = TrustedProxies::parse(&["127.0.0.0/8".into(), "10.0.0.0/8".into()]).expect("parse");
+        // The client spoofs a first line; the proxy adds its own second line.
         assert_eq!(
-            t.client_ip(ip("::ffff:127.0.0.1"), Some("1.2.3.4")),
+            t.client_ip(ip("127.0.0.1"), &["6.6.6.6", "1.2.3.4, 10.0.0.2"]),
+            "1.2.3.4"
+        );
+        // Only trusted hops in the last line: carry on into the line before it.
+        assert_eq!(
+            t.client_ip(ip("127.0.0.1"), &["1.2.3.4", "10.0.0.3"]),
             "1.2.3.4"
         );
     }
 
     #[test]
+    fn an_empty_list_entry_means_no_trusted_proxy() {
+        let t = TrustedProxies::parse(&["".into()]).expect("empty entries are skipped");
+        assert!(!t.any());
+        assert_eq!(t.client_ip(ip("127.0.0.1"), &["1.2.3.4"]), "127.0.0.1");
+        let t = TrustedProxies::parse(&[" ".into(), "10.0.0.0/8".into()]).expect("parse");
+        assert!(t.any());
+    }
+
+    #[test]
     fn nothing_is_trusted_by_default() {
         let t = TrustedProxies::parse(&[]).expect("parse");
-        assert_eq!(t.client_ip(ip("127.0.0.1"), Some("1.2.3.4")), "127.0.0.1");
+        assert_eq!(t.client_ip(ip("127.0.0.1"), &["1.2.3.4"]), "127.0.0.1");
         assert!(TrustedProxies::parse(&["nonsense".into()]).is_err());
     }
 }

@@ -3,7 +3,8 @@
 //! ask identity, a burst of identical calls (one per waiting client) that was
 //! measured to stall `/me` for up to seconds under load. Concurrent misses for the
 //! same key wait for the first one's answer instead. Nothing is kept once a
-//! resolution finished: a later request starts a new one.
+//! resolution finished or every caller waiting on it went away (a client that
+//! disconnects drops its request future): a later request starts a new one.
 
 use crate::cache::Key;
 use std::{
@@ -46,20 +47,44 @@ impl<V: Clone> Flights<V> {
                 }
             }
         };
-        let v = cell.get_or_init(fetch).await.clone();
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        if map.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-            map.remove(&key);
-        }
-        v
+        let guard = Leave {
+            flights: self,
+            key,
+            cell,
+        };
+        guard.cell.get_or_init(fetch).await.clone()
     }
 
     #[cfg(test)]
-    fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.map
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
+    }
+}
+
+/// Removes the flight when its last caller leaves, finished or not.
+struct Leave<'a, V> {
+    flights: &'a Flights<V>,
+    key: Key,
+    cell: Arc<OnceCell<V>>,
+}
+
+impl<V> Drop for Leave<'_, V> {
+    fn drop(&mut self) {
+        let mut map = self
+            .flights
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let ours = map
+            .get(&self.key)
+            .is_some_and(|c| Arc::ptr_eq(c, &self.cell));
+        // Two references (the map's and this guard's): nobody else waits.
+        if ours && (self.cell.initialized() || Arc::strong_count(&self.cell) <= 2) {
+            map.remove(&self.key);
+        }
     }
 }
 
@@ -88,5 +113,39 @@ mod tests {
         let (a, b) = tokio::join!(flights.run([2; 32], fetch), flights.run([3; 32], fetch));
         assert_eq!((a, b), (7, 7));
         assert_eq!(calls.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test]
+    async fn callers_that_give_up_leave_nothing_behind() {
+        let flights: Flights<u32> = Flights::default();
+        let slow = || async {
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+            7
+        };
+        // A flood of unique keys whose only caller disconnects early.
+        let gave_up = futures::future::join_all((0..500u32).map(|i| {
+            let mut key = [0u8; 32];
+            key[..4].copy_from_slice(&i.to_be_bytes());
+            tokio::time::timeout(std::time::Duration::from_millis(10), flights.run(key, slow))
+        }))
+        .await;
+        assert!(gave_up.iter().all(Result::is_err));
+        assert_eq!(flights.in_flight(), 0);
+        // One caller of two leaving keeps the flight for the other.
+        let shared = [9u8; 32];
+        let quick = || async {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            3
+        };
+        let (left, stayed) = tokio::join!(
+            tokio::time::timeout(
+                std::time::Duration::from_millis(5),
+                flights.run(shared, quick)
+            ),
+            flights.run(shared, quick)
+        );
+        assert!(left.is_err());
+        assert_eq!(stayed, 3);
+        assert_eq!(flights.in_flight(), 0);
     }
 }

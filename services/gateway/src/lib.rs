@@ -17,10 +17,9 @@ pub mod settings;
 pub use settings::Settings;
 
 use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
-use service_kit::{assertion::Signer, http, settings::HttpSettings};
+use service_kit::{assertion::Minter, http, settings::HttpSettings};
 use std::{collections::HashMap, net::TcpListener, sync::Arc, time::Duration};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 pub struct Application {
     core_port: Option<u16>,
@@ -62,8 +61,9 @@ fn listener_server(
 impl Application {
     pub async fn build(
         settings: Settings,
-        cancel: CancellationToken,
+        rt: service_kit::Runtime,
     ) -> anyhow::Result<Application> {
+        let cancel = rt.cancel;
         let cache_for_events: Arc<std::sync::OnceLock<cache::IdentityCache>> = Arc::default();
         let hook = cache_for_events.clone();
         // A reconnect may have missed revocations: forget everything cached.
@@ -110,13 +110,34 @@ impl Application {
             .iter()
             .map(|(k, v)| (k.clone(), v.trim_end_matches('/').to_owned()))
             .collect();
+        let mut minters = HashMap::new();
+        for (service, url) in &upstreams {
+            if url.is_empty() {
+                continue;
+            }
+            let key = settings.assertion.keys.get(service).ok_or_else(|| {
+                anyhow::anyhow!("assertion.keys.{service} is required: {service} is deployed")
+            })?;
+            minters.insert(
+                service.clone(),
+                Minter::new(service_kit::assertion::GATEWAY, service, key)?,
+            );
+        }
+        let trusted = clientip::TrustedProxies::parse(&settings.proxy.trusted_proxies)?;
+        if !trusted.any() && !service_kit::settings::profile_is_dev() {
+            tracing::warn!(
+                "proxy.trusted_proxies is empty: X-Forwarded-For is ignored, so behind a load \
+                 balancer every client has the balancer's IP and shares its per-IP rate limits"
+            );
+        }
         let gw = web::Data::new(proxy::Gateway {
             router: routing::Router::new(&settings)?,
-            signer: Signer::new(&settings.assertion)?,
+            minters,
+            assertion_memberships: settings.proxy.assertion_memberships,
             cache,
             flights: Default::default(),
             upstreams,
-            trusted: clientip::TrustedProxies::parse(&settings.proxy.trusted_proxies)?,
+            trusted,
             resolve_timeout: Duration::from_millis(settings.proxy.resolve_timeout_ms),
             upstream_timeout: Duration::from_millis(settings.proxy.upstream_timeout_ms),
             max_body_bytes: settings

@@ -19,7 +19,7 @@ async fn main() -> anyhow::Result<()> {
         None => {
             let cancel = CancellationToken::new();
             service_kit::shutdown::cancel_on_signal(cancel.clone());
-            Application::build(settings, cancel)
+            Application::build(settings, service_kit::Runtime::new(cancel))
                 .await?
                 .run_until_stopped()
                 .await

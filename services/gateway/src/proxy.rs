@@ -12,9 +12,9 @@ use actix_web::{
 };
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use hub_domain::{Credential, CredentialKind, Identity, UserId};
+use hub_domain::{Credential, CredentialKind, Identity, OrgId, UserId};
 use service_kit::{
-    assertion::{self, Assertion, Signer, RESERVED_HEADER_PREFIXES},
+    assertion::{self, Minter, RequestFacts, RESERVED_HEADER_PREFIXES},
     error::json_error,
     http::RequestId,
 };
@@ -29,7 +29,10 @@ pub struct HostKind {
 
 pub struct Gateway {
     pub router: Router,
-    pub signer: Signer,
+    /// One per receiving service, each with that service's own key.
+    pub minters: HashMap<String, Minter>,
+    /// Memberships carried in an assertion at most.
+    pub assertion_memberships: usize,
     pub cache: IdentityCache,
     /// Resolutions in progress, shared by concurrent misses for the same bearer.
     pub flights: Flights<Result<Arc<Resolved>, ResolveError>>,
@@ -109,26 +112,59 @@ fn bearer(req: &HttpRequest) -> Result<&str, &'static str> {
     Ok(token)
 }
 
-impl Gateway {
-    fn assertion(
-        &self,
-        resolved: Option<&Resolved>,
-        ip: &str,
-        request_id: &str,
-        method: &str,
-        path: &str,
-    ) -> (String, String) {
-        self.signer.sign(&Assertion {
-            identity: resolved.map(|r| r.identity.clone()),
-            credential: resolved.map(|r| r.credential),
-            ip: ip.to_owned(),
-            request_id: request_id.to_owned(),
-            method: method.to_owned(),
-            path: path.to_owned(),
-            iat: assertion::now_unix(),
-        })
+/// The organization a request names: `/v1/organizations/{id}/...` or `org_id=`.
+fn named_org(path: &str, query: &str) -> Option<OrgId> {
+    let mut segs = path.split('/').filter(|s| !s.is_empty());
+    if let Some(id) = segs
+        .by_ref()
+        .skip_while(|s| *s != "organizations")
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+    {
+        return Some(id);
     }
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("org_id="))
+        .and_then(|v| v.parse().ok())
+}
 
+/// The identity to assert: every membership when they fit, else the named
+/// organization's first and the rest up to `max` (and the truncation flagged).
+fn bounded_identity(identity: &Identity, max: usize, path: &str, query: &str) -> (Identity, bool) {
+    if identity.memberships.len() <= max {
+        return (identity.clone(), false);
+    }
+    let named = named_org(path, query);
+    let mut memberships = Vec::with_capacity(max);
+    memberships.extend(
+        identity
+            .memberships
+            .iter()
+            .filter(|m| Some(m.org_id) == named)
+            .cloned(),
+    );
+    memberships.extend(
+        identity
+            .memberships
+            .iter()
+            .filter(|m| Some(m.org_id) != named)
+            .take(max.saturating_sub(memberships.len()))
+            .cloned(),
+    );
+    (
+        Identity {
+            user_id: identity.user_id,
+            email: identity.email.clone(),
+            name: identity.name.clone(),
+            staff: identity.staff,
+            memberships,
+        },
+        true,
+    )
+}
+
+impl Gateway {
     fn upstream(&self, service: &str) -> Option<&str> {
         self.upstreams
             .get(service)
@@ -167,7 +203,23 @@ impl Gateway {
     ) -> Result<Arc<Resolved>, ResolveError> {
         let epoch = self.cache.epoch();
         let base = self.upstream("identity").ok_or(ResolveError::Unavailable)?;
-        let (a, sig) = self.assertion(None, ip, request_id, "GET", "/v1/auth/me");
+        let minter = self
+            .minters
+            .get("identity")
+            .ok_or(ResolveError::Unavailable)?;
+        let (a, sig) = minter.sign(
+            None,
+            None,
+            false,
+            &RequestFacts {
+                method: "GET",
+                path_and_query: "/v1/auth/me",
+                body: b"",
+                idempotency_key: None,
+                ip,
+                request_id,
+            },
+        );
         let resp = client
             .get(format!("{base}/v1/auth/me"))
             .bearer_auth(token)
@@ -183,9 +235,16 @@ impl Gateway {
             })?;
         match resp.status().as_u16() {
             200 => {}
-            401 => {
+            // Only a credential identity looked up and refused is remembered;
+            // any other 401 (identity refusing our own assertion: clock skew,
+            // a key rotation) is our fault, not the client's.
+            401 if resp.headers().contains_key(identity_headers::REFUSED) => {
                 self.cache.remember_refused(k);
                 return Err(ResolveError::Unauthorized("invalid or expired credential"));
+            }
+            401 => {
+                tracing::error!("identity refused the gateway's own assertion (keys or clocks?)");
+                return Err(ResolveError::Unavailable);
             }
             s => {
                 tracing::warn!(status = s, "identity answered a resolution with an error");
@@ -232,6 +291,8 @@ pub mod identity_headers {
     pub const KIND: &str = "x-hub-credential-kind";
     pub const ID: &str = "x-hub-credential-id";
     pub const EXPIRES: &str = "x-hub-credential-expires";
+    /// On a 401: the bearer itself was looked up and refused.
+    pub const REFUSED: &str = "x-hub-credential-refused";
 }
 
 async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Bytes, HttpResponse> {
@@ -268,12 +329,14 @@ pub async fn handle(
         .get::<RequestId>()
         .map(|r| r.0.clone())
         .unwrap_or_else(|| Uuid::new_v4().to_string());
-    let ip = gw.trusted.client_ip(
-        req.peer_addr().map(|a| a.ip()),
-        req.headers()
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok()),
-    );
+    let forwarded: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let ip = gw
+        .trusted
+        .client_ip(req.peer_addr().map(|a| a.ip()), &forwarded);
 
     if let Some(len) = req
         .headers()
@@ -310,7 +373,7 @@ pub async fn handle(
         }
     }
 
-    let Some(base) = gw.upstream(&service) else {
+    let (Some(base), Some(minter)) = (gw.upstream(&service), gw.minters.get(&service)) else {
         return json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available");
     };
     let body = match read_body(payload, gw.max_body_bytes).await {
@@ -331,7 +394,56 @@ pub async fn handle(
             headers.append(n, v);
         }
     }
-    let (a, sig) = gw.assertion(resolved.as_deref(), &ip, &request_id, &method, &path);
+    // The URL as it will be sent (the parser normalizes path and query): the
+    // assertion binds exactly what the service will receive.
+    let url = match req.query_string() {
+        "" => format!("{base}{path}"),
+        q => format!("{base}{path}?{q}"),
+    };
+    let Ok(url) = reqwest::Url::parse(&url) else {
+        return json_error(StatusCode::BAD_REQUEST, "malformed request target");
+    };
+    let path_and_query = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let idempotency_key = match req.headers().get(assertion::IDEMPOTENCY_HEADER) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                return json_error(
+                    StatusCode::BAD_REQUEST,
+                    "Idempotency-Key must be visible ASCII",
+                )
+            }
+        },
+    };
+    let (identity, truncated) = match &resolved {
+        Some(r) => {
+            let (i, t) = bounded_identity(
+                &r.identity,
+                gw.assertion_memberships,
+                url.path(),
+                url.query().unwrap_or(""),
+            );
+            (Some(i), t)
+        }
+        None => (None, false),
+    };
+    let (a, sig) = minter.sign(
+        identity,
+        resolved.as_ref().map(|r| r.credential),
+        truncated,
+        &RequestFacts {
+            method: &method,
+            path_and_query: &path_and_query,
+            body: &body,
+            idempotency_key,
+            ip: &ip,
+            request_id: &request_id,
+        },
+    );
     for (n, v) in [
         (assertion::ASSERTION_HEADER, a.as_str()),
         (assertion::SIGNATURE_HEADER, sig.as_str()),
@@ -341,10 +453,6 @@ pub async fn handle(
             headers.insert(n, v);
         }
     }
-    let url = match req.query_string() {
-        "" => format!("{base}{path}"),
-        q => format!("{base}{path}?{q}"),
-    };
     let Ok(m) = reqwest::Method::from_bytes(method.as_bytes()) else {
         return json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
     };

@@ -1,7 +1,8 @@
 //! Gateway settings; `defaults.toml` (beside Cargo.toml) documents every key.
 
+use secrecy::SecretString;
 use serde::Deserialize;
-use service_kit::settings::{AssertionSettings, HttpSettings, NatsSettings, TelemetrySettings};
+use service_kit::settings::{HttpSettings, NatsSettings, TelemetrySettings};
 use std::collections::BTreeMap;
 
 pub const DEFAULTS: &str = include_str!("../defaults.toml");
@@ -21,13 +22,20 @@ pub struct Settings {
     pub http: HttpSettings,
     pub product_http: HttpSettings,
     pub nats: NatsSettings,
-    pub assertion: AssertionSettings,
+    pub assertion: GatewayAssertionSettings,
     pub telemetry: TelemetrySettings,
     pub cache: CacheSettings,
     pub proxy: ProxySettings,
     /// Service name -> base URL ("" = not deployed).
     pub upstreams: BTreeMap<String, String>,
     pub routes: Routes,
+}
+
+/// The key the gateway signs each service's assertions with (that service
+/// holds it in its own `assertion.keys`; no other service does).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GatewayAssertionSettings {
+    pub keys: BTreeMap<String, SecretString>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -43,6 +51,9 @@ pub struct ProxySettings {
     pub resolve_timeout_ms: u64,
     pub upstream_timeout_ms: u64,
     pub public: Vec<String>,
+    /// At most this many memberships travel in an assertion (the organization
+    /// the request names first); beyond it the assertion says it is truncated.
+    pub assertion_memberships: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -59,11 +70,17 @@ pub struct RouteRule {
 
 impl Settings {
     pub fn load() -> anyhow::Result<Settings> {
-        service_kit::settings::load(
+        Self::load_with(&[])
+    }
+
+    /// [`load`](Self::load) with extra TOML layers before the environment.
+    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
+        service_kit::settings::load_with(
             "core-api-gateway",
             DEFAULTS,
             DEV,
-            &["assertion.keys", "proxy.trusted_proxies", "proxy.public"],
+            &["proxy.trusted_proxies", "proxy.public"],
+            extra,
         )
     }
 
@@ -116,6 +133,11 @@ mod tests {
         let s = Settings::from_layers(&[]).expect("defaults parse");
         assert!(s.proxy.trusted_proxies.is_empty());
         assert!(s.assertion.keys.is_empty());
+        assert!(
+            !crate::clientip::TrustedProxies::parse(&s.proxy.trusted_proxies)
+                .expect("parse")
+                .any()
+        );
         assert_eq!(s.serve, Serve::Both);
     }
 }

@@ -26,9 +26,10 @@ use event_contracts::{AuditRecorded, OrgCreated};
 use service_kit::{assertion, db, nats, outbox::Outbox};
 use sqlx::migrate::Migrator;
 use std::{collections::HashSet, time::Duration};
-use tokio_util::sync::CancellationToken;
 
 pub const SCHEMA: &str = "identity";
+/// This service's name in assertions (their audience).
+pub const SERVICE: &str = "identity";
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/identity");
 
 /// The running service (port, server, background tasks).
@@ -36,20 +37,20 @@ pub use service_kit::server::Running as Application;
 
 /// Apply identity's migrations and return (the `migrate` subcommand).
 pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
-    let pool = db::connect(&settings.database, SCHEMA, "identity-migrate").await?;
-    db::migrate(&pool, SCHEMA, &MIGRATOR).await
+    db::prepare(&settings.database, SCHEMA, "identity-migrate", &MIGRATOR).await?;
+    Ok(())
 }
 
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.
-pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Result<Application> {
-    let pool = db::connect(&settings.database, SCHEMA, "identity").await?;
-    db::migrate(&pool, SCHEMA, &MIGRATOR).await?;
+pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
+    let cancel = rt.cancel.clone();
+    let pool = db::prepare(&settings.database, SCHEMA, "identity", &MIGRATOR).await?;
     let nats_client = nats::connect(&settings.nats, "identity").await?;
     let js = async_nats::jetstream::new(nats_client.clone());
     nats::ensure_streams(&js, &settings.nats).await?;
     let naming = settings.nats.naming();
     let outbox = Outbox::new(pool.clone(), js.clone());
-    let signer = assertion::Signer::new(&settings.assertion)?;
+    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
 
     let staff: HashSet<String> = settings
         .auth
@@ -63,6 +64,7 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         naming: naming.clone(),
         auth: settings.auth.clone(),
         staff,
+        clock: rt.clock.clone(),
     });
     let mut tasks = vec![outbox.clone().spawn_relay(
         cancel.clone(),
@@ -103,7 +105,7 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         &settings.http,
         service_kit::server::Service {
             name: "identity",
-            signer,
+            verifier,
             db: pool,
             nats: nats_client,
             state,

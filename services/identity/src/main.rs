@@ -17,7 +17,10 @@ async fn main() -> anyhow::Result<()> {
         None => {
             let cancel = CancellationToken::new();
             service_kit::shutdown::cancel_on_signal(cancel.clone());
-            build(settings, cancel).await?.run_until_stopped().await
+            build(settings, service_kit::Runtime::new(cancel))
+                .await?
+                .run_until_stopped()
+                .await
         }
     }
 }

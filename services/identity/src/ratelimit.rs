@@ -1,8 +1,28 @@
 //! Sliding-window rate limits kept in Postgres, so that every replica sees the
 //! same counts. Each bucket is checked under a transaction-scoped advisory lock,
-//! which makes check-then-record atomic across concurrent requests.
+//! which makes check-then-record atomic across concurrent requests. Windows are
+//! measured on the service's [`Clock`](service_kit::Clock), so tests can move
+//! past them. IPv6 clients are counted per /64 ([`ip_key`]): one host usually
+//! has a whole /64 to rotate through.
 
 use sqlx::PgConnection;
+use std::net::IpAddr;
+use time::OffsetDateTime;
+
+/// The rate-limit key of a client IP: the address for IPv4, its /64 for IPv6.
+pub fn ip_key(ip: &str) -> String {
+    match ip.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
+        Ok(IpAddr::V6(v6)) => v6
+            .to_ipv4_mapped()
+            .map_or_else(String::new, |v4| v4.to_string()),
+        Ok(IpAddr::V4(v4)) => v4.to_string(),
+        Err(_) => ip.to_owned(),
+    }
+}
 
 pub struct Limit<'a> {
     pub bucket: &'a str,
@@ -12,7 +32,11 @@ pub struct Limit<'a> {
 
 /// Within the caller's transaction: if every limit has room, record one hit in
 /// each and return true; otherwise record nothing and return false.
-pub async fn check_and_record(conn: &mut PgConnection, limits: &[Limit<'_>]) -> sqlx::Result<bool> {
+pub async fn check_and_record(
+    conn: &mut PgConnection,
+    now: OffsetDateTime,
+    limits: &[Limit<'_>],
+) -> sqlx::Result<bool> {
     // Lock in a fixed order so two requests sharing buckets cannot deadlock.
     let mut ordered: Vec<&Limit> = limits.iter().collect();
     ordered.sort_by(|a, b| a.bucket.cmp(b.bucket));
@@ -25,10 +49,11 @@ pub async fn check_and_record(conn: &mut PgConnection, limits: &[Limit<'_>]) -> 
     for l in &ordered {
         let used: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM rate_limit_hits \
-             WHERE bucket = $1 AND at > now() - make_interval(secs => $2)",
+             WHERE bucket = $1 AND at > $3 - make_interval(secs => $2)",
         )
         .bind(l.bucket)
         .bind(l.window_secs as f64)
+        .bind(now)
         .fetch_one(&mut *conn)
         .await?;
         if used >= l.max {
@@ -36,10 +61,26 @@ pub async fn check_and_record(conn: &mut PgConnection, limits: &[Limit<'_>]) -> 
         }
     }
     for l in &ordered {
-        sqlx::query("INSERT INTO rate_limit_hits (bucket) VALUES ($1)")
+        sqlx::query("INSERT INTO rate_limit_hits (bucket, at) VALUES ($1, $2)")
             .bind(l.bucket)
+            .bind(now)
             .execute(&mut *conn)
             .await?;
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ip_key;
+
+    #[test]
+    fn ipv6_clients_share_their_64_and_ipv4_stay_exact() {
+        assert_eq!(ip_key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+        assert_eq!(ip_key("2001:db8:1:2:bbbb::9"), ip_key("2001:db8:1:2::77"));
+        assert_ne!(ip_key("2001:db8:1:3::1"), ip_key("2001:db8:1:2::1"));
+        assert_eq!(ip_key("203.0.113.7"), "203.0.113.7");
+        assert_eq!(ip_key("::ffff:203.0.113.7"), "203.0.113.7");
+        assert_eq!(ip_key(""), "");
+    }
 }

@@ -44,11 +44,21 @@ impl Settings {
     /// Defaults < dev overlay (HUB_PROFILE=dev) < config/identity.toml < IDENTITY__* env;
     /// `STAFF_EMAILS` (comma-separated) replaces `auth.staff_emails` when set.
     pub fn load() -> anyhow::Result<Settings> {
-        let mut s: Settings = service_kit::settings::load(
+        Self::load_with(&[])
+    }
+
+    /// [`load`](Self::load) with extra TOML layers before the environment.
+    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
+        let mut s: Settings = service_kit::settings::load_with(
             "identity",
             DEFAULTS,
             DEV,
-            &["assertion.keys", "auth.staff_emails"],
+            &[
+                "assertion.keys",
+                "assertion.callers.org_billing.keys",
+                "auth.staff_emails",
+            ],
+            extra,
         )?;
         if let Ok(list) = std::env::var("STAFF_EMAILS") {
             s.auth.staff_emails = list

@@ -12,6 +12,8 @@ pub struct AppState {
     pub naming: Naming,
     pub auth: AuthSettings,
     pub staff: HashSet<String>,
+    /// Rate-limit windows are measured on this clock (tests move it).
+    pub clock: service_kit::Clock,
 }
 
 impl AppState {

@@ -14,12 +14,13 @@ pub use settings::Settings;
 
 use actix_web::web;
 use event_contracts::MembershipChanged;
-use service_kit::{assertion, db, nats, outbox::Outbox};
+use service_kit::{assertion, db, nats, outbox::Outbox, peer::Peer};
 use sqlx::{migrate::Migrator, PgPool};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 pub const SCHEMA: &str = "org_billing";
+/// This service's name in assertions (their audience and, when it calls, issuer).
+pub const SERVICE: &str = "org_billing";
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/org_billing");
 
 /// The running service (port, server, background tasks).
@@ -27,8 +28,7 @@ pub use service_kit::server::Running as Application;
 
 /// Apply org-billing's migrations (and the seed when configured), then return.
 pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
-    let pool = db::connect(&settings.database, SCHEMA, "org-billing-migrate").await?;
-    db::migrate(&pool, SCHEMA, &MIGRATOR).await?;
+    let pool = db::prepare(&settings.database, SCHEMA, "org-billing-migrate", &MIGRATOR).await?;
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
     }
@@ -47,9 +47,9 @@ pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
 }
 
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.
-pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Result<Application> {
-    let pool = db::connect(&settings.database, SCHEMA, "org-billing").await?;
-    db::migrate(&pool, SCHEMA, &MIGRATOR).await?;
+pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
+    let cancel = rt.cancel.clone();
+    let pool = db::prepare(&settings.database, SCHEMA, "org-billing", &MIGRATOR).await?;
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
     }
@@ -58,7 +58,7 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
     nats::ensure_streams(&js, &settings.nats).await?;
     let naming = settings.nats.naming();
     let outbox = Outbox::new(pool.clone(), js.clone());
-    let signer = assertion::Signer::new(&settings.assertion)?;
+    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
     let (wallets, mut tasks) = ledger::Writer::spawn(
         ledger::WriterDb {
             options: db::options(&settings.database, SCHEMA, "org-billing-ledger")?,
@@ -76,12 +76,7 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         wallets,
         outbox: outbox.clone(),
         naming: naming.clone(),
-        signer: signer.clone(),
-        http: reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .build()?,
-        identity_url: settings.identity.url.trim_end_matches('/').to_owned(),
-        identity_timeout: Duration::from_millis(settings.identity.timeout_ms),
+        identity: Peer::new(SERVICE, "identity", &settings.identity)?,
     });
 
     tasks.push(outbox.spawn_relay(
@@ -117,7 +112,7 @@ pub async fn build(settings: Settings, cancel: CancellationToken) -> anyhow::Res
         &settings.http,
         service_kit::server::Service {
             name: "org-billing",
-            signer,
+            verifier,
             db: pool,
             nats: nats_client,
             state,

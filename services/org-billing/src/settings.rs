@@ -2,7 +2,8 @@
 
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, TelemetrySettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
+    TelemetrySettings,
 };
 
 pub const DEFAULTS: &str = include_str!("../defaults.toml");
@@ -15,7 +16,8 @@ pub struct Settings {
     pub nats: NatsSettings,
     pub assertion: AssertionSettings,
     pub telemetry: TelemetrySettings,
-    pub identity: IdentitySettings,
+    /// identity's internal address and org-billing's caller key there.
+    pub identity: PeerSettings,
     pub seed: SeedSettings,
     pub jobs: JobSettings,
     pub ledger: LedgerSettings,
@@ -26,12 +28,6 @@ pub struct LedgerSettings {
     pub writers: usize,
     pub max_batch: usize,
     pub ping_if_idle_ms: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct IdentitySettings {
-    pub url: String,
-    pub timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -49,7 +45,18 @@ pub struct JobSettings {
 
 impl Settings {
     pub fn load() -> anyhow::Result<Settings> {
-        service_kit::settings::load("org-billing", DEFAULTS, DEV, &["assertion.keys"])
+        Self::load_with(&[])
+    }
+
+    /// [`load`](Self::load) with extra TOML layers before the environment.
+    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
+        service_kit::settings::load_with(
+            "org-billing",
+            DEFAULTS,
+            DEV,
+            &["assertion.keys", "assertion.callers.agent.keys"],
+            extra,
+        )
     }
 
     pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {

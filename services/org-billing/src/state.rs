@@ -3,12 +3,11 @@
 use event_contracts::{AuditRecorded, Naming};
 use hub_domain::OrgId;
 use service_kit::{
-    assertion::{self, Assertion, Caller, Signer},
+    assertion::Caller,
     outbox::{self, Outbox},
+    peer::Peer,
 };
 use sqlx::{PgConnection, PgPool};
-use std::time::Duration;
-use uuid::Uuid;
 
 pub struct AppState {
     pub pool: PgPool,
@@ -16,10 +15,8 @@ pub struct AppState {
     pub wallets: crate::ledger::Writer,
     pub outbox: Outbox,
     pub naming: Naming,
-    pub signer: Signer,
-    pub http: reqwest::Client,
-    pub identity_url: String,
-    pub identity_timeout: Duration,
+    /// identity's internal routes, called with org-billing's own caller key.
+    pub identity: Peer,
 }
 
 impl AppState {
@@ -59,22 +56,9 @@ impl AppState {
     /// Failure only logs: identity applies `core.v1.org.created` anyway.
     pub async fn make_creator_owner(&self, caller: &Caller, org_id: OrgId) {
         let path = format!("/internal/v1/organizations/{org_id}/owner");
-        let (a, sig) = self.signer.sign(&Assertion {
-            identity: Some(caller.identity.clone()),
-            credential: Some(caller.credential),
-            ip: caller.ip.clone(),
-            request_id: Uuid::new_v4().to_string(),
-            method: "POST".into(),
-            path: path.clone(),
-            iat: assertion::now_unix(),
-        });
         let sent = self
-            .http
-            .post(format!("{}{path}", self.identity_url))
-            .header(assertion::ASSERTION_HEADER, a)
-            .header(assertion::SIGNATURE_HEADER, sig)
-            .timeout(self.identity_timeout)
-            .send()
+            .identity
+            .call(reqwest::Method::POST, &path, caller, &serde_json::json!({}))
             .await;
         match sent {
             Ok(r) if r.status().is_success() => {}

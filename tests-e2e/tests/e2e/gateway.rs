@@ -1,8 +1,32 @@
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use futures::future::join_all;
 use serde_json::json;
+use service_kit::assertion::{sha256_hex, Assertion, Minter};
 use std::time::Duration;
 use tests_e2e::{StackOptions, TestStack};
+
+fn minter(iss: &str, aud: &str, key: &str) -> Minter {
+    Minter::new(iss, aud, &secrecy::SecretString::from(key.to_owned())).expect("minter")
+}
+
+/// An assertion as the gateway builds it, for a request with no identity.
+fn assertion(iss: &str, aud: &str, method: &str, path: &str, body: &[u8], iat: i64) -> Assertion {
+    Assertion {
+        iss: iss.into(),
+        aud: aud.into(),
+        identity: None,
+        credential: None,
+        memberships_truncated: false,
+        ip: "127.0.0.1".into(),
+        request_id: "r".into(),
+        jti: uuid::Uuid::new_v4(),
+        method: method.into(),
+        path: path.into(),
+        body_sha256: sha256_hex(body),
+        idempotency_key: None,
+        iat,
+    }
+}
 
 #[tokio::test]
 async fn both_hosts_answer_healthz() {
@@ -160,72 +184,49 @@ async fn services_refuse_requests_that_did_not_come_through_the_gateway() {
         .await;
     assert_eq!(r.status, 401);
 
-    // Signed with another key, or replayed on another path: refused too.
-    let assertion = |path: &str, iat: i64| {
-        json!({"identity": null, "credential": null, "ip": "127.0.0.1", "request_id": "r",
-               "method": "GET", "path": path, "iat": iat})
-    };
-    let sign = |key: &str, a: &serde_json::Value| {
-        let payload = URL_SAFE_NO_PAD.encode(a.to_string());
-        let k = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes());
-        let sig = hex::encode(ring::hmac::sign(&k, payload.as_bytes()).as_ref());
-        (payload, sig)
-    };
+    // Signed with another key, or for another request: refused too.
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let (p, sig) = sign(
-        "a-key-that-is-not-the-internal-one",
-        &assertion("/v1/auth/me", now),
-    );
-    let r = s
-        .call(
-            "GET",
-            &direct("/v1/auth/me"),
-            Some(&t),
-            None,
-            &[("x-hub-assertion", &p), ("x-hub-signature", &sig)],
-        )
-        .await;
+    let gateway = |key: &str| minter("gateway", "identity", key);
+    let me = |key: &str, path: &str, iat: i64| {
+        gateway(key).sign_assertion(&assertion("gateway", "identity", "GET", path, b"", iat))
+    };
+    let send = |(p, sig): (String, String)| {
+        let url = direct("/v1/auth/me");
+        let t = t.clone();
+        let s = &s;
+        async move {
+            s.call(
+                "GET",
+                &url,
+                Some(&t),
+                None,
+                &[("x-hub-assertion", &p), ("x-hub-signature", &sig)],
+            )
+            .await
+        }
+    };
+    let r = send(me("a-key-that-is-not-the-internal-one", "/v1/auth/me", now)).await;
     assert_eq!(
         (r.status, r.error()),
         (401, "invalid gateway assertion signature")
     );
-    let (p, sig) = sign(&s.assertion_key, &assertion("/v1/profile", now));
-    let r = s
-        .call(
-            "GET",
-            &direct("/v1/auth/me"),
-            Some(&t),
-            None,
-            &[("x-hub-assertion", &p), ("x-hub-signature", &sig)],
-        )
-        .await;
+    let r = send(me(&s.assertion_key, "/v1/profile", now)).await;
     assert_eq!(
         (r.status, r.error()),
         (401, "gateway assertion does not match this request")
     );
-    let (p, sig) = sign(&s.assertion_key, &assertion("/v1/auth/me", now - 3600));
-    let r = s
-        .call(
-            "GET",
-            &direct("/v1/auth/me"),
-            Some(&t),
-            None,
-            &[("x-hub-assertion", &p), ("x-hub-signature", &sig)],
-        )
-        .await;
+    let r = send(me(&s.assertion_key, "/v1/auth/me", now - 3600)).await;
     assert_eq!((r.status, r.error()), (401, "gateway assertion expired"));
-    // The right key, path and time: accepted (this is what the gateway does).
-    let (p, sig) = sign(&s.assertion_key, &assertion("/v1/auth/me", now));
-    let r = s
-        .call(
-            "GET",
-            &direct("/v1/auth/me"),
-            Some(&t),
-            None,
-            &[("x-hub-assertion", &p), ("x-hub-signature", &sig)],
-        )
-        .await;
+    // The right key, request and time: accepted (this is what the gateway does),
+    // once.
+    let good = me(&s.assertion_key, "/v1/auth/me", now);
+    let r = send(good.clone()).await;
     assert_eq!(r.status, 200);
+    let r = send(good).await;
+    assert_eq!(
+        (r.status, r.error()),
+        (401, "gateway assertion already used")
+    );
     // identity's probes need no assertion.
     assert_eq!(
         s.call("GET", &direct("/healthz"), None, None, &[])
@@ -355,8 +356,11 @@ async fn recording_upstream() -> (String, Seen) {
 #[tokio::test]
 async fn the_gateway_forwards_trace_context_and_a_signed_assertion_and_nothing_spoofed() {
     let (upstream, seen) = recording_upstream().await;
+    let agent_key = "gateway-to-agent-test-key-0123";
     let s = TestStack::spawn_with(StackOptions {
-        gateway_toml: format!("[upstreams]\nagent = \"{upstream}\"\n"),
+        gateway_toml: format!(
+            "[upstreams]\nagent = \"{upstream}\"\n[assertion.keys]\nagent = \"{agent_key}\"\n"
+        ),
         ..Default::default()
     })
     .await;
@@ -408,9 +412,15 @@ async fn the_gateway_forwards_trace_context_and_a_signed_assertion_and_nothing_s
     assert_eq!(decoded["credential"]["kind"], "session");
     assert_eq!(decoded["ip"], "198.51.100.9");
     assert_eq!(decoded["method"], "POST");
-    assert_eq!(decoded["path"], "/v1/agent");
+    assert_eq!(decoded["path"], "/v1/agent?x=1");
+    assert_eq!(decoded["iss"], "gateway");
+    assert_eq!(decoded["aud"], "agent");
+    assert_eq!(
+        decoded["body_sha256"],
+        sha256_hex(json!({"message": "hi"}).to_string().as_bytes())
+    );
     assert_eq!(decoded["request_id"], "rid-42");
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, s.assertion_key.as_bytes());
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, agent_key.as_bytes());
     let sig = hex::decode(&h("x-hub-signature")[0]).expect("hex");
     assert!(ring::hmac::verify(&key, assertion[0].as_bytes(), &sig).is_ok());
 }
@@ -424,6 +434,7 @@ async fn refused_bearers_are_refused_again_without_asking_identity() {
     let identity = tests_e2e::stand_in(move |_, _| {
         counter.fetch_add(1, Ordering::SeqCst);
         actix_web::HttpResponse::Unauthorized()
+            .insert_header(("x-hub-credential-refused", "1"))
             .json(json!({"error": "invalid or expired credential"}))
     });
     let s = TestStack::spawn_with(StackOptions {
@@ -445,6 +456,168 @@ async fn refused_bearers_are_refused_again_without_asking_identity() {
     );
     assert_eq!(s.get("/v1/auth/me", Some("sess_other")).await.status, 401);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn identity_refusing_the_gateway_itself_signs_nobody_out() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // An identity that refuses the gateway's assertion (a key rotation gone
+    // wrong, clock skew): a 401 without the refused-credential mark.
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let identity = tests_e2e::stand_in(move |_, _| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        actix_web::HttpResponse::Unauthorized()
+            .json(json!({"error": "invalid gateway assertion signature"}))
+    });
+    let s = TestStack::spawn_with(StackOptions {
+        gateway_toml: format!("[upstreams]\nidentity = \"{identity}\"\n"),
+        ..Default::default()
+    })
+    .await;
+    for _ in 0..3 {
+        let r = s.get("/v1/profile", Some("sess_valid_elsewhere")).await;
+        assert_eq!((r.status, r.error()), (503, "identity service unavailable"));
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "nothing was remembered: every request asked identity again"
+    );
+}
+
+#[tokio::test]
+async fn a_captured_assertion_cannot_carry_another_body_or_be_replayed() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (_, org) = s.org_with_owner("replay@example.com").await;
+    let me = s.get("/v1/auth/me", Some(&staff)).await.body;
+    let identity: hub_domain::Identity = serde_json::from_value(me).expect("identity");
+    // What a captured header pair for a 1-unit credit looks like: signed with
+    // the gateway's key for org-billing, which only the stack knows.
+    let key = s.gateway_key("org_billing");
+    let path = format!("/v1/organizations/{org}/wallet/credit");
+    let small = br#"{"amount_minor":1}"#;
+    let mut a = assertion(
+        "gateway",
+        "org_billing",
+        "POST",
+        &path,
+        small,
+        time::OffsetDateTime::now_utc().unix_timestamp(),
+    );
+    a.identity = Some(identity);
+    a.credential = Some(hub_domain::Credential {
+        kind: hub_domain::CredentialKind::Session,
+        id: uuid::Uuid::new_v4(),
+    });
+    let (p, sig) = minter("gateway", "org_billing", &key).sign_assertion(&a);
+    let send = |body: &'static [u8], idem: Option<&'static str>| {
+        let (p, sig, url) = (p.clone(), sig.clone(), format!("{}{path}", s.org_billing));
+        let http = s.http.clone();
+        async move {
+            let mut rb = http
+                .post(url)
+                .header("x-hub-assertion", p)
+                .header("x-hub-signature", sig)
+                .header("content-type", "application/json")
+                .body(body);
+            if let Some(k) = idem {
+                rb = rb.header("idempotency-key", k);
+            }
+            let r = rb.send().await.expect("send");
+            (r.status().as_u16(), r.text().await.unwrap_or_default())
+        }
+    };
+    let big = send(br#"{"amount_minor":100000000}"#, None).await;
+    assert_eq!(big.0, 401, "{}", big.1);
+    assert!(big.1.contains("does not match"), "{}", big.1);
+    let keyed = send(small, Some("another-key")).await;
+    assert_eq!(keyed.0, 401, "{}", keyed.1);
+    let first = send(small, None).await;
+    assert_eq!(first.0, 200, "{}", first.1);
+    let again = send(small, None).await;
+    assert_eq!(again.0, 401, "{}", again.1);
+    assert!(again.1.contains("already used"), "{}", again.1);
+    let balance: i64 =
+        sqlx::query_scalar("SELECT balance_minor FROM org_billing.wallets WHERE org_id = $1::uuid")
+            .bind(&org)
+            .fetch_one(&s.db)
+            .await
+            .expect("balance");
+    assert_eq!(balance, 1, "only the signed request was applied, once");
+}
+
+#[tokio::test]
+async fn a_key_is_good_for_one_receiver_and_callers_for_their_routes() {
+    let s = TestStack::spawn().await;
+    let t = s.sign_in("keys@example.com").await;
+    let (_, org) = s.org_with_owner("keys-owner@example.com").await;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let send = |base: String, method: &'static str, path: String, (p, sig): (String, String)| {
+        let s = &s;
+        let t = t.clone();
+        async move {
+            s.call(
+                method,
+                &format!("{base}{path}"),
+                Some(&t),
+                None,
+                &[("x-hub-assertion", &p), ("x-hub-signature", &sig)],
+            )
+            .await
+        }
+    };
+    // identity's key (what a compromised identity holds) is worthless at org-billing.
+    let path = format!("/v1/organizations/{org}");
+    let forged = minter("gateway", "org_billing", &s.assertion_key).sign_assertion(&assertion(
+        "gateway",
+        "org_billing",
+        "GET",
+        &path,
+        b"",
+        now,
+    ));
+    let r = send(s.org_billing.clone(), "GET", path, forged).await;
+    assert_eq!(
+        (r.status, r.error()),
+        (401, "invalid gateway assertion signature")
+    );
+    // org-billing's caller key at identity works on its one internal route only.
+    let billing = minter("org_billing", "identity", &s.billing_to_identity_key);
+    let profile = billing.sign_assertion(&assertion(
+        "org_billing",
+        "identity",
+        "GET",
+        "/v1/profile",
+        b"",
+        now,
+    ));
+    let r = send(s.identity.clone(), "GET", "/v1/profile".into(), profile).await;
+    assert_eq!(
+        (r.status, r.error()),
+        (401, "this caller may not call this route")
+    );
+    // And it cannot pose as the gateway.
+    let posing = billing.sign_assertion(&assertion(
+        "gateway",
+        "identity",
+        "GET",
+        "/v1/profile",
+        b"",
+        now,
+    ));
+    let r = send(s.identity.clone(), "GET", "/v1/profile".into(), posing).await;
+    assert_eq!(r.status, 401);
+    // The gateway's own key is refused on internal routes.
+    let path = format!("/internal/v1/organizations/{org}/owner");
+    let internal = minter("gateway", "identity", &s.assertion_key)
+        .sign_assertion(&assertion("gateway", "identity", "POST", &path, b"", now));
+    let r = send(s.identity.clone(), "POST", path, internal).await;
+    assert_eq!(
+        (r.status, r.error()),
+        (401, "this caller may not call this route")
+    );
 }
 
 #[tokio::test]

@@ -25,6 +25,20 @@ pub const CREDENTIAL_KIND_HEADER: &str = "x-hub-credential-kind";
 pub const CREDENTIAL_ID_HEADER: &str = "x-hub-credential-id";
 /// Unix seconds after which the credential is no longer valid (caches stop there).
 pub const CREDENTIAL_EXPIRES_HEADER: &str = "x-hub-credential-expires";
+/// On a 401 from `/v1/auth/me`: the bearer was looked up and refused (the
+/// gateway may remember that; any other 401 is about the gateway's assertion).
+pub const CREDENTIAL_REFUSED_HEADER: &str = "x-hub-credential-refused";
+
+fn refused() -> HttpResponse {
+    let mut resp = actix_web::ResponseError::error_response(&ApiError::unauthorized(
+        "invalid or expired credential",
+    ));
+    resp.headers_mut().insert(
+        header::HeaderName::from_static(CREDENTIAL_REFUSED_HEADER),
+        header::HeaderValue::from_static("1"),
+    );
+    resp
+}
 
 #[derive(Deserialize)]
 pub struct RequestLink {
@@ -50,11 +64,12 @@ pub async fn request_link(
     let token = tokens::generate("mlt_")?;
     let a = &state.auth;
     let email_bucket = format!("link:email:{email}");
-    let ip_bucket = format!("link:ip:{}", ctx.ip());
+    let ip_bucket = format!("link:ip:{}", ratelimit::ip_key(ctx.ip()));
 
     let mut tx = state.pool.begin().await?;
     let allowed = ratelimit::check_and_record(
         &mut tx,
+        state.clock.now(),
         &[
             Limit {
                 bucket: &email_bucket,
@@ -110,10 +125,11 @@ pub async fn verify(
     body: web::Json<VerifyBody>,
 ) -> ApiResult<HttpResponse> {
     // Every attempt counts against the IP, failed ones included.
-    let bucket = format!("verify:ip:{}", ctx.ip());
+    let bucket = format!("verify:ip:{}", ratelimit::ip_key(ctx.ip()));
     let mut tx = state.pool.begin().await?;
     let allowed = ratelimit::check_and_record(
         &mut tx,
+        state.clock.now(),
         &[Limit {
             bucket: &bucket,
             max: state.auth.verify_per_ip_per_minute,
@@ -195,7 +211,7 @@ pub async fn me(
     }
     let token = bearer(&req).ok_or_else(|| ApiError::unauthorized("missing bearer token"))?;
     if token.is_empty() || token.len() > tokens::MAX_TOKEN_LEN {
-        return Err(ApiError::unauthorized("invalid or expired credential"));
+        return Ok(refused());
     }
     let resolved = resolve::bearer(&state.pool, token, |e| state.is_staff(e)).await?;
     match resolved {
@@ -210,7 +226,7 @@ pub async fn me(
             }
             Ok(resp)
         }
-        None => Err(ApiError::unauthorized("invalid or expired credential")),
+        None => Ok(refused()),
     }
 }
 

@@ -1,0 +1,76 @@
+//! Calls to another service, signed with this service's own caller key (the
+//! receiver accepts it only on the routes it lists for this service).
+
+use crate::{
+    assertion::{Caller, Minter, RequestFacts, ASSERTION_HEADER, SIGNATURE_HEADER},
+    http::REQUEST_ID_HEADER,
+    settings::PeerSettings,
+};
+use std::time::Duration;
+use uuid::Uuid;
+
+#[derive(Clone)]
+pub struct Peer {
+    base: String,
+    minter: Option<Minter>,
+    timeout: Duration,
+    http: reqwest::Client,
+}
+
+impl Peer {
+    /// `me` calls `peer` as configured by `s`.
+    pub fn new(me: &str, peer: &str, s: &PeerSettings) -> anyhow::Result<Peer> {
+        Ok(Peer {
+            base: s.url.trim_end_matches('/').to_owned(),
+            minter: s
+                .key
+                .as_ref()
+                .map(|k| Minter::new(me, peer, k))
+                .transpose()?,
+            timeout: Duration::from_millis(s.timeout_ms),
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .build()?,
+        })
+    }
+
+    /// Send `method path` with a JSON `body` on behalf of `caller`.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        caller: &Caller,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<reqwest::Response> {
+        let minter = self
+            .minter
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no caller key configured for {}", self.base))?;
+        let body = serde_json::to_vec(body)?;
+        let request_id = Uuid::new_v4().to_string();
+        let (a, sig) = minter.sign(
+            Some(caller.identity.clone()),
+            Some(caller.credential),
+            caller.memberships_truncated,
+            &RequestFacts {
+                method: method.as_str(),
+                path_and_query: path,
+                body: &body,
+                idempotency_key: None,
+                ip: &caller.ip,
+                request_id: &request_id,
+            },
+        );
+        Ok(self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header(ASSERTION_HEADER, a)
+            .header(SIGNATURE_HEADER, sig)
+            .header(REQUEST_ID_HEADER, request_id)
+            .header("content-type", "application/json")
+            .body(body)
+            .timeout(self.timeout)
+            .send()
+            .await?)
+    }
+}
