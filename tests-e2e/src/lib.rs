@@ -512,6 +512,7 @@ impl TestStack {
                 idempotency_key: None,
                 ip: "127.0.0.1",
                 request_id: "internal-test",
+                deadline_ms: None,
             },
         );
         let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::GET);

@@ -81,6 +81,10 @@ pub struct Assertion {
     pub idempotency_key: Option<String>,
     /// Issued at, unix seconds.
     pub iat: i64,
+    /// When the sender stops waiting for the answer (unix milliseconds): work
+    /// that could still be running then must not start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<i64>,
 }
 
 /// What a signer knows of the request it signs for.
@@ -91,6 +95,8 @@ pub struct RequestFacts<'a> {
     pub idempotency_key: Option<&'a str>,
     pub ip: &'a str,
     pub request_id: &'a str,
+    /// When the signer stops waiting (unix milliseconds), if it will.
+    pub deadline_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +173,7 @@ impl Minter {
             body_sha256: sha256_hex(facts.body),
             idempotency_key: facts.idempotency_key.map(str::to_owned),
             iat: now_unix(),
+            deadline_ms: facts.deadline_ms,
         })
     }
 
@@ -404,6 +411,7 @@ pub async fn require_assertion(
                         idempotency_key,
                         ip: "",
                         request_id: "",
+                        deadline_ms: None,
                     },
                     now_unix(),
                 ),
@@ -467,6 +475,8 @@ pub struct Caller {
     pub ip: String,
     /// `identity.memberships` is not the whole list (see [`Assertion`]).
     pub memberships_truncated: bool,
+    /// When the sender stops waiting (unix milliseconds), if it will.
+    pub deadline_ms: Option<i64>,
 }
 
 impl Caller {
@@ -477,6 +487,7 @@ impl Caller {
                 credential,
                 ip: a.ip.clone(),
                 memberships_truncated: a.memberships_truncated,
+                deadline_ms: a.deadline_ms,
             }),
             _ => Err(ApiError::unauthorized("authentication required")),
         }
@@ -488,6 +499,14 @@ impl Caller {
 
     pub fn is_session(&self) -> bool {
         self.credential.kind == CredentialKind::Session
+    }
+
+    /// How long until the sender stops waiting, if it said (zero when past).
+    pub fn time_left(&self) -> Option<Duration> {
+        self.deadline_ms.map(|d| {
+            let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+            Duration::from_millis(u64::try_from(i128::from(d) - now).unwrap_or(0))
+        })
     }
 
     /// The caller's role in `org_id` if it grants `cap`. Not a member: 404, the
@@ -636,6 +655,7 @@ mod tests {
             idempotency_key: None,
             ip: "127.0.0.1",
             request_id: "r1",
+            deadline_ms: None,
         }
     }
 
@@ -770,6 +790,7 @@ mod tests {
             body_sha256: sha256_hex(b""),
             idempotency_key: None,
             iat: now,
+            deadline_ms: None,
         });
         assert_eq!(
             v.verify(&forged.0, &forged.1, &facts("GET", "/v1/profile", b""), now),

@@ -59,6 +59,7 @@ impl Peer {
                 idempotency_key: None,
                 ip: &caller.ip,
                 request_id: &request_id,
+                deadline_ms: None,
             },
         );
         Ok(self

@@ -218,6 +218,7 @@ impl Gateway {
                 idempotency_key: None,
                 ip,
                 request_id,
+                deadline_ms: None,
             },
         );
         let resp = client
@@ -442,6 +443,12 @@ pub async fn handle(
             idempotency_key,
             ip: &ip,
             request_id: &request_id,
+            // The gateway answers 504 then: services start nothing they could
+            // not finish before it (the wallet writer, for one).
+            deadline_ms: Some(
+                (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+                    + gw.upstream_timeout.as_millis() as i64,
+            ),
         },
     );
     for (n, v) in [

@@ -12,6 +12,14 @@
 //! on the row lock, not on the batching: each writer is an ordinary Postgres
 //! client, and a move with an Idempotency-Key goes through the same function in
 //! its own transaction.
+//!
+//! No late credits: a move enters a batch only while its caller still waits
+//! and before its deadline (`ledger.queue_timeout_ms` after the request
+//! arrived); otherwise it is dropped unapplied. A batch runs under a statement
+//! timeout (`ledger.batch_timeout_ms`, set on the writer's connection), and the
+//! writer stops waiting for a connection that does not answer shortly after
+//! it, so a hung connection stalls its shard no longer than that. With both
+//! below the gateway's upstream timeout, a 504 means the credit was not applied.
 
 use hub_domain::{OrgId, UserId};
 use service_kit::{outbox::Outbox, ApiError};
@@ -25,6 +33,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub const BELOW_ZERO: &str = "the balance would go below zero";
+pub const OVERFLOW: &str =
+    "amount_minor would take the balance past the largest amount a wallet holds";
+pub const NOT_APPLIED: &str = "the wallet is busy: the credit was not applied; retry";
 
 /// One balance change with its audit event (already serialized, so that the
 /// event carries the request's trace context).
@@ -39,6 +50,14 @@ pub struct Move {
     pub subject: String,
     pub payload: String,
     pub traceparent: Option<String>,
+    /// Dropped unapplied if not in a batch by then.
+    pub deadline: Instant,
+}
+
+/// The longest a batch can take: Postgres cancels it at `batch_timeout`, and
+/// the writer gives up on a connection that has not answered a little later.
+pub fn batch_limit(batch_timeout: Duration) -> Duration {
+    batch_timeout + Duration::from_millis(200) + batch_timeout / 10
 }
 
 /// The wallet after an accepted move.
@@ -107,6 +126,7 @@ pub async fn apply(
                     })
                 }
                 ("below_zero", ..) => Err(ApiError::conflict(BELOW_ZERO)),
+                ("overflow", ..) => Err(ApiError::bad_request(OVERFLOW)),
                 ("not_found", ..) => Err(ApiError::NotFound),
                 (other, ..) => Err(ApiError::Internal(anyhow::anyhow!(
                     "apply_wallet_moves: unexpected outcome {other:?}"
@@ -117,6 +137,28 @@ pub async fn apply(
 }
 
 type Job = (Move, oneshot::Sender<Result<Applied, ApiError>>);
+
+/// Why a whole batch failed.
+#[derive(Debug, thiserror::Error)]
+enum BatchError {
+    #[error("{0}")]
+    Db(sqlx::Error),
+    #[error("the writer connection did not answer within the batch timeout")]
+    Hung,
+}
+
+impl BatchError {
+    fn to_api(&self) -> ApiError {
+        match self {
+            // Cancelled by the statement timeout: rolled back, nothing applied.
+            BatchError::Db(sqlx::Error::Database(d)) if d.code().as_deref() == Some("57014") => {
+                ApiError::Unavailable(NOT_APPLIED.into())
+            }
+            // Outcome unknown (it may have committed): never retried here.
+            other => ApiError::Internal(anyhow::anyhow!("wallet batch failed: {other}")),
+        }
+    }
+}
 
 /// Group commit for wallet moves: `writers` tasks, each owning the wallets whose
 /// id falls in its shard, each applying up to `max_batch` waiting moves per
@@ -184,6 +226,8 @@ pub struct WriterDb {
     pub connect_timeout: Duration,
     /// A held connection idle at least this long is pinged before use.
     pub ping_if_idle: Duration,
+    /// The connection's statement timeout: a batch never runs longer.
+    pub batch_timeout: Duration,
 }
 
 /// The writer's connection for the next batch: the one it holds (pinged first
@@ -222,20 +266,53 @@ async fn run(
             n = rx.recv_many(&mut jobs, max_batch) => if n == 0 { return },
             _ = &mut deadline => return,
         }
-        let (moves, replies): (Vec<Move>, Vec<_>) = jobs.drain(..).unzip();
+        // Only moves whose caller still waits and whose deadline has not
+        // passed: a move applied after its caller gave up (a gateway 504, a
+        // client timeout) would be applied again by the retry.
+        let now = Instant::now();
+        let (moves, replies): (Vec<Move>, Vec<_>) = jobs
+            .drain(..)
+            .filter(|(m, reply)| {
+                if reply.is_closed() {
+                    tracing::info!(org_id = %m.org_id, "caller gone; wallet move dropped unapplied");
+                    false
+                } else {
+                    true
+                }
+            })
+            .filter_map(|(m, reply)| {
+                if m.deadline <= now {
+                    let _ = reply.send(Err(ApiError::Unavailable(NOT_APPLIED.into())));
+                    None
+                } else {
+                    Some((m, reply))
+                }
+            })
+            .unzip();
+        if moves.is_empty() {
+            continue;
+        }
         let started = Instant::now();
         let connected = ready(&mut conn, &db).await;
         let outcomes = match connected {
+            // Postgres cancels the statement at batch_timeout; the rest of
+            // batch_limit covers a connection that does not answer at all.
             Ok(mut c) => {
-                let outcomes = apply(&mut c, &moves).await;
-                // After an error the connection's state is unknown: the next
-                // batch opens a new one.
-                if outcomes.is_ok() {
-                    conn = Some((c, Instant::now()));
+                match tokio::time::timeout(batch_limit(db.batch_timeout), apply(&mut c, &moves))
+                    .await
+                {
+                    Ok(outcomes) => {
+                        // After an error the connection's state is unknown: the
+                        // next batch opens a new one.
+                        if outcomes.is_ok() {
+                            conn = Some((c, Instant::now()));
+                        }
+                        outcomes.map_err(BatchError::Db)
+                    }
+                    Err(_) => Err(BatchError::Hung),
                 }
-                outcomes
             }
-            Err(e) => Err(e),
+            Err(e) => Err(BatchError::Db(e)),
         }
         .inspect(|_| {
             tracing::debug!(
@@ -246,14 +323,7 @@ async fn run(
         })
         .unwrap_or_else(|e| {
             tracing::error!(error = %e, moves = moves.len(), "wallet batch failed");
-            moves
-                .iter()
-                .map(|_| {
-                    Err(ApiError::Internal(anyhow::anyhow!(
-                        "wallet batch failed: {e}"
-                    )))
-                })
-                .collect()
+            moves.iter().map(|_| Err(e.to_api())).collect()
         });
         if outcomes.iter().any(Result::is_ok) {
             outbox.kick();

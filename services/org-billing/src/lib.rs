@@ -61,9 +61,15 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
     let (wallets, mut tasks) = ledger::Writer::spawn(
         ledger::WriterDb {
-            options: db::options(&settings.database, SCHEMA, "org-billing-ledger")?,
+            // Postgres cancels (and rolls back) a batch that runs too long,
+            // lock waits included.
+            options: db::options(&settings.database, SCHEMA, "org-billing-ledger")?.options([(
+                "statement_timeout",
+                settings.ledger.batch_timeout_ms.to_string(),
+            )]),
             connect_timeout: Duration::from_millis(settings.database.acquire_timeout_ms),
             ping_if_idle: Duration::from_millis(settings.ledger.ping_if_idle_ms),
+            batch_timeout: Duration::from_millis(settings.ledger.batch_timeout_ms),
         },
         outbox.clone(),
         settings.ledger.writers,
@@ -74,6 +80,8 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let state = web::Data::new(state::AppState {
         pool: pool.clone(),
         wallets,
+        queue_timeout: Duration::from_millis(settings.ledger.queue_timeout_ms),
+        batch_limit: ledger::batch_limit(Duration::from_millis(settings.ledger.batch_timeout_ms)),
         outbox: outbox.clone(),
         naming: naming.clone(),
         identity: Peer::new(SERVICE, "identity", &settings.identity)?,

@@ -28,6 +28,8 @@ pub struct LedgerSettings {
     pub writers: usize,
     pub max_batch: usize,
     pub ping_if_idle_ms: u64,
+    pub queue_timeout_ms: u64,
+    pub batch_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -13,6 +13,10 @@ pub struct AppState {
     pub pool: PgPool,
     /// Group commit for wallet moves without an Idempotency-Key.
     pub wallets: crate::ledger::Writer,
+    /// A queued move not in a batch this long after its request arrived is dropped.
+    pub queue_timeout: std::time::Duration,
+    /// The longest a batch can take, abandoned connections included.
+    pub batch_limit: std::time::Duration,
     pub outbox: Outbox,
     pub naming: Naming,
     /// identity's internal routes, called with org-billing's own caller key.
@@ -20,6 +24,17 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The last moment a move of `caller` may enter a batch: its queue
+    /// timeout, and early enough that the batch ends (commit or cancel) before
+    /// the sender stops waiting, so that a 504 at the gateway means "not applied".
+    pub fn move_deadline(&self, caller: &Caller) -> std::time::Instant {
+        let mut wait = self.queue_timeout;
+        if let Some(left) = caller.time_left() {
+            wait = wait.min(left.saturating_sub(self.batch_limit));
+        }
+        std::time::Instant::now() + wait
+    }
+
     /// The audit event of `caller` doing `action` on organization `org_id`.
     pub fn audit_event(
         caller: &Caller,

@@ -25,6 +25,7 @@ fn assertion(iss: &str, aud: &str, method: &str, path: &str, body: &[u8], iat: i
         body_sha256: sha256_hex(body),
         idempotency_key: None,
         iat,
+        deadline_ms: None,
     }
 }
 

@@ -8,6 +8,7 @@ mod auth;
 mod bad_input;
 mod gateway;
 mod ledger;
+mod ledger_limits;
 mod members;
 mod orgs;
 mod outbox;

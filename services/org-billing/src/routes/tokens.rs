@@ -7,7 +7,10 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use hub_domain::{Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use service_kit::{assertion::Caller, ApiError, ApiResult};
+use service_kit::{
+    assertion::{Caller, StaffCaller},
+    ApiError, ApiResult,
+};
 use sqlx::PgConnection;
 
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
@@ -92,15 +95,16 @@ async fn apply(
 }
 
 /// POST /v1/organizations/{id}/tokens/grant (staff): `{org_id, balance}`.
+/// The staff check comes before the body (403 whatever a non-staff caller sent).
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn grant(
+    caller: StaffCaller,
     state: web::Data<AppState>,
-    caller: Caller,
     path: web::Path<OrgId>,
     req: HttpRequest,
     body: web::Json<Amount>,
 ) -> ApiResult<HttpResponse> {
-    caller.require_staff()?;
+    let caller = caller.0;
     let org_id = path.into_inner();
     let body = body.into_inner();
     validate(&body)?;

@@ -12,7 +12,10 @@ use event_contracts::{AuditRecorded, Envelope, Event};
 use hub_domain::{Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use service_kit::{assertion::Caller, ApiError, ApiResult};
+use service_kit::{
+    assertion::{Caller, StaffCaller},
+    ApiError, ApiResult,
+};
 use time::OffsetDateTime;
 
 /// Largest single credit or correction, in minor units.
@@ -90,19 +93,20 @@ pub struct Credit {
 
 /// POST /v1/organizations/{id}/wallet/credit (staff): record a bank transfer
 /// (positive) or a correction (negative). 409 if the balance would go below
-/// zero. `Idempotency-Key` makes retries return the first result.
+/// zero, 400 if it would pass the largest balance. `Idempotency-Key` makes
+/// retries return the first result. The staff check comes before the body is
+/// read (the extractor order), so a non-staff caller gets 403 whatever it sent.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn credit(
+    caller: StaffCaller,
     state: web::Data<AppState>,
-    caller: Caller,
     path: web::Path<OrgId>,
     req: HttpRequest,
     body: web::Json<Credit>,
 ) -> ApiResult<HttpResponse> {
-    caller.require_staff()?;
     let org_id = path.into_inner();
     let body = body.into_inner();
-    if body.amount_minor == 0 || body.amount_minor.abs() > MAX_AMOUNT {
+    if body.amount_minor == 0 || body.amount_minor.unsigned_abs() > MAX_AMOUNT.unsigned_abs() {
         return Err(ApiError::BadRequest(format!(
             "amount_minor must be a non-zero integer of at most {MAX_AMOUNT} in absolute value"
         )));
@@ -115,7 +119,7 @@ pub async fn credit(
     let key = idempotency::key_of(&req)?;
     let m = wallet_move(
         &state,
-        &caller,
+        &caller.0,
         org_id,
         body.amount_minor,
         body.note.clone(),
@@ -179,5 +183,6 @@ fn wallet_move(
         subject: state.naming.subject(AuditRecorded::SUBJECT),
         payload: serde_json::to_string(&event).map_err(anyhow::Error::from)?,
         traceparent: service_kit::telemetry::current_traceparent(),
+        deadline: state.move_deadline(caller),
     })
 }

@@ -1,0 +1,224 @@
+//! The ledger writer's limits: amounts at the edges of i64, staff checks before
+//! bodies, and no credit applied after its caller gave up.
+
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tests_e2e::{StackOptions, TestStack};
+
+async fn ledger_rows(s: &TestStack, org: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM org_billing.wallet_transactions WHERE org_id = $1::uuid",
+    )
+    .bind(org)
+    .fetch_one(&s.db)
+    .await
+    .expect("ledger rows")
+}
+
+/// Hold `org`'s wallet row lock (as a long keyed credit or another replica
+/// would) until the returned transaction ends.
+async fn hold_wallet(s: &TestStack, org: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut tx = s.db.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM org_billing.wallets WHERE org_id = $1::uuid FOR UPDATE")
+        .bind(org)
+        .execute(&mut *tx)
+        .await
+        .expect("lock");
+    tx
+}
+
+#[tokio::test]
+async fn amounts_at_the_edges_of_i64_are_400s_with_exact_messages() {
+    let s = TestStack::spawn().await;
+    let (_, org) = s.org_with_owner("edges@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let path = format!("/v1/organizations/{org}/wallet/credit");
+    let too_big =
+        "amount_minor must be a non-zero integer of at most 1000000000000000 in absolute value";
+    for amount in [i64::MIN, i64::MIN + 1, i64::MAX, 1_000_000_000_000_001] {
+        let r = s
+            .post(&path, Some(&staff), json!({"amount_minor": amount}))
+            .await;
+        assert_eq!((r.status, r.error()), (400, too_big), "{amount}");
+    }
+    // A wallet near the largest balance (set by hand: 9,223 credits of the
+    // largest amount would get there too).
+    let r = s
+        .post(&path, Some(&staff), json!({"amount_minor": 1}))
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    sqlx::query("UPDATE org_billing.wallets SET balance_minor = $2 WHERE org_id = $1::uuid")
+        .bind(&org)
+        .bind(i64::MAX - 10)
+        .execute(&s.db)
+        .await
+        .expect("near max");
+    let overflow = "amount_minor would take the balance past the largest amount a wallet holds";
+    let r = s
+        .post(&path, Some(&staff), json!({"amount_minor": 11}))
+        .await;
+    assert_eq!((r.status, r.error()), (400, overflow));
+    let keyed = s
+        .call(
+            "POST",
+            &format!("{}{path}", s.core()),
+            Some(&staff),
+            Some(json!({"amount_minor": 1_000_000_000_000_000i64})),
+            &[("idempotency-key", "edge-1")],
+        )
+        .await;
+    assert_eq!((keyed.status, keyed.error()), (400, overflow));
+    let fits = s
+        .post(&path, Some(&staff), json!({"amount_minor": 10}))
+        .await;
+    assert_eq!(fits.body["balance_minor"], i64::MAX);
+    assert_eq!(ledger_rows(&s, &org).await, 2);
+}
+
+#[tokio::test]
+async fn callers_who_are_not_staff_get_403_whatever_the_body() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("notstaff@example.com").await;
+    for path in [
+        format!("/v1/organizations/{org}/wallet/credit"),
+        format!("/v1/organizations/{org}/tokens/grant"),
+    ] {
+        for body in [
+            json!({"amount_minor": i64::MIN}),
+            json!({"amount": "lots"}),
+            json!([1, 2, 3]),
+            json!({"amount_minor": 10}),
+        ] {
+            let r = s.post(&path, Some(&owner), body.clone()).await;
+            assert_eq!((r.status, r.error()), (403, "staff only"), "{path} {body}");
+        }
+        let r = s
+            .call(
+                "POST",
+                &format!("{}{path}", s.core()),
+                Some(&owner),
+                None,
+                &[("content-type", "application/json")],
+            )
+            .await;
+        assert_eq!(r.status, 403, "{path} without a body");
+    }
+}
+
+#[tokio::test]
+async fn a_credit_answered_504_by_the_gateway_is_never_applied() {
+    // The gateway gives up after 1 s. Each batch holds one move and waits on
+    // the held wallet until Postgres cancels it (400 ms). The wallet is
+    // released after the gateway gave up on every credit: a move that entered a
+    // batch then would commit after its 504.
+    let s = TestStack::spawn_with(StackOptions {
+        org_billing_toml:
+            "[ledger]\nwriters = 1\nmax_batch = 1\nbatch_timeout_ms = 400\nqueue_timeout_ms = 60000\n"
+                .into(),
+        gateway_toml: "[proxy]\nupstream_timeout_ms = 1000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (_, org) = s.org_with_owner("gaveup@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let path = format!("/v1/organizations/{org}/wallet/credit");
+    let held = hold_wallet(&s, &org).await;
+    // Distinct powers of two: the ledger's sum says exactly which applied.
+    let credits = (0..8).map(|i| {
+        let (path, staff, s) = (path.clone(), staff.clone(), &s);
+        async move {
+            let r = s
+                .post(&path, Some(&staff), json!({"amount_minor": 1i64 << i}))
+                .await;
+            (1i64 << i, r.status)
+        }
+    });
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        held.rollback().await.expect("release");
+    };
+    let (answers, ()) = tokio::join!(futures::future::join_all(credits), release);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let applied: i64 = answers
+        .iter()
+        .filter(|(_, st)| *st == 200)
+        .map(|(a, _)| a)
+        .sum();
+    let in_ledger: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(sum(delta_minor), 0)::bigint FROM org_billing.wallet_transactions \
+         WHERE org_id = $1::uuid",
+    )
+    .bind(&org)
+    .fetch_one(&s.db)
+    .await
+    .expect("sum");
+    assert_eq!(
+        in_ledger, applied,
+        "exactly the credits answered 200 are in the ledger: {answers:?}"
+    );
+    assert!(answers.iter().all(|(_, st)| *st != 200), "{answers:?}");
+}
+
+#[tokio::test]
+async fn a_move_past_its_queue_deadline_is_dropped_unapplied() {
+    let s = TestStack::spawn_with(StackOptions {
+        org_billing_toml:
+            "[ledger]\nwriters = 1\nbatch_timeout_ms = 2000\nqueue_timeout_ms = 500\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (_, org) = s.org_with_owner("deadline@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let path = format!("/v1/organizations/{org}/wallet/credit");
+    let held = hold_wallet(&s, &org).await;
+    let first = s.post(&path, Some(&staff), json!({"amount_minor": 100}));
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        s.post(&path, Some(&staff), json!({"amount_minor": 7}))
+            .await
+    };
+    let (first, second) = tokio::join!(first, second);
+    let busy = "the wallet is busy: the credit was not applied; retry";
+    // The batch was cancelled by the statement timeout; the queued move had
+    // passed its deadline by then.
+    assert_eq!((first.status, first.error()), (503, busy));
+    assert_eq!((second.status, second.error()), (503, busy));
+    held.rollback().await.expect("release");
+    assert_eq!(ledger_rows(&s, &org).await, 0);
+}
+
+#[tokio::test]
+async fn a_held_wallet_stalls_its_shard_no_longer_than_the_batch_timeout() {
+    let s = TestStack::spawn_with(StackOptions {
+        org_billing_toml: "[ledger]\nwriters = 1\nbatch_timeout_ms = 1000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (_, stuck) = s.org_with_owner("stuck@example.com").await;
+    let (_, other) = s.org_with_owner("other@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let held = hold_wallet(&s, &stuck).await;
+    let started = Instant::now();
+    let stuck_path = format!("/v1/organizations/{stuck}/wallet/credit");
+    let blocked = s.post(&stuck_path, Some(&staff), json!({"amount_minor": 1}));
+    let behind = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let r = s
+            .post(
+                &format!("/v1/organizations/{other}/wallet/credit"),
+                Some(&staff),
+                json!({"amount_minor": 2}),
+            )
+            .await;
+        (r, started.elapsed())
+    };
+    let (blocked, (behind, waited)) = tokio::join!(blocked, behind);
+    assert_eq!(blocked.status, 503, "{:?}", blocked.body);
+    assert_eq!(behind.status, 200, "{:?}", behind.body);
+    // Served once the stuck batch was cancelled (1 s), long before the wallet
+    // was released (never, here, until the test ends).
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    held.rollback().await.expect("release");
+    assert_eq!(ledger_rows(&s, &stuck).await, 0);
+    assert_eq!(ledger_rows(&s, &other).await, 1);
+}
