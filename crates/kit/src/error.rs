@@ -28,6 +28,8 @@ pub enum ApiError {
     Unprocessable(String),
     /// 429: rate limited; the same body whichever limit tripped.
     TooManyRequests,
+    /// 429 with a message saying which quota and when it frees up.
+    QuotaExceeded(String),
     /// 502: an upstream answered with garbage.
     BadGateway(String),
     /// 503: a dependency is unreachable; fail closed.
@@ -63,7 +65,8 @@ impl ApiError {
             | ApiError::Conflict(m)
             | ApiError::Unprocessable(m)
             | ApiError::BadGateway(m)
-            | ApiError::Unavailable(m) => m,
+            | ApiError::Unavailable(m)
+            | ApiError::QuotaExceeded(m) => m,
             ApiError::NotFound => "not found",
             ApiError::PayloadTooLarge => "request body too large",
             ApiError::UnsupportedMediaType => "content type must be application/json",
@@ -95,7 +98,7 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyRequests | ApiError::QuotaExceeded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -3,10 +3,62 @@
 //! and the `core.v1.org.created` consumer.
 
 use crate::state::AppState;
-use event_contracts::{Envelope, IdentityChanged, MembershipChanged, Naming, OrgCreated};
-use hub_domain::{OrgId, Role, UserId};
+use event_contracts::{
+    CredentialRevoked, Envelope, IdentityChanged, MembershipChanged, Naming, OrgCreated,
+};
+use hub_domain::{ApiKeyId, OrgId, Role, UserId};
 use service_kit::outbox;
 use sqlx::PgConnection;
+
+/// Whether `role` has admin authority (manages members and API keys).
+pub fn is_admin(role: Option<Role>) -> bool {
+    matches!(role, Some(Role::Owner | Role::Manager))
+}
+
+/// Revoke, in the caller's transaction, every live API key of `org_id` that
+/// `user_id` created: a member who loses admin authority (or leaves) must not
+/// keep it through keys. Each revocation is announced like a key revoke
+/// (`core.v1.auth.credential_revoked`), so gateways drop the keys at once.
+/// Returns the revoked key ids.
+pub async fn revoke_keys_created_by(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    org_id: OrgId,
+    user_id: UserId,
+) -> anyhow::Result<Vec<ApiKeyId>> {
+    let revoked: Vec<(ApiKeyId, Vec<u8>)> = sqlx::query_as(
+        "UPDATE api_keys SET revoked_at = now() \
+         WHERE org_id = $1 AND created_by = $2 AND revoked_at IS NULL \
+         RETURNING id, token_hash",
+    )
+    .bind(org_id)
+    .bind(user_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    for (id, hash) in &revoked {
+        outbox::enqueue(
+            &mut *conn,
+            naming,
+            CredentialRevoked {
+                user_id: id.as_principal(),
+                credential_kind: "api_key".into(),
+                credential_id: id.as_uuid(),
+                token_hash: hex::encode(hash),
+            },
+        )
+        .await?;
+    }
+    Ok(revoked.into_iter().map(|(id, _)| id).collect())
+}
+
+/// Serialize membership changes of `user_id` across organizations (the cap).
+pub async fn lock_user(conn: &mut PgConnection, user_id: UserId) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 2))")
+        .bind(user_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
 
 /// Serialize membership changes of `org_id` (adds, role changes, the first
 /// owner) until the transaction ends.
@@ -19,13 +71,14 @@ pub async fn lock_org(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<()
 }
 
 /// Tell the gateways (`identity.changed`) and org-billing's replica
-/// (`membership.changed`) that `user_id` now has `role` in `org_id`.
+/// (`membership.changed`) that `user_id` now has `role` in `org_id` (`None`:
+/// no longer a member).
 pub async fn announce(
     conn: &mut PgConnection,
     naming: &Naming,
     org_id: OrgId,
     user_id: UserId,
-    role: Role,
+    role: Option<Role>,
 ) -> anyhow::Result<()> {
     outbox::enqueue(&mut *conn, naming, IdentityChanged { user_id }).await?;
     outbox::enqueue(
@@ -34,7 +87,7 @@ pub async fn announce(
         MembershipChanged {
             org_id,
             user_id,
-            role: Some(role),
+            role,
         },
     )
     .await?;
@@ -65,7 +118,7 @@ pub async fn ensure_creator_owner(
     .rows_affected()
         == 1;
     if inserted {
-        announce(&mut tx, &state.naming, org_id, user_id, Role::Owner).await?;
+        announce(&mut tx, &state.naming, org_id, user_id, Some(Role::Owner)).await?;
     }
     tx.commit().await?;
     if inserted {

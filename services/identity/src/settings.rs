@@ -30,6 +30,7 @@ pub struct AuthSettings {
     pub request_link_per_ip_per_hour: i64,
     pub verify_per_ip_per_minute: i64,
     pub audit_page: i64,
+    pub max_memberships_per_user: i64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -85,6 +85,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         outbox: outbox.clone(),
         naming: naming.clone(),
         identity: Peer::new(SERVICE, "identity", &settings.identity)?,
+        orgs: settings.orgs.clone(),
     });
 
     tasks.push(outbox.spawn_relay(

@@ -18,6 +18,7 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// identity's internal address and org-billing's caller key there.
     pub identity: PeerSettings,
+    pub orgs: OrgSettings,
     pub seed: SeedSettings,
     pub jobs: JobSettings,
     pub ledger: LedgerSettings,
@@ -30,6 +31,12 @@ pub struct LedgerSettings {
     pub ping_if_idle_ms: u64,
     pub queue_timeout_ms: u64,
     pub batch_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OrgSettings {
+    pub max_created_per_day: i64,
+    pub max_memberships: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

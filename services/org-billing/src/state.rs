@@ -19,6 +19,7 @@ pub struct AppState {
     pub batch_limit: std::time::Duration,
     pub outbox: Outbox,
     pub naming: Naming,
+    pub orgs: crate::settings::OrgSettings,
     /// identity's internal routes, called with org-billing's own caller key.
     pub identity: Peer,
 }

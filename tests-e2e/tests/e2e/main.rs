@@ -10,6 +10,7 @@ mod gateway;
 mod ledger;
 mod ledger_limits;
 mod members;
+mod membership_limits;
 mod orgs;
 mod outbox;
 mod profile;

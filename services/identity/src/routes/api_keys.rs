@@ -1,4 +1,6 @@
-//! Org-scoped API keys: admin authority to create, list and revoke.
+//! Org-scoped API keys: admin authority, by session, to create, list and
+//! revoke (a leaked key cannot mint more keys). A key remembers who created it;
+//! when that member loses admin authority or leaves, their keys are revoked.
 
 use crate::{audit, resolve::API_KEY_PREFIX, state::AppState, tokens};
 use actix_web::{web, HttpResponse};
@@ -16,6 +18,8 @@ struct ApiKey {
     id: ApiKeyId,
     name: String,
     role: String,
+    /// The user who created the key (it is revoked when they lose admin authority).
+    created_by: hub_domain::UserId,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -39,7 +43,7 @@ pub async fn create(
     body: web::Json<CreateKey>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
-    caller.require(org_id, Capability::Admin)?;
+    caller.require_session(org_id, Capability::Admin)?;
     let name = crate::fields::line("name", &body.name, NAME_MAX)?;
     if name.is_empty() {
         return Err(ApiError::bad_request("name is required"));
@@ -57,7 +61,7 @@ pub async fn create(
     let mut tx = state.pool.begin().await?;
     let key: ApiKey = sqlx::query_as(
         "INSERT INTO api_keys (id, org_id, name, role, token_hash, created_by) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, name, role, created_at, revoked_at",
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, name, role, created_by, created_at, revoked_at",
     )
     .bind(ApiKeyId::new())
     .bind(org_id)
@@ -88,9 +92,9 @@ pub async fn list(
     path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
-    caller.require(org_id, Capability::Admin)?;
+    caller.require_session(org_id, Capability::Admin)?;
     let keys: Vec<ApiKey> = sqlx::query_as(
-        "SELECT id, name, role, created_at, revoked_at FROM api_keys \
+        "SELECT id, name, role, created_by, created_at, revoked_at FROM api_keys \
          WHERE org_id = $1 ORDER BY created_at DESC LIMIT 500",
     )
     .bind(org_id)
@@ -108,7 +112,7 @@ pub async fn revoke(
     path: web::Path<(OrgId, ApiKeyId)>,
 ) -> ApiResult<HttpResponse> {
     let (org_id, key_id) = path.into_inner();
-    caller.require(org_id, Capability::Admin)?;
+    caller.require_session(org_id, Capability::Admin)?;
     let mut tx = state.pool.begin().await?;
     let hash: Option<Vec<u8>> = sqlx::query_scalar(
         "UPDATE api_keys SET revoked_at = now() \

@@ -40,9 +40,12 @@ pub struct AddMember {
     role: String,
 }
 
-/// POST /v1/organizations/{id}/members: admin (owner or manager). Adds the member
-/// or changes their role, creating the user by email if needed. Only an owner
-/// grants or takes away the owner role, and the last owner cannot be demoted.
+/// POST /v1/organizations/{id}/members: admin (owner or manager), by session
+/// only. Adds the member or changes their role, creating the user by email if
+/// needed. Only an owner grants or takes away the owner role, and the last
+/// owner cannot be demoted. A member who loses admin authority loses the API
+/// keys they created in the same transaction. A user belongs to at most
+/// `auth.max_memberships_per_user` organizations (409 beyond).
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn add(
     state: web::Data<AppState>,
@@ -51,7 +54,7 @@ pub async fn add(
     body: web::Json<AddMember>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
-    let caller_role = caller.require(org_id, Capability::Admin)?;
+    let caller_role = caller.require_session(org_id, Capability::Admin)?;
     let email = Email::parse(&body.email).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let role = Role::parse(&body.role).ok_or_else(|| {
         ApiError::bad_request("role must be owner, manager, finance, developer or visitor")
@@ -65,6 +68,7 @@ pub async fn add(
     let mut tx = state.pool.begin().await?;
     memberships::lock_org(&mut tx, org_id).await?;
     let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
+    memberships::lock_user(&mut tx, user_id).await?;
     let current: Vec<(UserId, String)> =
         sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
             .bind(org_id)
@@ -83,6 +87,18 @@ pub async fn add(
         let owners = current.iter().filter(|(_, r)| r == "owner").count();
         if owners <= 1 {
             return Err(ApiError::conflict("the last owner cannot be demoted"));
+        }
+    }
+    if previous.is_none() {
+        let cap = state.auth.max_memberships_per_user;
+        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM memberships WHERE user_id = $1")
+            .bind(user_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if count >= cap {
+            return Err(ApiError::Conflict(format!(
+                "this user already belongs to the maximum of {cap} organizations"
+            )));
         }
     }
     if previous != Some(role) {
@@ -110,7 +126,18 @@ pub async fn add(
             &caller.ip,
         )
         .await?;
-        memberships::announce(&mut tx, &state.naming, org_id, user_id, role).await?;
+        memberships::announce(&mut tx, &state.naming, org_id, user_id, Some(role)).await?;
+        if memberships::is_admin(previous) && !memberships::is_admin(Some(role)) {
+            revoke_keys(
+                &mut tx,
+                &state,
+                &caller,
+                org_id,
+                user_id,
+                "admin_authority_lost",
+            )
+            .await?;
+        }
     }
     tx.commit().await?;
     state.publish_now().await;
@@ -121,4 +148,105 @@ pub async fn add(
             email: email.as_str().to_owned(),
             role: role.as_str().to_owned(),
         }))
+}
+
+/// Revoke the keys `user_id` created in `org_id` and audit it (caller's transaction).
+async fn revoke_keys(
+    tx: &mut sqlx::PgConnection,
+    state: &AppState,
+    caller: &Caller,
+    org_id: OrgId,
+    user_id: UserId,
+    reason: &str,
+) -> ApiResult<Vec<hub_domain::ApiKeyId>> {
+    let revoked =
+        memberships::revoke_keys_created_by(&mut *tx, &state.naming, org_id, user_id).await?;
+    if !revoked.is_empty() {
+        audit::record(
+            tx,
+            Some(caller.user_id()),
+            "org.api_keys_revoked",
+            &format!("org:{org_id}"),
+            json!({"org_id": org_id, "created_by": user_id, "key_ids": revoked, "reason": reason}),
+            &caller.ip,
+        )
+        .await?;
+    }
+    Ok(revoked)
+}
+
+/// DELETE /v1/organizations/{id}/members/{user_id}, by session: a member
+/// leaves (their own id: any role), or an admin removes someone (only an owner
+/// removes an owner). The last owner can neither leave nor be removed (409).
+/// The keys the member created are revoked in the same transaction.
+#[tracing::instrument(skip_all)]
+pub async fn remove(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(OrgId, UserId)>,
+) -> ApiResult<HttpResponse> {
+    let (org_id, user_id) = path.into_inner();
+    let caller_role = if user_id == caller.user_id() {
+        caller.require_session(org_id, Capability::Read)?
+    } else {
+        caller.require_session(org_id, Capability::Admin)?
+    };
+    let mut tx = state.pool.begin().await?;
+    memberships::lock_org(&mut tx, org_id).await?;
+    let current: Vec<(UserId, String)> =
+        sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
+            .bind(org_id)
+            .fetch_all(&mut *tx)
+            .await?;
+    let role = current
+        .iter()
+        .find(|(u, _)| *u == user_id)
+        .and_then(|(_, r)| Role::parse(r))
+        .ok_or(ApiError::NotFound)?;
+    if role == Role::Owner {
+        if caller_role != Role::Owner {
+            return Err(ApiError::forbidden(
+                "insufficient role: requires owner to remove an owner",
+            ));
+        }
+        if current.iter().filter(|(_, r)| r == "owner").count() <= 1 {
+            return Err(ApiError::conflict(
+                "the last owner cannot leave the organization",
+            ));
+        }
+    }
+    sqlx::query("DELETE FROM memberships WHERE org_id = $1 AND user_id = $2")
+        .bind(org_id)
+        .bind(user_id)
+        .execute(&mut *tx)
+        .await?;
+    let action = if user_id == caller.user_id() {
+        "org.member_left"
+    } else {
+        "org.member_removed"
+    };
+    audit::record(
+        &mut tx,
+        Some(caller.user_id()),
+        action,
+        &format!("org:{org_id}"),
+        json!({"org_id": org_id, "user_id": user_id, "previous_role": role}),
+        &caller.ip,
+    )
+    .await?;
+    memberships::announce(&mut tx, &state.naming, org_id, user_id, None).await?;
+    revoke_keys(
+        &mut tx,
+        &state,
+        &caller,
+        org_id,
+        user_id,
+        "membership_ended",
+    )
+    .await?;
+    tx.commit().await?;
+    state.publish_now().await;
+    Ok(HttpResponse::Ok()
+        .insert_header(service_kit::http::identity_changed(user_id))
+        .json(json!({"status": "removed"})))
 }

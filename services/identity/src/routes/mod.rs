@@ -32,6 +32,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::post().to(members::add),
         )
         .route(
+            "/v1/organizations/{id}/members/{user_id}",
+            web::delete().to(members::remove),
+        )
+        .route(
             "/v1/organizations/{id}/api-keys",
             web::get().to(api_keys::list),
         )

@@ -42,7 +42,8 @@ pub struct CreateOrg {
 }
 
 /// POST /v1/organizations (session): 201 Organization; 422 when no distributor
-/// entity covers the country.
+/// entity covers the country; 409 when the caller already belongs to
+/// `orgs.max_memberships` organizations; 429 past `orgs.max_created_per_day`.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn create(
     state: web::Data<AppState>,
@@ -62,8 +63,32 @@ pub async fn create(
     }
     let country =
         CountryCode::parse(&body.country).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let cap = state.orgs.max_memberships;
+    if caller.memberships_truncated || caller.identity.memberships.len() >= cap {
+        return Err(ApiError::Conflict(format!(
+            "you already belong to the maximum of {cap} organizations"
+        )));
+    }
 
     let mut tx = state.pool.begin().await?;
+    // One creation at a time per user, so that the daily quota holds under
+    // concurrent requests.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 3))")
+        .bind(caller.user_id())
+        .execute(&mut *tx)
+        .await?;
+    let today: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM organizations WHERE created_by = $1 AND created_at > now() - interval '1 day'",
+    )
+    .bind(caller.user_id())
+    .fetch_one(&mut *tx)
+    .await?;
+    let quota = state.orgs.max_created_per_day;
+    if today >= quota {
+        return Err(ApiError::QuotaExceeded(format!(
+            "you can create at most {quota} organizations per 24 hours"
+        )));
+    }
     let route: Option<(Uuid, String)> = sqlx::query_as(
         "SELECT d.id, d.currency FROM distributor_coverage c JOIN distributors d ON d.id = c.distributor_id \
          WHERE c.country = $1",
@@ -136,9 +161,22 @@ pub async fn create(
         .json(org))
 }
 
-/// GET /v1/organizations (session): the caller's organizations.
+/// GET /v1/organizations (session): the caller's organizations. When the
+/// gateway carried only some of the caller's memberships (a user in more
+/// organizations than an assertion holds), the membership replica has the rest.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn list(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
+    if caller.memberships_truncated {
+        let orgs: Vec<Organization> = sqlx::query_as(&format!(
+            "SELECT {ORG_COLUMNS} FROM {ORG_FROM} \
+             WHERE o.id IN (SELECT org_id FROM org_members WHERE user_id = $1) \
+             ORDER BY o.created_at, o.id"
+        ))
+        .bind(caller.user_id())
+        .fetch_all(&state.pool)
+        .await?;
+        return Ok(HttpResponse::Ok().json(orgs));
+    }
     let ids: Vec<OrgId> = caller
         .identity
         .memberships
