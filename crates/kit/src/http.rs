@@ -163,6 +163,29 @@ impl Readiness {
     }
 }
 
+/// What `/metrics` reports on (Prometheus text format; not behind the
+/// assertion, like the probes: reachable inside the cluster only).
+pub struct Metrics {
+    pub js: async_nats::jetstream::Context,
+    pub naming: event_contracts::Naming,
+    /// This service's consumers are named `<service>-...`.
+    pub consumer_prefix: String,
+}
+
+/// `GET /metrics`: `hub_dead_letter_events`, the events of this service's
+/// consumers waiting in the DLQ (-1 when NATS cannot say).
+pub async fn metrics(m: web::Data<Metrics>) -> HttpResponse {
+    let count = crate::deadletter::count(&m.js, &m.naming, &m.consumer_prefix)
+        .await
+        .map_or(-1, |n| n as i64);
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(format!(
+            "# HELP hub_dead_letter_events Events of this service's consumers waiting in the DLQ.\n\
+             # TYPE hub_dead_letter_events gauge\nhub_dead_letter_events {count}\n"
+        ))
+}
+
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
 }

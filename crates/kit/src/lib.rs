@@ -15,6 +15,7 @@
 pub mod assertion;
 pub mod clock;
 pub mod db;
+pub mod deadletter;
 pub mod error;
 pub mod http;
 pub mod nats;

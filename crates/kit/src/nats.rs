@@ -19,10 +19,15 @@ pub async fn connect(s: &NatsSettings, name: &str) -> anyhow::Result<async_nats:
         .with_context(|| format!("connecting to NATS at {}", s.url))
 }
 
-/// Create the CORE and PRODUCT streams when missing.
+/// Create the CORE, PRODUCT and DLQ streams when missing.
 pub async fn ensure_streams(js: &jetstream::Context, s: &NatsSettings) -> anyhow::Result<()> {
     let naming = s.naming();
-    for (base, pattern) in STREAMS {
+    let dlq_pattern = format!("{}.>", crate::deadletter::SUBJECT_ROOT);
+    let all = STREAMS
+        .iter()
+        .map(|(b, p)| (*b, *p))
+        .chain([(crate::deadletter::STREAM, dlq_pattern.as_str())]);
+    for (base, pattern) in all {
         let cfg = stream::Config {
             name: naming.stream(base),
             subjects: vec![naming.subject(pattern)],
@@ -31,7 +36,12 @@ pub async fn ensure_streams(js: &jetstream::Context, s: &NatsSettings) -> anyhow
             } else {
                 stream::StorageType::File
             },
-            max_age: Duration::from_secs(s.stream_max_age_secs),
+            // Dead letters wait for an operator: kept until replayed.
+            max_age: if base == crate::deadletter::STREAM {
+                Duration::ZERO
+            } else {
+                Duration::from_secs(s.stream_max_age_secs)
+            },
             duplicate_window: Duration::from_secs(120),
             ..Default::default()
         };
@@ -71,7 +81,9 @@ async fn durable_messages<T: Event>(
                 filter_subject: naming.subject(T::SUBJECT),
                 ack_policy: consumer::AckPolicy::Explicit,
                 ack_wait: Duration::from_secs(30),
-                max_deliver: 20,
+                // Unlimited: the consumer moves an event it gave up on to the
+                // DLQ itself, so the server never drops one.
+                max_deliver: -1,
                 max_ack_pending: 10_000,
                 ..Default::default()
             },
@@ -87,11 +99,14 @@ async fn durable_messages<T: Event>(
 ///
 /// The handler must be idempotent: messages are acked only after it returns
 /// `Ok`, so a crash between its commit and the acks redelivers them. On `Err`
-/// the whole batch is redelivered after a second. A payload that does not parse
-/// is terminated (it would never parse).
+/// each message of the batch is redelivered after a backoff that doubles per
+/// delivery (`nats.consumer_backoff_*`); after `nats.dead_letter_after`
+/// deliveries it moves to the DLQ stream ([`crate::deadletter`]) and only then
+/// is acknowledged, so a long outage (a database down for minutes) loses
+/// nothing. A payload that does not parse goes to the DLQ at once.
 pub async fn run_batch_consumer<T, F, Fut>(
     js: jetstream::Context,
-    naming: Naming,
+    nats: NatsSettings,
     durable_base: &str,
     max_batch: usize,
     linger: Duration,
@@ -103,6 +118,7 @@ where
     F: Fn(Vec<Envelope<T>>) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
+    let naming = nats.naming();
     let (durable, mut messages) = durable_messages::<T>(&js, &naming, durable_base).await?;
     let max_batch = max_batch.max(1);
     loop {
@@ -131,8 +147,16 @@ where
                         msgs.push(msg);
                     }
                     Err(e) => {
-                        tracing::error!(error = %e, subject = %msg.subject, "unparseable event, terminating it");
-                        let _ = msg.ack_with(AckKind::Term).await;
+                        tracing::error!(error = %e, subject = %msg.subject, "unparseable event");
+                        give_up(
+                            &js,
+                            &naming,
+                            durable_base,
+                            &msg,
+                            &format!("unparseable: {e}"),
+                            &nats,
+                        )
+                        .await;
                     }
                 },
                 Err(e) => {
@@ -160,8 +184,15 @@ where
             }
             Err(e) => {
                 tracing::warn!(error = ?e, consumer = %durable, "event handler failed; retrying later");
+                let why = format!("{e:#}");
                 for m in msgs {
-                    let _ = m.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+                    let delivered = m.info().map(|i| i.delivered).unwrap_or(1);
+                    if delivered >= nats.dead_letter_after {
+                        give_up(&js, &naming, durable_base, &m, &why, &nats).await;
+                    } else {
+                        let delay = backoff(&nats, delivered);
+                        let _ = m.ack_with(AckKind::Nak(Some(delay))).await;
+                    }
                 }
             }
         }
@@ -169,10 +200,45 @@ where
     Ok(())
 }
 
+/// The redelivery delay after the `delivered`-th failed delivery.
+pub fn backoff(nats: &NatsSettings, delivered: i64) -> Duration {
+    let doublings = delivered.clamp(1, 32) as u32 - 1;
+    let ms = nats
+        .consumer_backoff_base_ms
+        .saturating_mul(1u64 << doublings.min(31))
+        .min(nats.consumer_backoff_max_ms);
+    Duration::from_millis(ms)
+}
+
+/// Move `m` to the DLQ, then acknowledge it; if the DLQ does not take it,
+/// redeliver later (never drop).
+async fn give_up(
+    js: &jetstream::Context,
+    naming: &Naming,
+    durable_base: &str,
+    m: &jetstream::Message,
+    why: &str,
+    nats: &NatsSettings,
+) {
+    let delivered = m.info().map(|i| i.delivered).unwrap_or(1);
+    match crate::deadletter::dead_letter(js, naming, durable_base, m, delivered, why).await {
+        Ok(()) => {
+            tracing::error!(consumer = durable_base, subject = %m.subject, delivered, "event moved to the DLQ");
+            let _ = m.ack_with(AckKind::Term).await;
+        }
+        Err(e) => {
+            tracing::error!(error = ?e, consumer = durable_base, "cannot dead-letter; redelivering");
+            let _ = m
+                .ack_with(AckKind::Nak(Some(backoff(nats, delivered))))
+                .await;
+        }
+    }
+}
+
 /// [`run_batch_consumer`] with a handler that takes one event at a time.
 pub async fn run_consumer<T, F, Fut>(
     js: jetstream::Context,
-    naming: Naming,
+    nats: NatsSettings,
     durable_base: &str,
     cancel: CancellationToken,
     handler: F,
@@ -185,7 +251,7 @@ where
     let handler = &handler;
     run_batch_consumer::<T, _, _>(
         js,
-        naming,
+        nats,
         durable_base,
         1,
         Duration::ZERO,
@@ -203,7 +269,7 @@ where
 /// [`run_batch_consumer`] on a task of its own; logs if it ever stops with an error.
 pub fn spawn_batch_consumer<T, F, Fut>(
     js: jetstream::Context,
-    naming: Naming,
+    nats: NatsSettings,
     durable_base: &'static str,
     max_batch: usize,
     linger: Duration,
@@ -218,7 +284,7 @@ where
     tokio::spawn(async move {
         let run = run_batch_consumer::<T, F, Fut>(
             js,
-            naming,
+            nats,
             durable_base,
             max_batch,
             linger,
@@ -234,7 +300,7 @@ where
 /// [`run_consumer`] on a task of its own; logs if it ever stops with an error.
 pub fn spawn_consumer<T, F, Fut>(
     js: jetstream::Context,
-    naming: Naming,
+    nats: NatsSettings,
     durable_base: &'static str,
     cancel: CancellationToken,
     handler: F,
@@ -245,7 +311,7 @@ where
     Fut: Future<Output = anyhow::Result<()>> + Send,
 {
     tokio::spawn(async move {
-        if let Err(e) = run_consumer::<T, F, Fut>(js, naming, durable_base, cancel, handler).await {
+        if let Err(e) = run_consumer::<T, F, Fut>(js, nats, durable_base, cancel, handler).await {
             tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
         }
     })

@@ -12,6 +12,8 @@ pub struct Service<S> {
     pub verifier: assertion::Verifier,
     pub db: sqlx::PgPool,
     pub nats: async_nats::Client,
+    /// Subject and stream naming (for the dead-letter count on `/metrics`).
+    pub naming: event_contracts::Naming,
     /// Handler state, registered as `web::Data<S>`.
     pub state: web::Data<S>,
     pub routes: fn(&mut web::ServiceConfig),
@@ -25,13 +27,20 @@ pub fn serve<S: Send + Sync + 'static>(
     svc: Service<S>,
     cancel: CancellationToken,
 ) -> anyhow::Result<Running> {
+    let metrics = web::Data::new(http::Metrics {
+        js: async_nats::jetstream::new(svc.nats.clone()),
+        naming: svc.naming,
+        consumer_prefix: format!("{}-", svc.name),
+    });
     let readiness = http::Readiness {
         db: Some(svc.db),
         nats: Some(svc.nats),
     };
     let (state, routes) = (svc.state, svc.routes);
     let (port, server) = start(settings, svc.verifier, readiness, cancel, move |c| {
-        c.app_data(state.clone());
+        c.app_data(state.clone())
+            .app_data(metrics.clone())
+            .route("/metrics", web::get().to(http::metrics));
         routes(c);
     })?;
     tracing::info!(port, "{} listening", svc.name);

@@ -115,6 +115,26 @@ pub struct NatsSettings {
     pub memory_storage: bool,
     /// How long a stream keeps messages, in seconds.
     pub stream_max_age_secs: u64,
+    /// A failed event is redelivered after `consumer_backoff_base_ms`, doubling
+    /// per delivery up to `consumer_backoff_max_ms`.
+    #[serde(default = "default_backoff_base_ms")]
+    pub consumer_backoff_base_ms: u64,
+    #[serde(default = "default_backoff_max_ms")]
+    pub consumer_backoff_max_ms: u64,
+    /// After this many failed deliveries an event moves to the DLQ stream
+    /// (never dropped; `<service> dlq replay` sends it again).
+    #[serde(default = "default_dead_letter_after")]
+    pub dead_letter_after: i64,
+}
+
+fn default_backoff_base_ms() -> u64 {
+    1_000
+}
+fn default_backoff_max_ms() -> u64 {
+    300_000
+}
+fn default_dead_letter_after() -> i64 {
+    20
 }
 
 impl NatsSettings {

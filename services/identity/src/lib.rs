@@ -74,7 +74,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let pool_for_audit = pool.clone();
     tasks.push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
         js.clone(),
-        naming.clone(),
+        settings.nats.clone(),
         "identity-audit",
         256,
         Duration::from_millis(20),
@@ -87,7 +87,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let state_for_orgs = state.clone();
     tasks.push(nats::spawn_consumer::<OrgCreated, _, _>(
         js.clone(),
-        naming.clone(),
+        settings.nats.clone(),
         "identity-org-created",
         cancel.clone(),
         move |env| {
@@ -108,6 +108,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             verifier,
             db: pool,
             nats: nats_client,
+            naming: settings.nats.naming(),
             state,
             routes: configure,
             tasks,

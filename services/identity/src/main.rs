@@ -11,8 +11,12 @@ async fn main() -> anyhow::Result<()> {
     match std::env::args().nth(1).as_deref() {
         Some("migrate") => identity::migrate(&settings).await,
         Some("healthcheck") => service_kit::http::probe(settings.http.port).await,
+        Some("dlq") => {
+            let args: Vec<String> = std::env::args().skip(2).collect();
+            service_kit::deadletter::command(&settings.nats, &args).await
+        }
         Some(other) => {
-            anyhow::bail!("unknown subcommand {other:?} (expected migrate or healthcheck)")
+            anyhow::bail!("unknown subcommand {other:?} (expected migrate, healthcheck or dlq)")
         }
         None => {
             let cancel = CancellationToken::new();

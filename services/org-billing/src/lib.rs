@@ -96,7 +96,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let replica_pool = pool.clone();
     tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(
         js,
-        naming,
+        settings.nats.clone(),
         "org-billing-memberships",
         cancel.clone(),
         move |env| {
@@ -124,6 +124,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             verifier,
             db: pool,
             nats: nats_client,
+            naming: settings.nats.naming(),
             state,
             routes: configure,
             tasks,

@@ -6,6 +6,7 @@ mod api_keys;
 mod audit;
 mod auth;
 mod bad_input;
+mod consumers;
 mod gateway;
 mod ledger;
 mod ledger_limits;

@@ -79,6 +79,9 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
         stream_suffix: s.naming.stream_suffix.clone(),
         memory_storage: true,
         stream_max_age_secs: 3600,
+        consumer_backoff_base_ms: 200,
+        consumer_backoff_max_ms: 1000,
+        dead_letter_after: 20,
     };
     let js = async_nats::jetstream::new(s.nats.clone());
     nats::ensure_streams(&js, &settings).await.expect("streams");
@@ -88,7 +91,7 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
     let (a, d) = (attempts.clone(), delivered.clone());
     let task = nats::spawn_batch_consumer::<AuditRecorded, _, _>(
         js.clone(),
-        settings.naming(),
+        settings.clone(),
         "kit-test",
         16,
         Duration::from_millis(20),
@@ -113,7 +116,7 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
         ip: String::new(),
     })
     .await;
-    // A payload that never parses is terminated, not retried forever.
+    // A payload that never parses goes to the DLQ, not retried forever.
     js.publish(s.naming.subject(AuditRecorded::SUBJECT), "not json".into())
         .await
         .expect("publish")
@@ -147,6 +150,15 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
         .expect("consumer");
     let info = consumer.info().await.expect("info");
     assert_eq!((info.num_pending, info.num_ack_pending), (0, 0));
+    let dead: Vec<_> = service_kit::deadletter::list(&js, &s.naming)
+        .await
+        .expect("dlq")
+        .into_iter()
+        .filter(|d| d.consumer == "kit-test")
+        .collect();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].payload.as_ref(), b"not json");
+    assert_eq!(dead[0].consumer, "kit-test");
 }
 
 #[tokio::test]

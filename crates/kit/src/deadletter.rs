@@ -1,0 +1,212 @@
+//! Dead letters: events a durable consumer could not handle after
+//! `nats.dead_letter_after` deliveries (with exponential backoff between them).
+//!
+//! Nothing is dropped: the event moves to the `DLQ` stream (subject
+//! `dlq.<consumer>`, the original subject and the last error in headers), and
+//! is acknowledged on its own stream only once the DLQ holds it. An operator
+//! lists and replays them with the service binary:
+//!
+//! ```text
+//! identity dlq list
+//! identity dlq replay <sequence>...   # or: identity dlq replay --all
+//! ```
+//!
+//! A replay publishes the event again on its original subject (consumers are
+//! idempotent) and deletes it from the DLQ. Each service reports how many of
+//! its consumers' events wait there as `hub_dead_letter_events` on `/metrics`.
+
+use crate::settings::NatsSettings;
+use anyhow::Context;
+use async_nats::{jetstream, HeaderMap};
+use event_contracts::Naming;
+use futures::TryStreamExt;
+
+pub const STREAM: &str = "DLQ";
+pub const SUBJECT_ROOT: &str = "dlq";
+const ORIGINAL_SUBJECT: &str = "Hub-Original-Subject";
+const CONSUMER: &str = "Hub-Consumer";
+const ERROR: &str = "Hub-Error";
+const DELIVERIES: &str = "Hub-Deliveries";
+
+/// The DLQ subject of `durable` (without the deployment's prefix and suffix).
+fn subject(naming: &Naming, durable_base: &str) -> String {
+    naming.subject(&format!("{SUBJECT_ROOT}.{durable_base}"))
+}
+
+/// Copy a message that failed `deliveries` times into the DLQ; Ok once the
+/// DLQ stream acknowledged it (only then may the original be acknowledged).
+pub async fn dead_letter(
+    js: &jetstream::Context,
+    naming: &Naming,
+    durable_base: &str,
+    msg: &jetstream::Message,
+    deliveries: i64,
+    error: &str,
+) -> anyhow::Result<()> {
+    let mut headers = HeaderMap::new();
+    headers.insert(ORIGINAL_SUBJECT, msg.subject.as_str());
+    headers.insert(CONSUMER, durable_base);
+    headers.insert(DELIVERIES, deliveries.to_string().as_str());
+    // Header values are one line.
+    let error: String = error
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(500)
+        .collect();
+    headers.insert(ERROR, error.as_str());
+    if let Some(h) = &msg.headers {
+        if let Some(tp) = h.get("traceparent") {
+            headers.insert("traceparent", tp.as_str());
+        }
+        if let Some(id) = h.get("Nats-Msg-Id") {
+            // One copy in the DLQ, however often this is retried.
+            headers.insert("Nats-Msg-Id", format!("dlq-{durable_base}-{id}").as_str());
+        }
+    }
+    js.publish_with_headers(subject(naming, durable_base), headers, msg.payload.clone())
+        .await?
+        .await
+        .context("the DLQ stream did not acknowledge")?;
+    Ok(())
+}
+
+/// One dead-lettered event.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub sequence: u64,
+    pub consumer: String,
+    pub original_subject: String,
+    pub deliveries: String,
+    pub error: String,
+    pub payload: bytes::Bytes,
+}
+
+async fn stream(
+    js: &jetstream::Context,
+    naming: &Naming,
+) -> anyhow::Result<jetstream::stream::Stream> {
+    js.get_stream(naming.stream(STREAM))
+        .await
+        .context("looking up the DLQ stream")
+}
+
+/// Every event in the DLQ, oldest first.
+pub async fn list(js: &jetstream::Context, naming: &Naming) -> anyhow::Result<Vec<DeadLetter>> {
+    let mut s = stream(js, naming).await?;
+    let state = s.info().await?.state.clone();
+    let mut out = Vec::new();
+    if state.messages == 0 {
+        return Ok(out);
+    }
+    for seq in state.first_sequence..=state.last_sequence {
+        // Replayed (deleted) sequences leave gaps.
+        let Ok(m) = s.get_raw_message(seq).await else {
+            continue;
+        };
+        let h = |k: &str| {
+            m.headers
+                .get(k)
+                .map(|v| v.as_str().to_owned())
+                .unwrap_or_default()
+        };
+        out.push(DeadLetter {
+            sequence: seq,
+            consumer: h(CONSUMER),
+            original_subject: h(ORIGINAL_SUBJECT),
+            deliveries: h(DELIVERIES),
+            error: h(ERROR),
+            payload: m.payload.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Publish the event at `sequence` again on its original subject, then delete
+/// it from the DLQ.
+pub async fn replay(js: &jetstream::Context, naming: &Naming, sequence: u64) -> anyhow::Result<()> {
+    let s = stream(js, naming).await?;
+    let m = s
+        .get_raw_message(sequence)
+        .await
+        .with_context(|| format!("no dead letter at sequence {sequence}"))?;
+    let original = m
+        .headers
+        .get(ORIGINAL_SUBJECT)
+        .map(|v| v.as_str().to_owned())
+        .context("dead letter without its original subject")?;
+    let mut headers = HeaderMap::new();
+    // A fresh message id: the original one may still be in the duplicate window.
+    headers.insert(
+        "Nats-Msg-Id",
+        format!("replay-{}-{sequence}", s.cached_info().config.name).as_str(),
+    );
+    if let Some(tp) = m.headers.get("traceparent") {
+        headers.insert("traceparent", tp.as_str());
+    }
+    js.publish_with_headers(original, headers, m.payload.clone())
+        .await?
+        .await
+        .context("the original stream did not acknowledge the replay")?;
+    s.delete_message(sequence).await?;
+    Ok(())
+}
+
+/// How many dead letters belong to consumers whose names start with `prefix`
+/// (a service's consumers are named after it).
+pub async fn count(js: &jetstream::Context, naming: &Naming, prefix: &str) -> anyhow::Result<u64> {
+    let s = stream(js, naming).await?;
+    let root = naming.subject(&format!("{SUBJECT_ROOT}."));
+    let mut subjects = s.info_with_subjects(format!("{root}>")).await?;
+    let mut n = 0u64;
+    while let Some((subject, c)) = subjects.try_next().await? {
+        if subject
+            .strip_prefix(&root)
+            .is_some_and(|durable| durable.starts_with(prefix))
+        {
+            n += c as u64;
+        }
+    }
+    Ok(n)
+}
+
+/// The `dlq` subcommand of every service binary: `list`, `replay SEQ...`,
+/// `replay --all`.
+pub async fn command(settings: &NatsSettings, args: &[String]) -> anyhow::Result<()> {
+    let client = crate::nats::connect(settings, "dlq-command").await?;
+    let js = jetstream::new(client);
+    let naming = settings.naming();
+    match args.first().map(String::as_str) {
+        Some("list") => {
+            let all = list(&js, &naming).await?;
+            println!("{} dead letter(s)", all.len());
+            for d in all {
+                println!(
+                    "{}\t{}\t{}\tdeliveries={}\t{}",
+                    d.sequence, d.consumer, d.original_subject, d.deliveries, d.error
+                );
+            }
+            Ok(())
+        }
+        Some("replay") => {
+            let seqs: Vec<u64> = if args.get(1).map(String::as_str) == Some("--all") {
+                list(&js, &naming)
+                    .await?
+                    .iter()
+                    .map(|d| d.sequence)
+                    .collect()
+            } else {
+                args[1..]
+                    .iter()
+                    .map(|a| a.parse().with_context(|| format!("not a sequence: {a}")))
+                    .collect::<anyhow::Result<_>>()?
+            };
+            anyhow::ensure!(!seqs.is_empty(), "usage: dlq replay <sequence>... | --all");
+            for seq in seqs {
+                replay(&js, &naming, seq).await?;
+                println!("replayed {seq}");
+            }
+            Ok(())
+        }
+        _ => anyhow::bail!("usage: dlq list | dlq replay <sequence>... | dlq replay --all"),
+    }
+}
