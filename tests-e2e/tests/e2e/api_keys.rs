@@ -243,10 +243,41 @@ async fn the_product_host_serves_the_key_operations_under_core_api() {
         .await;
     assert_eq!(r.status, 201);
     let id = r.body["key"]["id"].as_str().unwrap_or_default().to_owned();
+    let key = r.body["token"].as_str().unwrap_or_default().to_owned();
     let list = s.call("GET", &base, Some(&owner), None, &[]).await;
     assert_eq!(list.body.as_array().map(|a| a.len()), Some(1));
+    // The key works on both hosts at its role.
+    let members = format!("/v1/organizations/{org}/members");
+    for url in [
+        format!("{}{members}", s.core()),
+        format!("{}/core-api{members}", s.product()),
+    ] {
+        let r = s.call("GET", &url, Some(&key), None, &[]).await;
+        assert_eq!(r.status, 200, "{url}: {:?}", r.body);
+    }
+    let me = s
+        .call(
+            "GET",
+            &format!("{}/core-api/v1/auth/me", s.product()),
+            Some(&key),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(me.body["memberships"][0]["role"], "manager");
     let del = s
         .call("DELETE", &format!("{base}/{id}"), Some(&owner), None, &[])
         .await;
     assert_eq!(del.status, 200);
+    for url in [
+        format!("{}{members}", s.core()),
+        format!("{}/core-api{members}", s.product()),
+    ] {
+        let r = s.call("GET", &url, Some(&key), None, &[]).await;
+        assert_eq!(
+            (r.status, r.error()),
+            (401, "invalid or expired credential"),
+            "{url}"
+        );
+    }
 }

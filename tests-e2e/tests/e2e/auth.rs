@@ -180,6 +180,17 @@ async fn request_link_is_limited_to_five_per_hour_per_email() {
         r.body,
         json!({"error": "too many requests, try again later"})
     );
+    // The window is an hour: 59 minutes on, still refused; past the hour, free.
+    s.clock.advance(time::Duration::minutes(59));
+    let r = s
+        .request_link_from("limited@example.com", &random_ip())
+        .await;
+    assert_eq!(r.status, 429, "the hour is not over");
+    s.clock.advance(time::Duration::minutes(2));
+    let r = s
+        .request_link_from("limited@example.com", &random_ip())
+        .await;
+    assert_eq!(r.status, 200, "a new hour: {:?}", r.body);
 }
 
 #[tokio::test]
@@ -195,6 +206,12 @@ async fn request_link_is_limited_to_twenty_per_hour_per_ip() {
     assert_eq!(
         r.body,
         json!({"error": "too many requests, try again later"})
+    );
+    s.clock.advance(time::Duration::minutes(61));
+    assert_eq!(
+        s.request_link_from("u21@example.com", &ip).await.status,
+        200,
+        "the IP's hour is over"
     );
     assert_eq!(
         s.request_link_from("u20@example.com", &random_ip())
@@ -230,8 +247,44 @@ async fn verify_is_limited_to_fifteen_per_minute_per_ip() {
         .unwrap_or_default()
         .to_owned();
     let r = s.verify_from(&dev, &ip).await;
-    assert_eq!(r.status, 429);
-    assert_eq!(s.verify_from(&dev, &random_ip()).await.status, 200);
+    assert_eq!(
+        (r.status, r.body.clone()),
+        (429, json!({"error": "too many requests, try again later"}))
+    );
+    // The window is a minute.
+    s.clock.advance(time::Duration::seconds(50));
+    assert_eq!(s.verify_from(&dev, &ip).await.status, 429);
+    s.clock.advance(time::Duration::seconds(15));
+    let wrong = s.verify_from("mlt_wrong", &ip).await;
+    assert_eq!(
+        (wrong.status, wrong.body),
+        (
+            401,
+            json!({"error": "invalid, expired or already used token"})
+        )
+    );
+    assert_eq!(s.verify_from(&dev, &ip).await.status, 200);
+}
+
+#[tokio::test]
+async fn ipv6_clients_are_limited_per_64() {
+    let s = TestStack::spawn().await;
+    // One host rotating through its /64 is one client.
+    for i in 0..15 {
+        let ip = format!("2001:db8:7:9:{i:x}::1");
+        assert_eq!(s.verify_from("mlt_wrong", &ip).await.status, 401, "{ip}");
+    }
+    assert_eq!(
+        s.verify_from("mlt_wrong", "2001:db8:7:9:ffff::2")
+            .await
+            .status,
+        429
+    );
+    assert_eq!(
+        s.verify_from("mlt_wrong", "2001:db8:7:a::1").await.status,
+        401,
+        "the next /64 is another client"
+    );
 }
 
 #[tokio::test]
@@ -261,25 +314,54 @@ async fn tokens_are_stored_only_as_sha256_hashes() {
             .as_ref()
             .to_vec()
     };
+    let (owner, org) = s.org_with_owner("hash-owner@example.com").await;
+    let key = s.create_key(&owner, &org, None).await.body["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(key.starts_with("svc_live_"));
     let link_hash: Vec<u8> = sqlx::query_scalar("SELECT token_hash FROM magic_links")
         .fetch_one(&s.db)
         .await
-        .unwrap_or_default();
-    let session_hash: Vec<u8> = sqlx::query_scalar("SELECT token_hash FROM sessions")
-        .fetch_one(&s.db)
-        .await
-        .unwrap_or_default();
-    assert_eq!(link_hash, sha(&dev));
-    assert_eq!(session_hash, sha(&session));
-    // No column anywhere in the schema holds either plaintext.
-    let dump: String = sqlx::query_scalar(
-        "SELECT string_agg(t::text, ' ') FROM (SELECT row_to_json(x) t FROM magic_links x \
-         UNION ALL SELECT row_to_json(y) FROM sessions y UNION ALL SELECT row_to_json(z) FROM audit_log z) q",
+        .expect("magic link row");
+    let session_hash: Vec<u8> = sqlx::query_scalar(
+        "SELECT token_hash FROM sessions s JOIN users u ON u.id = s.user_id \
+         WHERE u.email = 'hash@example.com'",
     )
     .fetch_one(&s.db)
     .await
-    .unwrap_or_default();
-    assert!(!dump.contains(&dev) && !dump.contains(&session));
+    .expect("session row");
+    let key_hash: Vec<u8> = sqlx::query_scalar("SELECT token_hash FROM api_keys")
+        .fetch_one(&s.db)
+        .await
+        .expect("key row");
+    assert_eq!(link_hash, sha(&dev));
+    assert_eq!(session_hash, sha(&session));
+    assert_eq!(key_hash, sha(&key));
+    // No column of any table in either schema holds a plaintext: every table
+    // as JSON (every column, whatever its type), searched for each token.
+    let tables: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_schema::text, table_name::text FROM information_schema.tables \
+         WHERE table_schema IN ('identity', 'org_billing') AND table_type = 'BASE TABLE'",
+    )
+    .fetch_all(&s.db)
+    .await
+    .expect("tables");
+    assert!(tables.len() >= 10, "{tables:?}");
+    for (schema, table) in tables {
+        let dump: String = sqlx::query_scalar(&format!(
+            "SELECT COALESCE(string_agg(row_to_json(t)::text, ' '), '') FROM \"{schema}\".\"{table}\" t"
+        ))
+        .fetch_one(&s.db)
+        .await
+        .unwrap_or_else(|e| panic!("{schema}.{table}: {e}"));
+        for (what, secret) in [("magic link", &dev), ("session", &session), ("key", &key)] {
+            assert!(
+                !dump.contains(secret.as_str()),
+                "{schema}.{table} holds a {what} token"
+            );
+        }
+    }
 }
 
 #[tokio::test]

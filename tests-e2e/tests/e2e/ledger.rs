@@ -448,23 +448,67 @@ async fn the_sweep_forgets_old_idempotency_keys_only() {
 }
 
 #[tokio::test]
-async fn the_ledger_is_append_only() {
+async fn both_ledgers_are_append_only() {
     let s = TestStack::spawn().await;
     let (_, org) = s.org_with_owner("ledger@example.com").await;
     let staff = s.sign_in("staff@example.com").await;
-    s.post(
-        &format!("/v1/organizations/{org}/wallet/credit"),
-        Some(&staff),
-        json!({"amount_minor": 10}),
-    )
-    .await;
-    for sql in [
-        "UPDATE org_billing.wallet_transactions SET delta_minor = 1000",
-        "DELETE FROM org_billing.wallet_transactions",
+    let credit = s
+        .post(
+            &format!("/v1/organizations/{org}/wallet/credit"),
+            Some(&staff),
+            json!({"amount_minor": 10}),
+        )
+        .await;
+    assert_eq!(credit.status, 200);
+    let grant = s
+        .post(
+            &format!("/v1/organizations/{org}/tokens/grant"),
+            Some(&staff),
+            json!({"amount": 10}),
+        )
+        .await;
+    assert_eq!(grant.status, 200);
+    for (table, op, sql) in [
+        (
+            "wallet_transactions",
+            "UPDATE",
+            "UPDATE org_billing.wallet_transactions SET delta_minor = 1000",
+        ),
+        (
+            "wallet_transactions",
+            "DELETE",
+            "DELETE FROM org_billing.wallet_transactions",
+        ),
+        (
+            "token_transactions",
+            "UPDATE",
+            "UPDATE org_billing.token_transactions SET delta = 1000",
+        ),
+        (
+            "token_transactions",
+            "DELETE",
+            "DELETE FROM org_billing.token_transactions",
+        ),
     ] {
-        let r = sqlx::query(sql).execute(&s.db).await;
-        assert!(r.is_err(), "{sql} must be refused");
+        let err = sqlx::query(sql)
+            .execute(&s.db)
+            .await
+            .expect_err("the trigger refuses it");
+        // The trigger's own refusal, not some other error (a typo, a missing table).
+        assert!(
+            err.to_string()
+                .contains(&format!("ledger rows are append-only ({op} on {table})")),
+            "{sql}: {err}"
+        );
     }
+    let rows: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM org_billing.wallet_transactions), \
+                (SELECT count(*) FROM org_billing.token_transactions)",
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("counts");
+    assert_eq!(rows, (1, 1));
 }
 
 #[tokio::test]

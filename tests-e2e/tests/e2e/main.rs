@@ -8,6 +8,7 @@ mod auth;
 mod bad_input;
 mod consumers;
 mod gateway;
+mod isolation;
 mod ledger;
 mod ledger_limits;
 mod members;

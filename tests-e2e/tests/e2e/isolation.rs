@@ -1,0 +1,96 @@
+//! Each service's Postgres role reaches its own schema only; the one-process
+//! stack stops whole when a service fails.
+
+use tests_e2e::TestStack;
+
+async fn as_role(s: &TestStack, role: &str) -> sqlx::PgPool {
+    let url = hub_stack::role_url(&s.database_url, role).expect("role url");
+    sqlx::PgPool::connect(&url).await.expect("connect as role")
+}
+
+#[tokio::test]
+async fn each_service_role_reads_its_own_schema_only() {
+    let s = TestStack::spawn().await;
+    let (_, _org) = s.org_with_owner("isolated@example.com").await;
+    let identity = as_role(&s, "hub_identity").await;
+    let billing = as_role(&s, "hub_org_billing").await;
+    let users: i64 = sqlx::query_scalar("SELECT count(*) FROM identity.users")
+        .fetch_one(&identity)
+        .await
+        .expect("identity reads its own tables");
+    assert!(users >= 1);
+    for (pool, sql) in [
+        (&identity, "SELECT count(*) FROM org_billing.wallets"),
+        (&identity, "SELECT count(*) FROM org_billing.organizations"),
+        (&billing, "SELECT count(*) FROM identity.sessions"),
+        (&billing, "SELECT count(*) FROM identity.api_keys"),
+    ] {
+        let err = sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(pool)
+            .await
+            .expect_err("another service's schema is out of reach");
+        assert!(
+            err.to_string().contains("permission denied"),
+            "{sql}: {err}"
+        );
+    }
+    // Nor can a role write into another schema.
+    let err = sqlx::query("CREATE TABLE org_billing.sneaky (x int)")
+        .execute(&identity)
+        .await
+        .expect_err("no create");
+    assert!(err.to_string().contains("permission denied"), "{err}");
+    // The services' tables belong to their roles.
+    let owners: Vec<(String, String)> = sqlx::query_as(
+        "SELECT DISTINCT schemaname::text, tableowner::text FROM pg_tables \
+         WHERE schemaname IN ('identity', 'org_billing') ORDER BY 1",
+    )
+    .fetch_all(&s.db)
+    .await
+    .expect("owners");
+    assert_eq!(
+        owners,
+        [
+            ("identity".to_owned(), "hub_identity".to_owned()),
+            ("org_billing".to_owned(), "hub_org_billing".to_owned())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_service_that_cannot_start_stops_the_whole_stack_with_its_error() {
+    let s = TestStack::spawn().await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut extra = std::collections::BTreeMap::new();
+    // org-billing with a key too short to use: it fails to start.
+    extra.insert(
+        "org_billing".to_owned(),
+        vec!["[assertion]\nkeys = [\"short\"]\n".to_owned()],
+    );
+    let started = hub_stack::Stack::start(hub_stack::StackConfig {
+        source: hub_stack::Source::Generated,
+        common: vec![format!(
+            "[http]\nhost = \"127.0.0.1\"\nport = 0\nworkers = 1\n\
+             [product_http]\nhost = \"127.0.0.1\"\nport = 0\nworkers = 1\n\
+             [nats]\nurl = \"{}\"\nsubject_prefix = \"{}\"\nstream_suffix = \"{}\"\nmemory_storage = true\n",
+            tests_e2e::nats_url(),
+            s.naming.subject_prefix,
+            s.naming.stream_suffix
+        )],
+        extra,
+        database_admin_url: Some(s.database_url.clone()),
+        gateways: 1,
+        runtime: service_kit::Runtime::new(cancel.clone()),
+    })
+    .await;
+    let err = match started {
+        Ok(_) => panic!("the stack started without org-billing"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("starting org_billing"), "{err}");
+    assert!(err.contains("at least 16 bytes"), "{err}");
+    assert!(
+        cancel.is_cancelled(),
+        "identity, already started, is stopped too"
+    );
+}
