@@ -35,6 +35,18 @@ for name, svc in values["services"].items():
         failures.append(f"service {name}: kind must be gateway or internal")
     if "limits" not in svc.get("resources", {}):
         failures.append(f"service {name} has no resource limits")
+internal = {s.get("assertionName"): s for s in values["services"].values() if s.get("kind") == "internal"}
+for name, svc in internal.items():
+    if not name:
+        failures.append("an internal service lacks assertionName")
+    if name not in (values.get("upstreams") or {}):
+        failures.append(f"the gateways have no upstream (and so no signing key) for {name}")
+    for call in svc.get("calls") or []:
+        callee = internal.get(call.get("service"))
+        if callee is None or name not in (callee.get("callers") or []):
+            failures.append(f"{name} calls {call.get('service')}, which does not list it as a caller")
+if "TRUSTED_PROXIES" in templates and "if $.Values.trustedProxies" not in templates:
+    failures.append("an empty trustedProxies must not render an empty TRUSTED_PROXIES variable")
 if not any(s.get("migrate") for s in values["services"].values()):
     failures.append("no service runs migrations")
 

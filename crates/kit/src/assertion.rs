@@ -21,9 +21,10 @@
 //! every key in its lists; the signer uses one.
 //!
 //! HMAC-SHA256 per receiver rather than Ed25519: both meet the goal (a key good
-//! for one receiver only), and HMAC costs about 1 µs per request against about
-//! 60 µs for an Ed25519 verify here (`cargo run --release -p service-kit
-//! --example assertion_cost`), on the path every request takes.
+//! for one receiver only), and on this path every request takes, HMAC costs
+//! 1.2 µs per request (sign + verify) against 79 µs for Ed25519 (30 µs sign,
+//! 49 µs verify), 65 times more, measured with `cargo run --release -p
+//! service-kit --example assertion_cost`.
 
 use crate::{error::json_error, settings::AssertionSettings, ApiError};
 use actix_web::{

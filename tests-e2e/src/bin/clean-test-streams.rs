@@ -1,11 +1,16 @@
 //! Delete the JetStream streams (and with them their consumers) that earlier
-//! test runs left behind: names `CORE_t<12 hex>` / `PRODUCT_t<12 hex>` only.
+//! test runs left behind: names `CORE_t<12 hex>` / `PRODUCT_t<12 hex>` /
+//! `DLQ_t<12 hex>` only.
 //! `make test` runs it before the tests, beside dropping old test databases.
 
 use futures::TryStreamExt;
 
 fn is_test_stream(name: &str) -> bool {
-    event_contracts::STREAMS.iter().any(|(base, _)| {
+    let bases = event_contracts::STREAMS
+        .iter()
+        .map(|(base, _)| *base)
+        .chain([service_kit::deadletter::STREAM]);
+    bases.into_iter().any(|base| {
         name.strip_prefix(base)
             .and_then(|rest| rest.strip_prefix("_t"))
             .is_some_and(|tag| tag.len() == 12 && tag.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -36,6 +41,7 @@ mod tests {
     fn only_test_streams_match() {
         assert!(is_test_stream("CORE_t0123456789ab"));
         assert!(is_test_stream("PRODUCT_tabcdefabcdef"));
+        assert!(is_test_stream("DLQ_tabcdefabcdef"));
         assert!(!is_test_stream("CORE"));
         assert!(!is_test_stream("CORE_bench"));
         assert!(!is_test_stream("CORE_t0123"));

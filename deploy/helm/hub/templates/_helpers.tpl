@@ -15,14 +15,34 @@ app.kubernetes.io/name: {{ .name }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 
-{{/* Environment shared by every service: connections and keys from the Secret. */}}
+{{/* Environment of every service: connections and keys from the Secret.
+     Internal services: their own database role, the keys the gateway signs
+     their assertions with (comma-separated, newest first), the caller keys of
+     the services that call them and the caller keys they call others with.
+     The gateways: one signing key per upstream. */}}
 {{- define "hub.env" -}}
-- name: {{ .svc.envPrefix }}__DATABASE__URL
-  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: database-url } }
 - name: {{ .svc.envPrefix }}__NATS__URL
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: nats-url } }
-- name: {{ .svc.envPrefix }}__ASSERTION__KEYS
-  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: assertion-keys } }
 - name: {{ .svc.envPrefix }}__HTTP__PORT
   value: {{ .svc.port | quote }}
+{{- if eq .svc.kind "internal" }}
+- name: {{ .svc.envPrefix }}__DATABASE__URL
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: {{ .svc.assertionName }}-database-url } }
+- name: {{ .svc.envPrefix }}__ASSERTION__KEYS
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: assertion-keys-{{ .svc.assertionName }} } }
+{{- $callee := .svc.assertionName }}
+{{- range $caller := .svc.callers | default list }}
+- name: {{ $.svc.envPrefix }}__ASSERTION__CALLERS__{{ $caller | upper }}__KEYS
+  valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: caller-keys-{{ $caller }}-to-{{ $callee }} } }
+{{- end }}
+{{- range $call := .svc.calls | default list }}
+- name: {{ $.svc.envPrefix }}__{{ $call.envSection }}__KEY
+  valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: caller-key-{{ $callee }}-to-{{ $call.service }} } }
+{{- end }}
+{{- else }}
+{{- range $up, $url := .root.Values.upstreams }}
+- name: CORE_API_GATEWAY__ASSERTION__KEYS__{{ $up | upper }}
+  valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: assertion-key-{{ $up }} } }
+{{- end }}
+{{- end }}
 {{- end -}}
