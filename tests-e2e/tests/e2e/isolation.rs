@@ -94,3 +94,61 @@ async fn a_service_that_cannot_start_stops_the_whole_stack_with_its_error() {
         "identity, already started, is stopped too"
     );
 }
+
+#[tokio::test]
+async fn provisioning_hands_an_older_schema_to_its_role() {
+    // A database from before per-service roles: the schema and its objects
+    // belong to the administrator.
+    let s = TestStack::spawn().await;
+    let admin_url = s.database_url.replace(
+        s.database_url.rsplit('/').next().unwrap_or_default(),
+        &format!("hubtest_{}", uuid::Uuid::new_v4().simple()),
+    );
+    let name = admin_url.rsplit('/').next().unwrap_or_default().to_owned();
+    let server = sqlx::PgPool::connect(&tests_e2e::admin_database_url())
+        .await
+        .expect("admin");
+    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+        .execute(&server)
+        .await
+        .expect("create database");
+    let old = sqlx::PgPool::connect(&admin_url).await.expect("connect");
+    for sql in [
+        "CREATE SCHEMA identity",
+        "CREATE TABLE identity.t (id bigserial PRIMARY KEY, v text)",
+        "CREATE SEQUENCE identity.standalone",
+        "CREATE VIEW identity.v AS SELECT id FROM identity.t",
+        "CREATE FUNCTION identity.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    ] {
+        sqlx::query(sql).execute(&old).await.expect(sql);
+    }
+    let settings: service_kit::settings::DatabaseSettings = service_kit::settings::from_toml(&[
+        &format!(
+            "url = {:?}\nadmin_url = {admin_url:?}\nmax_connections = 2\nmin_connections = 0\nacquire_timeout_ms = 3000\n",
+            hub_stack::role_url(&admin_url, "hub_identity").expect("url")
+        ),
+    ])
+    .expect("settings");
+    // Twice: it is idempotent.
+    for _ in 0..2 {
+        service_kit::db::provision(&settings, "identity")
+            .await
+            .expect("provision");
+    }
+    let owners: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT pg_get_userbyid(c.relowner)::text FROM pg_class c \
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'identity' \
+         UNION SELECT DISTINCT pg_get_userbyid(p.proowner)::text FROM pg_proc p \
+         JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'identity' \
+         UNION SELECT pg_get_userbyid(nspowner)::text FROM pg_namespace WHERE nspname = 'identity'",
+    )
+    .fetch_all(&old)
+    .await
+    .expect("owners");
+    assert_eq!(owners, ["hub_identity"]);
+    old.close().await;
+    sqlx::query(&format!("DROP DATABASE \"{name}\" WITH (FORCE)"))
+        .execute(&server)
+        .await
+        .expect("drop");
+}
