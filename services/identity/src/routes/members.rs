@@ -33,6 +33,43 @@ pub async fn list(
     Ok(HttpResponse::Ok().json(rows))
 }
 
+/// Every member's role in one organization, read under its lock.
+struct OrgRoles(Vec<(UserId, String)>);
+
+impl OrgRoles {
+    async fn load(tx: &mut sqlx::PgConnection, org_id: OrgId) -> sqlx::Result<OrgRoles> {
+        sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
+            .bind(org_id)
+            .fetch_all(tx)
+            .await
+            .map(OrgRoles)
+    }
+
+    fn of(&self, user_id: UserId) -> Option<Role> {
+        self.0
+            .iter()
+            .find(|(u, _)| *u == user_id)
+            .and_then(|(_, r)| Role::parse(r))
+    }
+
+    /// An owner stops being one (demoted, leaving, removed): only an owner may
+    /// do it, and never to the last owner.
+    fn may_lose_owner(
+        &self,
+        caller_role: Role,
+        not_owner: &str,
+        last_owner: &str,
+    ) -> ApiResult<()> {
+        if caller_role != Role::Owner {
+            return Err(ApiError::forbidden(not_owner));
+        }
+        if self.0.iter().filter(|(_, r)| r == "owner").count() <= 1 {
+            return Err(ApiError::conflict(last_owner));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AddMember {
@@ -69,25 +106,14 @@ pub async fn add(
     memberships::lock_org(&mut tx, org_id).await?;
     let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
     memberships::lock_user(&mut tx, user_id).await?;
-    let current: Vec<(UserId, String)> =
-        sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_all(&mut *tx)
-            .await?;
-    let previous = current
-        .iter()
-        .find(|(u, _)| *u == user_id)
-        .and_then(|(_, r)| Role::parse(r));
+    let roles = OrgRoles::load(&mut tx, org_id).await?;
+    let previous = roles.of(user_id);
     if previous == Some(Role::Owner) && role != Role::Owner {
-        if caller_role != Role::Owner {
-            return Err(ApiError::forbidden(
-                "insufficient role: requires owner to change an owner",
-            ));
-        }
-        let owners = current.iter().filter(|(_, r)| r == "owner").count();
-        if owners <= 1 {
-            return Err(ApiError::conflict("the last owner cannot be demoted"));
-        }
+        roles.may_lose_owner(
+            caller_role,
+            "insufficient role: requires owner to change an owner",
+            "the last owner cannot be demoted",
+        )?;
     }
     if previous.is_none() {
         let cap = state.auth.max_memberships_per_user;
@@ -193,27 +219,14 @@ pub async fn remove(
     };
     let mut tx = state.pool.begin().await?;
     memberships::lock_org(&mut tx, org_id).await?;
-    let current: Vec<(UserId, String)> =
-        sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_all(&mut *tx)
-            .await?;
-    let role = current
-        .iter()
-        .find(|(u, _)| *u == user_id)
-        .and_then(|(_, r)| Role::parse(r))
-        .ok_or(ApiError::NotFound)?;
+    let roles = OrgRoles::load(&mut tx, org_id).await?;
+    let role = roles.of(user_id).ok_or(ApiError::NotFound)?;
     if role == Role::Owner {
-        if caller_role != Role::Owner {
-            return Err(ApiError::forbidden(
-                "insufficient role: requires owner to remove an owner",
-            ));
-        }
-        if current.iter().filter(|(_, r)| r == "owner").count() <= 1 {
-            return Err(ApiError::conflict(
-                "the last owner cannot leave the organization",
-            ));
-        }
+        roles.may_lose_owner(
+            caller_role,
+            "insufficient role: requires owner to remove an owner",
+            "the last owner cannot leave the organization",
+        )?;
     }
     sqlx::query("DELETE FROM memberships WHERE org_id = $1 AND user_id = $2")
         .bind(org_id)
