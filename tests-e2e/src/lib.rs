@@ -33,6 +33,9 @@ pub struct StackOptions {
     pub gateway_toml: String,
     /// Extra TOML for org-billing's settings.
     pub org_billing_toml: String,
+    /// Connect org-billing (its role) to Postgres through this local port (a
+    /// relay a test controls) instead of directly.
+    pub org_billing_database_port: Option<u16>,
 }
 
 impl Default for StackOptions {
@@ -42,6 +45,7 @@ impl Default for StackOptions {
             identity_toml: String::new(),
             gateway_toml: String::new(),
             org_billing_toml: String::new(),
+            org_billing_database_port: None,
         }
     }
 }
@@ -170,16 +174,19 @@ log_format = "pretty"
                 opts.identity_toml,
             ],
         );
-        extra.insert(
-            "org_billing".to_owned(),
-            vec![
-                format!(
-                    "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n\
-                     [assertion.callers.agent]\nkeys = [{TEST_AGENT_KEY:?}]\n"
-                ),
-                opts.org_billing_toml,
-            ],
-        );
+        let mut billing = vec![format!(
+            "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n\
+             [assertion.callers.agent]\nkeys = [{TEST_AGENT_KEY:?}]\n"
+        )];
+        if let Some(port) = opts.org_billing_database_port {
+            let mut url =
+                reqwest::Url::parse(&hub_stack::role_url(&database_url, "hub_org_billing")?)?;
+            url.set_port(Some(port))
+                .map_err(|_| anyhow::anyhow!("cannot set a port"))?;
+            billing.push(format!("[database]\nurl = {:?}\n", url.as_str()));
+        }
+        billing.push(opts.org_billing_toml);
+        extra.insert("org_billing".to_owned(), billing);
         extra.insert(
             "gateway".to_owned(),
             vec![

@@ -222,3 +222,102 @@ async fn a_held_wallet_stalls_its_shard_no_longer_than_the_batch_timeout() {
     assert_eq!(ledger_rows(&s, &stuck).await, 0);
     assert_eq!(ledger_rows(&s, &other).await, 1);
 }
+
+/// A TCP relay to Postgres that can be frozen (bytes stop flowing both ways,
+/// connections stay open), as a hung network would. Returns its port.
+async fn freezable_relay(
+    target: u16,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                continue;
+            };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            tokio::spawn(pump(cr, sw, frozen.clone()));
+            tokio::spawn(pump(sr, cw, frozen.clone()));
+        }
+    });
+    port
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        // Frozen: hold the bytes (and the connection) for as long as it lasts.
+        while frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_hung_writer_connection_stalls_its_shard_no_longer_than_the_batch_limit() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let frozen = std::sync::Arc::new(AtomicBool::new(false));
+    let pg_port = reqwest::Url::parse(&tests_e2e::admin_database_url())
+        .ok()
+        .and_then(|u| u.port())
+        .unwrap_or(5432);
+    let relay = freezable_relay(pg_port, frozen.clone()).await;
+    let s = TestStack::spawn_with(StackOptions {
+        org_billing_toml: "[ledger]\nwriters = 1\nbatch_timeout_ms = 1000\n\
+                           ping_if_idle_ms = 600000\n[database]\nacquire_timeout_ms = 1000\n"
+            .into(),
+        org_billing_database_port: Some(relay),
+        ..Default::default()
+    })
+    .await;
+    let (_, org) = s.org_with_owner("hung@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let path = format!("/v1/organizations/{org}/wallet/credit");
+    let first = s
+        .post(&path, Some(&staff), json!({"amount_minor": 1}))
+        .await;
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    // The network to Postgres hangs: the writer gives up on its connection
+    // after the batch limit (1 s + 300 ms) instead of waiting for TCP.
+    frozen.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let hung = s
+        .post(&path, Some(&staff), json!({"amount_minor": 2}))
+        .await;
+    let waited = started.elapsed();
+    assert_eq!(hung.status, 500, "outcome unknown: {:?}", hung.body);
+    assert!(waited < Duration::from_secs(4), "{waited:?}");
+    // The next batch waits for a new connection no longer than the connect timeout.
+    let started = Instant::now();
+    let next = s
+        .post(&path, Some(&staff), json!({"amount_minor": 4}))
+        .await;
+    assert!(next.status >= 500, "{:?}", next.body);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    // The network is back: the shard serves again.
+    frozen.store(false, Ordering::SeqCst);
+    let back = s
+        .post(&path, Some(&staff), json!({"amount_minor": 8}))
+        .await;
+    assert_eq!(back.status, 200, "{:?}", back.body);
+}
