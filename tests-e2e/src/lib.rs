@@ -203,6 +203,7 @@ log_format = "pretty"
             runtime: service_kit::Runtime {
                 cancel: cancel.clone(),
                 clock: clock.clone(),
+                listener: Default::default(),
             },
         })
         .await?;

@@ -33,12 +33,39 @@ impl Clock {
     }
 }
 
+/// A listener bound before the service starts (the one-process stack binds
+/// every service's port first, so that each knows the others' addresses).
+#[derive(Clone, Default)]
+pub struct Listener(Arc<std::sync::Mutex<Option<std::net::TcpListener>>>);
+
+impl Listener {
+    pub fn new(l: std::net::TcpListener) -> Listener {
+        Listener(Arc::new(std::sync::Mutex::new(Some(l))))
+    }
+
+    /// The listener, once; None afterwards or when there is none.
+    pub fn take(&self) -> Option<std::net::TcpListener> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Listener")
+    }
+}
+
 /// What every service's constructor gets besides its settings.
 #[derive(Clone, Debug, Default)]
 pub struct Runtime {
     /// Fires on shutdown: servers stop, background tasks finish.
     pub cancel: tokio_util::sync::CancellationToken,
     pub clock: Clock,
+    /// Serve on this instead of binding `http` from the settings.
+    pub listener: Listener,
 }
 
 impl Runtime {
@@ -46,6 +73,7 @@ impl Runtime {
         Runtime {
             cancel,
             clock: Clock::system(),
+            listener: Listener::default(),
         }
     }
 }

@@ -18,6 +18,8 @@ pub struct Service<S> {
     pub state: web::Data<S>,
     pub routes: fn(&mut web::ServiceConfig),
     pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// A listener bound for it beforehand (else `settings` is bound).
+    pub listener: Option<TcpListener>,
 }
 
 /// Serve `svc` on `settings` (port 0 picks one) with readiness on its Postgres
@@ -37,12 +39,23 @@ pub fn serve<S: Send + Sync + 'static>(
         nats: Some(svc.nats),
     };
     let (state, routes) = (svc.state, svc.routes);
-    let (port, server) = start(settings, svc.verifier, readiness, cancel, move |c| {
-        c.app_data(state.clone())
-            .app_data(metrics.clone())
-            .route("/metrics", web::get().to(http::metrics));
-        routes(c);
-    })?;
+    let listener = match svc.listener {
+        Some(l) => l,
+        None => TcpListener::bind(settings.addr())?,
+    };
+    let (port, server) = start(
+        settings,
+        listener,
+        svc.verifier,
+        readiness,
+        cancel,
+        move |c| {
+            c.app_data(state.clone())
+                .app_data(metrics.clone())
+                .route("/metrics", web::get().to(http::metrics));
+            routes(c);
+        },
+    )?;
     tracing::info!(port, "{} listening", svc.name);
     Ok(Running::new(port, server, svc.tasks))
 }
@@ -51,6 +64,7 @@ pub fn serve<S: Send + Sync + 'static>(
 /// `cancel` fires. Returns the bound port and the running server.
 fn start<F>(
     settings: &HttpSettings,
+    listener: TcpListener,
     verifier: assertion::Verifier,
     readiness: http::Readiness,
     cancel: CancellationToken,
@@ -62,7 +76,6 @@ where
     let verifier = web::Data::new(verifier);
     let max_body = settings.max_body_bytes;
     let body_limit = web::Data::new(assertion::BodyLimit(max_body));
-    let listener = TcpListener::bind(settings.addr())?;
     let port = listener.local_addr()?.port();
     let mut server = HttpServer::new(move || {
         App::new()

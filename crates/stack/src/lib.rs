@@ -3,8 +3,8 @@
 //! `make run` (the `devstack` binary) and tests-e2e both start the stack from
 //! here, so adding a service is one entry in [`SERVICES`]: its name, how to load
 //! and start it, and which services it calls. The stack starts the services in
-//! order, hands each the addresses of those it calls, the gateway last with
-//! every upstream. With [`Source::Generated`] (tests) it also makes every secret
+//! order, the gateway last; it binds every service's listener first, so each
+//! knows the address of every service it calls, whatever the order. With [`Source::Generated`] (tests) it also makes every secret
 //! the services share: one assertion key per receiving service for the gateway,
 //! one caller key per calling pair, and each service's own Postgres role.
 //!
@@ -13,7 +13,11 @@
 
 use anyhow::Context;
 use futures::{future::BoxFuture, FutureExt};
-use service_kit::{settings::TelemetrySettings, Runtime};
+use service_kit::{
+    clock::Listener,
+    settings::{HttpSettings, TelemetrySettings},
+    Runtime,
+};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -61,6 +65,8 @@ pub struct Entry {
     /// Is this the gateway (started last, with every upstream)?
     pub gateway: bool,
     load_telemetry: fn(&[String], &Source) -> anyhow::Result<TelemetrySettings>,
+    /// Its HTTP settings (to bind its listener before anything starts).
+    load_http: fn(&[String], &Source) -> anyhow::Result<HttpSettings>,
     start: StartFn,
 }
 
@@ -94,6 +100,7 @@ pub const SERVICES: &[Entry] = &[
         calls: &[],
         gateway: false,
         load_telemetry: |l, src| Ok(load_identity(l, src)?.telemetry),
+        load_http: |l, src| Ok(load_identity(l, src)?.http),
         start: |l, src, rt| {
             async move {
                 let app = identity::build(load_identity(&l, &src)?, rt).await?;
@@ -109,6 +116,7 @@ pub const SERVICES: &[Entry] = &[
         calls: &[(identity::SERVICE, "identity")],
         gateway: false,
         load_telemetry: |l, src| Ok(load_org_billing(l, src)?.telemetry),
+        load_http: |l, src| Ok(load_org_billing(l, src)?.http),
         start: |l, src, rt| {
             async move {
                 let app = org_billing::build(load_org_billing(&l, &src)?, rt).await?;
@@ -124,6 +132,7 @@ pub const SERVICES: &[Entry] = &[
         calls: &[],
         gateway: true,
         load_telemetry: |l, src| Ok(load_gateway(l, src)?.telemetry),
+        load_http: |l, src| Ok(load_gateway(l, src)?.http),
         start: |l, src, rt| {
             async move {
                 let app = core_api_gateway::Application::build(load_gateway(&l, &src)?, rt).await?;
@@ -243,7 +252,7 @@ fn stack_layer(
     for (callee, section) in e.calls {
         let url = addresses
             .get(callee)
-            .with_context(|| format!("{} calls {callee}, which starts later", e.name))?;
+            .with_context(|| format!("{} calls {callee}, which is not in the stack", e.name))?;
         t += &format!("[{section}]\nurl = {url:?}\n");
         if let Some(keys) = keys {
             t += &format!("key = {:?}\n", keys.get(e.name, callee));
@@ -318,13 +327,27 @@ impl Stack {
             cancel: cancel.clone(),
             keys: None,
         };
+        // Bind every service's listener first: then every address is known
+        // before anything starts, and services may call each other.
+        let mut listeners = BTreeMap::new();
+        for e in SERVICES.iter().filter(|e| !e.gateway) {
+            let http = (e.load_http)(&Self::layers_for(e, &cfg, "")?, &cfg.source)?;
+            let l = std::net::TcpListener::bind(http.addr())
+                .with_context(|| format!("binding {} on {}", e.name, http.addr()))?;
+            let port = l.local_addr()?.port();
+            stack
+                .services
+                .insert(e.name, format!("http://127.0.0.1:{port}"));
+            listeners.insert(e.name, Listener::new(l));
+        }
         for e in SERVICES {
             let replicas = if e.gateway { cfg.gateways.max(1) } else { 1 };
             for _ in 0..replicas {
                 let layer = stack_layer(e, &cfg, keys.as_ref(), &stack.services)?;
                 let layers = Self::layers_for(e, &cfg, &layer)?;
-                let started = match (e.start)(layers, cfg.source.clone(), cfg.runtime.clone()).await
-                {
+                let mut runtime = cfg.runtime.clone();
+                runtime.listener = listeners.get(e.name).cloned().unwrap_or_default();
+                let started = match (e.start)(layers, cfg.source.clone(), runtime).await {
                     Ok(s) => s,
                     Err(err) => {
                         cancel.cancel();
@@ -341,8 +364,6 @@ impl Stack {
                     };
                     if e.gateway {
                         stack.gateways.push((url("core"), url("product")));
-                    } else {
-                        stack.services.insert(e.name, url("http"));
                     }
                     stack.runs.push((e.name, s.run));
                 }
@@ -402,11 +423,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_call_names_a_service_that_starts_before_the_caller() {
-        for (i, e) in SERVICES.iter().enumerate() {
+    fn every_call_names_a_service_of_the_stack() {
+        for e in SERVICES {
             for (callee, _) in e.calls {
-                let at = SERVICES.iter().position(|s| s.name == *callee);
-                assert!(at.is_some_and(|at| at < i), "{} calls {callee}", e.name);
+                assert!(
+                    SERVICES.iter().any(|s| s.name == *callee && !s.gateway),
+                    "{} calls {callee}",
+                    e.name
+                );
             }
         }
         assert!(SERVICES.last().is_some_and(|e| e.gateway));

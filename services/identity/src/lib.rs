@@ -112,6 +112,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             state,
             routes: configure,
             tasks,
+            listener: rt.listener.take(),
         },
         cancel,
     )

@@ -128,6 +128,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             state,
             routes: configure,
             tasks,
+            listener: rt.listener.take(),
         },
         cancel,
     )
