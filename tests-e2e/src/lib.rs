@@ -33,6 +33,8 @@ pub struct StackOptions {
     pub gateway_toml: String,
     /// Extra TOML for org-billing's settings.
     pub org_billing_toml: String,
+    /// Extra TOML for kyc's settings.
+    pub kyc_toml: String,
     /// Connect org-billing (its role) to Postgres through this local port (a
     /// relay a test controls) instead of directly.
     pub org_billing_database_port: Option<u16>,
@@ -45,6 +47,7 @@ impl Default for StackOptions {
             identity_toml: String::new(),
             gateway_toml: String::new(),
             org_billing_toml: String::new(),
+            kyc_toml: String::new(),
             org_billing_database_port: None,
         }
     }
@@ -65,6 +68,8 @@ pub struct TestStack {
     pub identity: String,
     /// org-billing's own address (for internal calls).
     pub org_billing: String,
+    /// kyc's own address.
+    pub kyc: String,
     pub database_url: String,
     /// A pool on the stack's database as its administrator, search_path
     /// `identity,org_billing`.
@@ -187,6 +192,21 @@ log_format = "pretty"
         }
         billing.push(opts.org_billing_toml);
         extra.insert("org_billing".to_owned(), billing);
+        // A fresh sealing key per stack; the sweep only when a test runs it.
+        let sealing_key = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            [Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat(),
+        );
+        extra.insert(
+            "kyc".to_owned(),
+            vec![
+                format!(
+                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[retention]\nsweep_interval_secs = 86400\n\
+                     [jobs]\noutbox_poll_ms = 100\n"
+                ),
+                opts.kyc_toml,
+            ],
+        );
         extra.insert(
             "gateway".to_owned(),
             vec![
@@ -229,7 +249,7 @@ log_format = "pretty"
             .connect_with(
                 database_url
                     .parse::<sqlx::postgres::PgConnectOptions>()?
-                    .options([("search_path", "identity,org_billing")]),
+                    .options([("search_path", "identity,org_billing,kyc")]),
             )
             .await?;
         let nats = async_nats::connect(nats_url()).await?;
@@ -240,6 +260,7 @@ log_format = "pretty"
             gateways,
             identity: url("identity"),
             org_billing: url("org_billing"),
+            kyc: url("kyc"),
             database_url,
             db,
             nats,

@@ -100,6 +100,19 @@ impl Event for AuditRecorded {
     const SUBJECT: &'static str = "core.v1.audit.recorded";
 }
 
+/// An organization's KYC state changed (a submission, a decision). It names
+/// the organization and the state's version only, never personal data:
+/// org-billing asks kyc for the state itself (signed internal call) and
+/// applies it when newer than what it has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KycChanged {
+    pub org_id: OrgId,
+    pub version: i64,
+}
+impl Event for KycChanged {
+    const SUBJECT: &'static str = "core.v1.kyc.changed";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +149,7 @@ mod tests {
             AuditRecorded::SUBJECT,
             OrgCreated::SUBJECT,
             MembershipChanged::SUBJECT,
+            KycChanged::SUBJECT,
         ] {
             assert!(STREAMS
                 .iter()

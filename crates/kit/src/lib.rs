@@ -21,6 +21,7 @@ pub mod http;
 pub mod nats;
 pub mod outbox;
 pub mod peer;
+pub mod sealed;
 pub mod server;
 pub mod settings;
 pub mod shutdown;

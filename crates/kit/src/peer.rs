@@ -42,36 +42,51 @@ impl Peer {
         caller: &Caller,
         body: &serde_json::Value,
     ) -> anyhow::Result<reqwest::Response> {
+        self.send(method, path, Some(caller), Some(body)).await
+    }
+
+    /// Send `method path` as this service itself (no user identity), with an
+    /// optional JSON body.
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        caller: Option<&Caller>,
+        body: Option<&serde_json::Value>,
+    ) -> anyhow::Result<reqwest::Response> {
         let minter = self
             .minter
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("no caller key configured for {}", self.base))?;
-        let body = serde_json::to_vec(body)?;
+        let body = match body {
+            Some(b) => serde_json::to_vec(b)?,
+            None => Vec::new(),
+        };
         let request_id = Uuid::new_v4().to_string();
         let (a, sig) = minter.sign(
-            Some(caller.identity.clone()),
-            Some(caller.credential),
-            caller.memberships_truncated,
+            caller.map(|c| c.identity.clone()),
+            caller.map(|c| c.credential),
+            caller.is_some_and(|c| c.memberships_truncated),
             &RequestFacts {
                 method: method.as_str(),
                 path_and_query: path,
                 body: &body,
                 idempotency_key: None,
-                ip: &caller.ip,
+                ip: caller.map_or("", |c| c.ip.as_str()),
                 request_id: &request_id,
                 deadline_ms: None,
             },
         );
-        Ok(self
+        let mut rb = self
             .http
             .request(method, format!("{}{path}", self.base))
             .header(ASSERTION_HEADER, a)
             .header(SIGNATURE_HEADER, sig)
             .header(REQUEST_ID_HEADER, request_id)
-            .header("content-type", "application/json")
-            .body(body)
-            .timeout(self.timeout)
-            .send()
-            .await?)
+            .timeout(self.timeout);
+        if !body.is_empty() {
+            rb = rb.header("content-type", "application/json").body(body);
+        }
+        Ok(rb.send().await?)
     }
 }

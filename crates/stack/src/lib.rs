@@ -113,13 +113,29 @@ pub const SERVICES: &[Entry] = &[
         name: org_billing::SERVICE,
         target: "org_billing",
         schema: Some(org_billing::SCHEMA),
-        calls: &[(identity::SERVICE, "identity")],
+        calls: &[(identity::SERVICE, "identity"), (kyc::SERVICE, "kyc")],
         gateway: false,
         load_telemetry: |l, src| Ok(load_org_billing(l, src)?.telemetry),
         load_http: |l, src| Ok(load_org_billing(l, src)?.http),
         start: |l, src, rt| {
             async move {
                 let app = org_billing::build(load_org_billing(&l, &src)?, rt).await?;
+                Ok(svc_started(app.port(), app.run_until_stopped()))
+            }
+            .boxed()
+        },
+    },
+    Entry {
+        name: kyc::SERVICE,
+        target: "kyc",
+        schema: Some(kyc::SCHEMA),
+        calls: &[(org_billing::SERVICE, "org_billing")],
+        gateway: false,
+        load_telemetry: |l, src| Ok(load_kyc(l, src)?.telemetry),
+        load_http: |l, src| Ok(load_kyc(l, src)?.http),
+        start: |l, src, rt| {
+            async move {
+                let app = kyc::build(load_kyc(&l, &src)?, rt).await?;
                 Ok(svc_started(app.port(), app.run_until_stopped()))
             }
             .boxed()
@@ -164,6 +180,13 @@ fn load_org_billing(l: &[String], src: &Source) -> anyhow::Result<org_billing::S
     match src {
         Source::Environment => org_billing::Settings::load_with(l),
         Source::Generated => org_billing::Settings::from_layers(&layers(l)),
+    }
+}
+
+fn load_kyc(l: &[String], src: &Source) -> anyhow::Result<kyc::Settings> {
+    match src {
+        Source::Environment => kyc::Settings::load_with(l),
+        Source::Generated => kyc::Settings::from_layers(&layers(l)),
     }
 }
 

@@ -2,6 +2,7 @@
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
 mod idempotency;
+mod kyc;
 mod ledger;
 mod replica;
 mod routes;
@@ -13,7 +14,7 @@ pub use routes::configure;
 pub use settings::Settings;
 
 use actix_web::web;
-use event_contracts::MembershipChanged;
+use event_contracts::{KycChanged, MembershipChanged};
 use service_kit::{assertion, db, nats, outbox::Outbox, peer::Peer};
 use sqlx::{migrate::Migrator, PgPool};
 use std::time::Duration;
@@ -85,6 +86,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         outbox: outbox.clone(),
         naming: naming.clone(),
         identity: Peer::new(SERVICE, "identity", &settings.identity)?,
+        kyc: Peer::new(SERVICE, "kyc", &settings.kyc)?,
         orgs: settings.orgs.clone(),
     });
 
@@ -94,6 +96,17 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         Duration::from_millis(settings.jobs.outbox_linger_ms),
     ));
     let replica_pool = pool.clone();
+    let kyc_state = state.clone();
+    tasks.push(nats::spawn_consumer::<KycChanged, _, _>(
+        js.clone(),
+        settings.nats.clone(),
+        "org-billing-kyc",
+        cancel.clone(),
+        move |env| {
+            let state = kyc_state.clone();
+            async move { kyc::on_changed(&state, env).await }
+        },
+    ));
     tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(
         js,
         settings.nats.clone(),

@@ -18,6 +18,8 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// identity's internal address and org-billing's caller key there.
     pub identity: PeerSettings,
+    /// kyc's internal address and org-billing's caller key there.
+    pub kyc: PeerSettings,
     pub orgs: OrgSettings,
     pub seed: SeedSettings,
     pub jobs: JobSettings,
@@ -63,7 +65,11 @@ impl Settings {
             "org-billing",
             DEFAULTS,
             DEV,
-            &["assertion.keys", "assertion.callers.agent.keys"],
+            &[
+                "assertion.keys",
+                "assertion.callers.agent.keys",
+                "assertion.callers.kyc.keys",
+            ],
             extra,
         )
     }

@@ -22,6 +22,8 @@ pub struct AppState {
     pub orgs: crate::settings::OrgSettings,
     /// identity's internal routes, called with org-billing's own caller key.
     pub identity: Peer,
+    /// kyc's internal routes (the KYC state of an organization).
+    pub kyc: Peer,
 }
 
 impl AppState {

@@ -1,5 +1,6 @@
 //! org-billing's HTTP surface.
 
+mod internal;
 mod orgs;
 mod tokens;
 mod wallet;
@@ -48,5 +49,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/internal/v1/organizations/{id}/tokens/spend",
             web::post().to(tokens::spend),
+        )
+        .route(
+            "/internal/v1/organizations/{id}/profile",
+            web::get().to(internal::profile),
+        )
+        .route(
+            "/internal/v1/organizations/{id}/kyc-state",
+            web::put().to(internal::kyc_state),
         );
 }

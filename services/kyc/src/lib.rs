@@ -1,0 +1,98 @@
+//! kyc: identity verification submissions, staff review, the legal identity
+//! lock and data minimization. Owns the Postgres schema `kyc`.
+//!
+//! kyc decides each organization's KYC state; org-billing shows it (pushed
+//! after every change, pulled on `core.v1.kyc.changed`, see [`orgs`]). Raw
+//! payloads are sealed with AES-256-GCM and redacted 180 days after their
+//! decision ([`sweep`]).
+
+pub mod orgs;
+pub mod payload;
+mod routes;
+pub mod settings;
+mod state;
+mod submission;
+pub mod sweep;
+
+pub use routes::configure;
+pub use settings::Settings;
+
+use actix_web::web;
+use service_kit::{assertion, db, nats, outbox::Outbox, peer::Peer, sealed::Sealer};
+use sqlx::migrate::Migrator;
+use std::time::Duration;
+
+pub const SCHEMA: &str = "kyc";
+/// This service's name in assertions (their audience and, when it calls, issuer).
+pub const SERVICE: &str = "kyc";
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/kyc");
+
+/// The running service (port, server, background tasks).
+pub use service_kit::server::Running as Application;
+
+/// Apply kyc's migrations and return (the `migrate` subcommand).
+pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
+    db::prepare(&settings.database, SCHEMA, "kyc-migrate", &MIGRATOR).await?;
+    Ok(())
+}
+
+/// Config in, running server out: migrate, connect, start the relay and the
+/// sweep, serve.
+pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
+    let cancel = rt.cancel.clone();
+    let sealer = Sealer::new(&settings.sealing.keys)?;
+    let pool = db::prepare(&settings.database, SCHEMA, "kyc", &MIGRATOR).await?;
+    let nats_client = nats::connect(&settings.nats, "kyc").await?;
+    let js = async_nats::jetstream::new(nats_client.clone());
+    nats::ensure_streams(&js, &settings.nats).await?;
+    let outbox = Outbox::new(pool.clone(), js);
+    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
+    let state = web::Data::new(state::AppState {
+        pool: pool.clone(),
+        outbox: outbox.clone(),
+        naming: settings.nats.naming(),
+        sealer,
+        org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing)?,
+        clock: rt.clock.clone(),
+    });
+    let mut tasks = vec![outbox.spawn_relay(
+        cancel.clone(),
+        Duration::from_millis(settings.jobs.outbox_poll_ms),
+        Duration::from_millis(settings.jobs.outbox_linger_ms),
+    )];
+    {
+        let (pool, clock, days) = (
+            pool.clone(),
+            rt.clock.clone(),
+            settings.retention.purge_after_days,
+        );
+        tasks.push(service_kit::shutdown::spawn_periodic(
+            "kyc-sweep",
+            Duration::from_secs(settings.retention.sweep_interval_secs),
+            cancel.clone(),
+            move || {
+                let (pool, clock) = (pool.clone(), clock.clone());
+                async move {
+                    sweep::run_once(&pool, &clock, days)
+                        .await
+                        .map(|ids| ids.len() as u64)
+                }
+            },
+        ));
+    }
+    service_kit::server::serve(
+        &settings.http,
+        service_kit::server::Service {
+            name: "kyc",
+            verifier,
+            db: pool,
+            nats: nats_client,
+            naming: settings.nats.naming(),
+            state,
+            routes: configure,
+            tasks,
+            listener: rt.listener.take(),
+        },
+        cancel,
+    )
+}

@@ -1,0 +1,226 @@
+//! kyc's view of organizations (org-billing owns them) and the organization's
+//! KYC state, which kyc decides and org-billing shows.
+//!
+//! Every change of an organization's KYC state bumps its `version` in the
+//! change's transaction and writes `core.v1.kyc.changed {org_id, version}` to
+//! the outbox. After the commit, kyc pushes the state to org-billing (the
+//! read-your-writes fast path: the organization shows it the moment the call
+//! returns); org-billing also pulls it when the event arrives (the guarantee).
+//! org-billing applies a state only when its version is newer, so the two
+//! paths, in any order and any number of times, end in the same place. The
+//! event carries no personal data: the legal identity travels only over the
+//! signed internal calls.
+
+use crate::{payload::LegalIdentity, state::AppState};
+use event_contracts::KycChanged;
+use hub_domain::OrgId;
+use serde::{Deserialize, Serialize};
+use service_kit::{assertion::Caller, outbox, ApiError};
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+
+/// What org-billing knows of an organization that KYC needs.
+#[derive(Debug, Deserialize)]
+pub struct OrgProfile {
+    pub name: String,
+    pub legal_type: String,
+}
+
+/// The organization's name and legal type, from org-billing (404 when it does
+/// not exist).
+pub async fn profile(
+    state: &AppState,
+    caller: &Caller,
+    org_id: OrgId,
+) -> Result<OrgProfile, ApiError> {
+    let path = format!("/internal/v1/organizations/{org_id}/profile");
+    let resp = state
+        .org_billing
+        .send(reqwest::Method::GET, &path, Some(caller), None)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = ?e, "org-billing unreachable");
+            ApiError::Unavailable("organizations are unavailable, try again".into())
+        })?;
+    match resp.status().as_u16() {
+        200 => resp
+            .json::<OrgProfile>()
+            .await
+            .map_err(|e| ApiError::Internal(anyhow::anyhow!("org profile: {e}"))),
+        404 => Err(ApiError::NotFound),
+        s => Err(ApiError::Internal(anyhow::anyhow!(
+            "org-billing answered {s} to a profile lookup"
+        ))),
+    }
+}
+
+/// An organization's KYC state as org-billing applies it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KycState {
+    pub version: i64,
+    pub kyc_status: String,
+    pub kyc_tier: i32,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub kyc_verified_at: Option<OffsetDateTime>,
+    /// Set once verified; stays when later submissions re-open review.
+    pub legal_identity: Option<LegalIdentity>,
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    version: i64,
+    kyc_status: String,
+    kyc_tier: i32,
+    legal_identity: Option<Vec<u8>>,
+    verified_at: Option<OffsetDateTime>,
+}
+
+fn identity_aad(org_id: OrgId) -> Vec<u8> {
+    format!("kyc-legal-identity:{org_id}").into_bytes()
+}
+
+/// The current state (version 0, unverified, for an organization kyc never saw).
+pub async fn load(
+    conn: &mut PgConnection,
+    state: &AppState,
+    org_id: OrgId,
+) -> anyhow::Result<KycState> {
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT version, kyc_status, kyc_tier, legal_identity, verified_at FROM org_state WHERE org_id = $1",
+    )
+    .bind(org_id)
+    .fetch_optional(conn)
+    .await?;
+    let Some(r) = row else {
+        return Ok(KycState {
+            version: 0,
+            kyc_status: "unverified".into(),
+            kyc_tier: 0,
+            kyc_verified_at: None,
+            legal_identity: None,
+        });
+    };
+    let legal_identity = match r.legal_identity {
+        Some(sealed) => {
+            let plain = state.sealer.open(&sealed, &identity_aad(org_id))?;
+            Some(serde_json::from_slice(&plain)?)
+        }
+        None => None,
+    };
+    Ok(KycState {
+        version: r.version,
+        kyc_status: r.kyc_status,
+        kyc_tier: r.kyc_tier,
+        kyc_verified_at: r.verified_at,
+        legal_identity,
+    })
+}
+
+/// How a change moves the organization's state.
+pub enum Change<'a> {
+    /// A new submission: review (re-)opens.
+    Submitted,
+    /// Approved: verified, tier + 1, this legal identity, locked.
+    Approved(&'a LegalIdentity, OffsetDateTime),
+    /// Rejected: rejected, unless the organization was verified before (then
+    /// it stays verified with its tier and identity).
+    Rejected,
+    /// More information requested: review stays open (pending).
+    MoreInfoRequested,
+}
+
+/// Apply `change` to the organization's state in the caller's transaction
+/// (locking it), bump the version and write the event. Returns the new version.
+pub async fn change(
+    conn: &mut PgConnection,
+    state: &AppState,
+    org_id: OrgId,
+    change: Change<'_>,
+) -> anyhow::Result<i64> {
+    sqlx::query(
+        "INSERT INTO org_state (org_id, version, kyc_status) VALUES ($1, 0, 'unverified') \
+         ON CONFLICT (org_id) DO NOTHING",
+    )
+    .bind(org_id)
+    .execute(&mut *conn)
+    .await?;
+    let (verified_at,): (Option<OffsetDateTime>,) =
+        sqlx::query_as("SELECT verified_at FROM org_state WHERE org_id = $1 FOR UPDATE")
+            .bind(org_id)
+            .fetch_one(&mut *conn)
+            .await?;
+    let version: i64 = match change {
+        Change::Submitted | Change::MoreInfoRequested => {
+            sqlx::query_scalar(
+                "UPDATE org_state SET version = version + 1, kyc_status = 'pending' \
+                 WHERE org_id = $1 RETURNING version",
+            )
+            .bind(org_id)
+            .fetch_one(&mut *conn)
+            .await?
+        }
+        Change::Rejected => {
+            let status = if verified_at.is_some() {
+                "verified"
+            } else {
+                "rejected"
+            };
+            sqlx::query_scalar(
+                "UPDATE org_state SET version = version + 1, kyc_status = $2 \
+                 WHERE org_id = $1 RETURNING version",
+            )
+            .bind(org_id)
+            .bind(status)
+            .fetch_one(&mut *conn)
+            .await?
+        }
+        Change::Approved(identity, at) => {
+            let sealed = state
+                .sealer
+                .seal(&serde_json::to_vec(identity)?, &identity_aad(org_id))?;
+            sqlx::query_scalar(
+                "UPDATE org_state SET version = version + 1, kyc_status = 'verified', \
+                   kyc_tier = kyc_tier + 1, legal_identity = $2, verified_at = $3 \
+                 WHERE org_id = $1 RETURNING version",
+            )
+            .bind(org_id)
+            .bind(sealed)
+            .bind(at)
+            .fetch_one(&mut *conn)
+            .await?
+        }
+    };
+    outbox::enqueue(&mut *conn, &state.naming, KycChanged { org_id, version }).await?;
+    Ok(version)
+}
+
+/// The fast path: push the organization's current state to org-billing now.
+/// Failure only logs: org-billing pulls it when the event arrives.
+pub async fn push(state: &AppState, org_id: OrgId) {
+    let result = async {
+        let mut conn = state.pool.acquire().await?;
+        let current = load(&mut conn, state, org_id).await?;
+        drop(conn);
+        let path = format!("/internal/v1/organizations/{org_id}/kyc-state");
+        let resp = state
+            .org_billing
+            .send(
+                reqwest::Method::PUT,
+                &path,
+                None,
+                Some(&serde_json::to_value(&current)?),
+            )
+            .await?;
+        anyhow::ensure!(
+            resp.status().is_success(),
+            "org-billing answered {}",
+            resp.status()
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!(error = ?e, %org_id, "KYC state push failed; the event will deliver it");
+    }
+    state.outbox.kick();
+}

@@ -1,0 +1,228 @@
+//! Staff review: the pending queue across organizations, and the decisions.
+//!
+//! A decision locks its submission row: of two concurrent decisions on one
+//! submission exactly one finds it pending; the other gets 409. Staff checks
+//! come first (403 whatever the body); an unknown submission is 404.
+
+use crate::{
+    orgs::{self, Change},
+    payload::LegalType,
+    state::AppState,
+    submission::{self, Row},
+};
+use actix_web::{web, HttpResponse};
+use event_contracts::AuditRecorded;
+use serde_json::{json, Value};
+use service_kit::{assertion::StaffCaller, outbox, ApiError, ApiResult};
+use uuid::Uuid;
+
+/// Longest review note, in characters.
+pub const NOTES_MAX: usize = 2000;
+
+/// GET /v1/admin/kyc (staff): pending submissions across organizations,
+/// oldest first, with the organization's name.
+#[tracing::instrument(skip_all)]
+pub async fn queue(state: web::Data<AppState>, _staff: StaffCaller) -> ApiResult<HttpResponse> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {} FROM submissions WHERE status = 'pending' ORDER BY created_at, id LIMIT 500",
+        submission::COLUMNS
+    ))
+    .fetch_all(&state.pool)
+    .await?;
+    let out = rows
+        .into_iter()
+        .map(|r| r.resource(&state, true))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(HttpResponse::Ok().json(out))
+}
+
+enum Decision {
+    Approve,
+    Reject,
+    RequestInfo(Vec<String>),
+}
+
+impl Decision {
+    fn status(&self) -> &'static str {
+        match self {
+            Decision::Approve => "approved",
+            Decision::Reject => "rejected",
+            Decision::RequestInfo(_) => "more_info_requested",
+        }
+    }
+}
+
+/// `notes` (optional string) and, for request-info, `requested_fields`.
+fn parse_body(body: &Value, request_info: bool) -> ApiResult<(String, Vec<String>)> {
+    let obj = match body {
+        Value::Null => serde_json::Map::new(),
+        Value::Object(m) => m.clone(),
+        _ => return Err(ApiError::bad_request("the body must be a JSON object")),
+    };
+    let allowed: &[&str] = if request_info {
+        &["notes", "requested_fields"]
+    } else {
+        &["notes"]
+    };
+    if let Some(k) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(ApiError::BadRequest(format!("unknown field {k}")));
+    }
+    let notes = match obj.get("notes") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) if s.chars().count() <= NOTES_MAX && !s.contains('\0') => {
+            s.trim().to_owned()
+        }
+        Some(_) => {
+            return Err(ApiError::BadRequest(format!(
+                "notes must be a string of at most {NOTES_MAX} characters"
+            )))
+        }
+    };
+    let requested = if request_info {
+        let list = obj
+            .get("requested_fields")
+            .and_then(Value::as_array)
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| {
+                ApiError::bad_request("requested_fields must be a non-empty array of field keys")
+            })?;
+        let mut out = Vec::with_capacity(list.len());
+        for v in list {
+            let k = v.as_str().ok_or_else(|| {
+                ApiError::bad_request("requested_fields must be a non-empty array of field keys")
+            })?;
+            if !out.iter().any(|o| o == k) {
+                out.push(k.to_owned());
+            }
+        }
+        out
+    } else {
+        Vec::new()
+    };
+    Ok((notes, requested))
+}
+
+async fn decide(
+    state: &AppState,
+    staff: &StaffCaller,
+    id: Uuid,
+    body: &[u8],
+    kind: &str,
+) -> ApiResult<HttpResponse> {
+    let request_info = kind == "request-info";
+    let (notes, requested) = parse_body(&super::json_body(body)?, request_info)?;
+    let decision = match kind {
+        "approve" => Decision::Approve,
+        "reject" => Decision::Reject,
+        _ => Decision::RequestInfo(requested),
+    };
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    let row: Row = sqlx::query_as(&format!(
+        "SELECT {} FROM submissions WHERE id = $1 FOR UPDATE",
+        submission::COLUMNS
+    ))
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(ApiError::NotFound)?;
+    if row.status != "pending" {
+        return Err(ApiError::Conflict(format!(
+            "this submission was already reviewed ({})",
+            row.status
+        )));
+    }
+    if let Decision::RequestInfo(fields) = &decision {
+        if let Some(k) = fields.iter().find(|k| !row.field_keys.contains(k)) {
+            return Err(ApiError::BadRequest(format!(
+                "requested_fields: {k} is not a key of this submission (one of {})",
+                row.field_keys.join(", ")
+            )));
+        }
+    }
+    let change = match &decision {
+        Decision::Approve => {
+            let payload = row.payload(state)?.ok_or_else(|| {
+                ApiError::Internal(anyhow::anyhow!("pending submission without payload"))
+            })?;
+            let legal_type = LegalType::parse(&row.legal_type)
+                .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("bad legal type")))?;
+            Some(payload.legal_identity(legal_type))
+        }
+        _ => None,
+    };
+    let requested: Vec<String> = match &decision {
+        Decision::RequestInfo(f) => f.clone(),
+        _ => Vec::new(),
+    };
+    let updated: Row = sqlx::query_as(&format!(
+        "UPDATE submissions SET status = $2, review_notes = $3, requested_fields = $4, \
+           reviewed_by = $5, reviewed_at = $6 WHERE id = $1 RETURNING {}",
+        submission::COLUMNS
+    ))
+    .bind(id)
+    .bind(decision.status())
+    .bind(&notes)
+    .bind(&requested)
+    .bind(staff.user_id())
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?;
+    let org_change = match (&decision, &change) {
+        (Decision::Approve, Some(identity)) => Change::Approved(identity, now),
+        (Decision::Reject, _) => Change::Rejected,
+        _ => Change::MoreInfoRequested,
+    };
+    orgs::change(&mut tx, state, row.org_id, org_change).await?;
+    outbox::enqueue(
+        &mut tx,
+        &state.naming,
+        AuditRecorded {
+            actor_user_id: Some(staff.user_id()),
+            action: format!("kyc.{}", decision.status()),
+            subject: format!("org:{}", row.org_id),
+            // Ids and field keys only: never the submitted data or the notes.
+            detail: json!({"org_id": row.org_id, "submission_id": id,
+                           "requested_fields": requested}),
+            ip: staff.ip.clone(),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    orgs::push(state, row.org_id).await;
+    Ok(HttpResponse::Ok().json(updated.resource(state, true)?))
+}
+
+/// POST /v1/admin/kyc/{id}/approve (staff), optional `notes`.
+#[tracing::instrument(skip_all, fields(submission_id = %path))]
+pub async fn approve(
+    staff: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<Uuid>,
+    body: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    decide(&state, &staff, path.into_inner(), &body, "approve").await
+}
+
+/// POST /v1/admin/kyc/{id}/reject (staff), optional `notes`.
+#[tracing::instrument(skip_all, fields(submission_id = %path))]
+pub async fn reject(
+    staff: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<Uuid>,
+    body: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    decide(&state, &staff, path.into_inner(), &body, "reject").await
+}
+
+/// POST /v1/admin/kyc/{id}/request-info (staff): `requested_fields` (keys of
+/// the submission: `fields.<key>`, `address.<key>`), optional `notes`.
+#[tracing::instrument(skip_all, fields(submission_id = %path))]
+pub async fn request_info(
+    staff: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<Uuid>,
+    body: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    decide(&state, &staff, path.into_inner(), &body, "request-info").await
+}

@@ -1,0 +1,109 @@
+//! An organization's submissions: the admin submits, any member reads.
+//!
+//! One pending submission per organization (a partial unique index, so two
+//! concurrent submissions cannot both be pending: the second is a 409). A
+//! submission whose review asked for more information does not block a new
+//! one: the corrected submission is a new submission.
+
+use crate::{
+    orgs::{self, Change},
+    payload::{LegalType, Payload},
+    state::AppState,
+    submission::{self, Row},
+};
+use actix_web::{web, HttpResponse};
+use event_contracts::AuditRecorded;
+use hub_domain::{Capability, OrgId};
+use serde_json::json;
+use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
+use uuid::Uuid;
+
+/// POST /v1/organizations/{id}/kyc (owner or manager): 201 KYCSubmission;
+/// the organization's kyc_status becomes pending.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn submit(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<OrgId>,
+    body: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    let org_id = path.into_inner();
+    caller.require(org_id, Capability::Admin)?;
+    let body = super::json_body(&body)?;
+    let org = orgs::profile(&state, &caller, org_id).await?;
+    let legal_type = LegalType::parse(&org.legal_type).ok_or_else(|| {
+        ApiError::Internal(anyhow::anyhow!("unknown legal type {:?}", org.legal_type))
+    })?;
+    let payload = Payload::parse(legal_type, &body)?;
+
+    let id = Uuid::now_v7();
+    let sealed = state.sealer.seal(
+        &serde_json::to_vec(&payload).map_err(anyhow::Error::from)?,
+        &submission::aad(id),
+    )?;
+    let mut tx = state.pool.begin().await?;
+    let inserted = sqlx::query_as::<_, Row>(&format!(
+        "INSERT INTO submissions (id, org_id, org_name, legal_type, status, payload, field_keys, \
+           submitted_by, created_at) \
+         VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8) RETURNING {}",
+        submission::COLUMNS
+    ))
+    .bind(id)
+    .bind(org_id)
+    .bind(&org.name)
+    .bind(legal_type.as_str())
+    .bind(&sealed)
+    .bind(payload.keys())
+    .bind(caller.user_id())
+    .bind(state.clock.now())
+    .fetch_one(&mut *tx)
+    .await;
+    let row = match inserted {
+        Ok(row) => row,
+        Err(sqlx::Error::Database(d)) if d.constraint() == Some("submissions_one_pending") => {
+            return Err(ApiError::conflict(
+                "another KYC submission of this organization is pending",
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    orgs::change(&mut tx, &state, org_id, Change::Submitted).await?;
+    outbox::enqueue(
+        &mut tx,
+        &state.naming,
+        AuditRecorded {
+            actor_user_id: Some(caller.user_id()),
+            action: "kyc.submitted".into(),
+            subject: format!("org:{org_id}"),
+            detail: json!({"org_id": org_id, "submission_id": id}),
+            ip: caller.ip.clone(),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    orgs::push(&state, org_id).await;
+    Ok(HttpResponse::Created().json(row.resource(&state, false)?))
+}
+
+/// GET /v1/organizations/{id}/kyc (any member): every submission, newest first.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<OrgId>,
+) -> ApiResult<HttpResponse> {
+    let org_id = path.into_inner();
+    caller.require(org_id, Capability::Read)?;
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {} FROM submissions WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 100",
+        submission::COLUMNS
+    ))
+    .bind(org_id)
+    .fetch_all(&state.pool)
+    .await?;
+    let out = rows
+        .into_iter()
+        .map(|r| r.resource(&state, false))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(HttpResponse::Ok().json(out))
+}

@@ -1,0 +1,89 @@
+//! kyc's settings; `defaults.toml` (beside Cargo.toml) documents every key.
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use service_kit::settings::{
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
+    TelemetrySettings,
+};
+
+pub const DEFAULTS: &str = include_str!("../defaults.toml");
+pub const DEV: &str = include_str!("../dev.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub http: HttpSettings,
+    pub database: DatabaseSettings,
+    pub nats: NatsSettings,
+    pub assertion: AssertionSettings,
+    pub telemetry: TelemetrySettings,
+    /// org-billing's internal address and kyc's caller key there.
+    pub org_billing: PeerSettings,
+    pub sealing: SealingSettings,
+    pub retention: RetentionSettings,
+    pub jobs: JobSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SealingSettings {
+    pub keys: Vec<SecretString>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RetentionSettings {
+    pub purge_after_days: i64,
+    pub sweep_interval_secs: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobSettings {
+    pub outbox_poll_ms: u64,
+    pub outbox_linger_ms: u64,
+}
+
+impl Settings {
+    pub fn load() -> anyhow::Result<Settings> {
+        Self::load_with(&[])
+    }
+
+    /// [`load`](Self::load) with extra TOML layers before the environment.
+    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
+        service_kit::settings::load_with(
+            "kyc",
+            DEFAULTS,
+            DEV,
+            &[
+                "assertion.keys",
+                "assertion.callers.org_billing.keys",
+                "sealing.keys",
+            ],
+            extra,
+        )
+    }
+
+    pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {
+        let mut all = vec![DEFAULTS];
+        all.extend_from_slice(layers);
+        service_kit::settings::from_toml(&all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn production_defaults_hold_no_key_and_purge_after_180_days() {
+        let s = Settings::from_layers(&[]).expect("defaults parse");
+        assert!(s.assertion.keys.is_empty());
+        assert!(s.sealing.keys.is_empty());
+        assert!(s.org_billing.key.is_none());
+        assert_eq!(s.retention.purge_after_days, 180);
+    }
+
+    #[test]
+    fn the_dev_key_is_a_usable_sealing_key() {
+        let s = Settings::from_layers(&[DEV]).expect("dev parses");
+        assert!(service_kit::sealed::Sealer::new(&s.sealing.keys).is_ok());
+    }
+}

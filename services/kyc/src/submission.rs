@@ -1,0 +1,95 @@
+//! A stored submission and its resource shape (KYCSubmission). The raw payload
+//! is sealed with AES-256-GCM, bound to the submission id; it is opened only to
+//! answer the organization's members and staff, never logged, never in events.
+
+use crate::{payload::Payload, state::AppState};
+use hub_domain::OrgId;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+pub const COLUMNS: &str = "id, org_id, org_name, legal_type, status, payload, field_keys, \
+    review_notes, requested_fields, reviewed_at, created_at, purged_at";
+
+#[derive(sqlx::FromRow)]
+pub struct Row {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub org_name: String,
+    pub legal_type: String,
+    pub status: String,
+    pub payload: Option<Vec<u8>>,
+    pub field_keys: Vec<String>,
+    pub review_notes: String,
+    pub requested_fields: Vec<String>,
+    pub reviewed_at: Option<OffsetDateTime>,
+    pub created_at: OffsetDateTime,
+    pub purged_at: Option<OffsetDateTime>,
+}
+
+/// The AAD a submission's payload is sealed with.
+pub fn aad(id: Uuid) -> Vec<u8> {
+    format!("kyc-payload:{id}").into_bytes()
+}
+
+/// KYCSubmission, plus `address` beside `fields` (both empty once purged)
+/// and, in the staff queue, `org_name`.
+#[derive(Serialize)]
+pub struct Resource {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub org_name: Option<String>,
+    pub legal_type: String,
+    pub fields: Map<String, Value>,
+    pub address: Map<String, Value>,
+    pub status: String,
+    pub review_notes: String,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub reviewed_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    pub requested_fields: Vec<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub purged_at: Option<OffsetDateTime>,
+}
+
+impl Row {
+    pub fn payload(&self, state: &AppState) -> anyhow::Result<Option<Payload>> {
+        match &self.payload {
+            None => Ok(None),
+            Some(sealed) => {
+                let plain = state.sealer.open(sealed, &aad(self.id))?;
+                Ok(Some(serde_json::from_slice(&plain)?))
+            }
+        }
+    }
+
+    pub fn resource(self, state: &AppState, with_org_name: bool) -> anyhow::Result<Resource> {
+        let payload = self.payload(state)?;
+        let to_map = |m: &std::collections::BTreeMap<String, String>| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect::<Map<_, _>>()
+        };
+        let (fields, address) = payload
+            .as_ref()
+            .map(|p| (to_map(&p.fields), to_map(&p.address)))
+            .unwrap_or_default();
+        Ok(Resource {
+            id: self.id,
+            org_id: self.org_id,
+            org_name: with_org_name.then_some(self.org_name),
+            legal_type: self.legal_type,
+            fields,
+            address,
+            status: self.status,
+            review_notes: self.review_notes,
+            reviewed_at: self.reviewed_at,
+            created_at: self.created_at,
+            requested_fields: self.requested_fields,
+            purged_at: self.purged_at,
+        })
+    }
+}

@@ -1,0 +1,46 @@
+//! Data minimization: `retention.purge_after_days` (180) after its decision, a
+//! submission's raw payload (fields and address, and the keys submitted) is
+//! deleted; only status, notes, requested field keys and timestamps survive,
+//! and `purged_at` is set. Runs every `retention.sweep_interval_secs` on every
+//! replica: each pass takes its rows with `FOR UPDATE SKIP LOCKED`, so replicas
+//! never purge the same row twice and never skip one. "Now" comes from the
+//! service's clock (tests move it).
+
+use service_kit::Clock;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Rows one statement purges at most.
+const BATCH: i64 = 500;
+
+/// Purge every submission decided more than `after_days` ago; returns the ids
+/// this call purged.
+pub async fn run_once(pool: &PgPool, clock: &Clock, after_days: i64) -> anyhow::Result<Vec<Uuid>> {
+    let mut purged = Vec::new();
+    loop {
+        let now = clock.now();
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "UPDATE submissions SET payload = NULL, field_keys = '{}', purged_at = $1 \
+             WHERE id IN ( \
+               SELECT id FROM submissions \
+               WHERE purged_at IS NULL AND reviewed_at IS NOT NULL \
+                 AND reviewed_at <= $1 - make_interval(days => $2) \
+               ORDER BY reviewed_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
+             RETURNING id",
+        )
+        .bind(now)
+        .bind(after_days as i32)
+        .bind(BATCH)
+        .fetch_all(pool)
+        .await?;
+        let n = ids.len();
+        purged.extend(ids);
+        if (n as i64) < BATCH {
+            break;
+        }
+    }
+    if !purged.is_empty() {
+        tracing::info!(purged = purged.len(), "KYC payloads redacted");
+    }
+    Ok(purged)
+}
