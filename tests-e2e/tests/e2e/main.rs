@@ -9,6 +9,7 @@ mod bad_input;
 mod consumers;
 mod gateway;
 mod isolation;
+mod kyc;
 mod ledger;
 mod ledger_limits;
 mod members;
