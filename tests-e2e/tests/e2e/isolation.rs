@@ -14,6 +14,7 @@ async fn each_service_role_reads_its_own_schema_only() {
     let (_, _org) = s.org_with_owner("isolated@example.com").await;
     let identity = as_role(&s, "hub_identity").await;
     let billing = as_role(&s, "hub_org_billing").await;
+    let kyc = as_role(&s, "hub_kyc").await;
     let users: i64 = sqlx::query_scalar("SELECT count(*) FROM identity.users")
         .fetch_one(&identity)
         .await
@@ -24,6 +25,9 @@ async fn each_service_role_reads_its_own_schema_only() {
         (&identity, "SELECT count(*) FROM org_billing.organizations"),
         (&billing, "SELECT count(*) FROM identity.sessions"),
         (&billing, "SELECT count(*) FROM identity.api_keys"),
+        (&billing, "SELECT count(*) FROM kyc.submissions"),
+        (&kyc, "SELECT count(*) FROM org_billing.organizations"),
+        (&kyc, "SELECT count(*) FROM identity.users"),
     ] {
         let err = sqlx::query_scalar::<_, i64>(sql)
             .fetch_one(pool)
@@ -43,7 +47,7 @@ async fn each_service_role_reads_its_own_schema_only() {
     // The services' tables belong to their roles.
     let owners: Vec<(String, String)> = sqlx::query_as(
         "SELECT DISTINCT schemaname::text, tableowner::text FROM pg_tables \
-         WHERE schemaname IN ('identity', 'org_billing') ORDER BY 1",
+         WHERE schemaname IN ('identity', 'org_billing', 'kyc') ORDER BY 1",
     )
     .fetch_all(&s.db)
     .await
@@ -52,6 +56,7 @@ async fn each_service_role_reads_its_own_schema_only() {
         owners,
         [
             ("identity".to_owned(), "hub_identity".to_owned()),
+            ("kyc".to_owned(), "hub_kyc".to_owned()),
             ("org_billing".to_owned(), "hub_org_billing".to_owned())
         ]
     );
