@@ -113,6 +113,37 @@ impl Event for KycChanged {
     const SUBJECT: &'static str = "core.v1.kyc.changed";
 }
 
+/// Bodies of internal (service-to-service) calls, shared by both sides.
+pub mod internal {
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+    use time::OffsetDateTime;
+
+    /// The legal identity an approved KYC submission fixes for its organization.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct LegalIdentity {
+        pub legal_name: String,
+        pub tax_id: String,
+        pub registration_number: String,
+        /// line1, line2, city, region, postal_code, country (absent ones "").
+        pub registered_address: BTreeMap<String, String>,
+    }
+
+    /// An organization's KYC state, as kyc decides it and org-billing shows it
+    /// (`PUT`/`GET /internal/v1/organizations/{id}/kyc-state`). Applied only
+    /// when `version` is newer than the one shown.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct KycState {
+        pub version: i64,
+        pub kyc_status: String,
+        pub kyc_tier: i32,
+        #[serde(with = "time::serde::rfc3339::option")]
+        pub kyc_verified_at: Option<OffsetDateTime>,
+        /// Set once verified; stays when later submissions re-open review.
+        pub legal_identity: Option<LegalIdentity>,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

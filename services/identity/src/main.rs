@@ -1,30 +1,15 @@
-//! identity binary: `identity` serves; `identity migrate` applies migrations and
-//! exits (the Helm migration Job); `identity healthcheck` probes /healthz.
-
-use identity::{build, Settings};
-use tokio_util::sync::CancellationToken;
+//! identity binary: serves; `migrate` applies migrations and exits (the Helm
+//! migration Job); `healthcheck` probes /healthz; `dlq list | replay` handles
+//! dead letters (see service_kit::server::main).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let settings = Settings::load()?;
-    let _guard = service_kit::telemetry::init("identity", &settings.telemetry)?;
-    match std::env::args().nth(1).as_deref() {
-        Some("migrate") => identity::migrate(&settings).await,
-        Some("healthcheck") => service_kit::http::probe(settings.http.port).await,
-        Some("dlq") => {
-            let args: Vec<String> = std::env::args().skip(2).collect();
-            service_kit::deadletter::command(&settings.nats, &args).await
-        }
-        Some(other) => {
-            anyhow::bail!("unknown subcommand {other:?} (expected migrate, healthcheck or dlq)")
-        }
-        None => {
-            let cancel = CancellationToken::new();
-            service_kit::shutdown::cancel_on_signal(cancel.clone());
-            build(settings, service_kit::Runtime::new(cancel))
-                .await?
-                .run_until_stopped()
-                .await
-        }
-    }
+    service_kit::server::main(
+        "identity",
+        identity::Settings::load()?,
+        |s| (&s.telemetry, s.http.port, &s.nats),
+        |s| async move { identity::migrate(&s).await },
+        identity::build,
+    )
+    .await
 }

@@ -14,7 +14,7 @@
 use crate::{payload::LegalIdentity, state::AppState};
 use event_contracts::KycChanged;
 use hub_domain::OrgId;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use service_kit::{assertion::Caller, outbox, ApiError};
 use sqlx::PgConnection;
 use time::OffsetDateTime;
@@ -54,17 +54,7 @@ pub async fn profile(
     }
 }
 
-/// An organization's KYC state as org-billing applies it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct KycState {
-    pub version: i64,
-    pub kyc_status: String,
-    pub kyc_tier: i32,
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub kyc_verified_at: Option<OffsetDateTime>,
-    /// Set once verified; stays when later submissions re-open review.
-    pub legal_identity: Option<LegalIdentity>,
-}
+pub use event_contracts::internal::KycState;
 
 #[derive(sqlx::FromRow)]
 struct Row {

@@ -66,15 +66,7 @@ pub struct Payload {
     pub address: BTreeMap<String, String>,
 }
 
-/// The legal identity an approved submission fixes for its organization.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LegalIdentity {
-    pub legal_name: String,
-    pub tax_id: String,
-    pub registration_number: String,
-    /// line1, line2, city, region, postal_code, country (absent ones "").
-    pub registered_address: BTreeMap<String, String>,
-}
+pub use event_contracts::internal::LegalIdentity;
 
 fn bad(msg: String) -> ApiError {
     ApiError::BadRequest(msg)

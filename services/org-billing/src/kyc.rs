@@ -10,27 +10,8 @@
 use crate::state::AppState;
 use event_contracts::{Envelope, KycChanged};
 use hub_domain::OrgId;
-use serde::Deserialize;
-use std::collections::BTreeMap;
-use time::OffsetDateTime;
 
-#[derive(Debug, Deserialize)]
-pub struct LegalIdentity {
-    pub legal_name: String,
-    pub tax_id: String,
-    pub registration_number: String,
-    pub registered_address: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct KycState {
-    pub version: i64,
-    pub kyc_status: String,
-    pub kyc_tier: i32,
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub kyc_verified_at: Option<OffsetDateTime>,
-    pub legal_identity: Option<LegalIdentity>,
-}
+pub use event_contracts::internal::KycState;
 
 /// Apply `s` to `org_id` if newer; returns whether it applied (false: older or
 /// equal, or no such organization).

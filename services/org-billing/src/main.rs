@@ -1,30 +1,15 @@
-//! org-billing binary: serves; `migrate` applies migrations (and the seed when
-//! configured) and exits; `healthcheck` probes /healthz.
-
-use org_billing::{build, Settings};
-use tokio_util::sync::CancellationToken;
+//! org-billing binary: serves; `migrate` applies migrations and exits (the Helm
+//! migration Job); `healthcheck` probes /healthz; `dlq list | replay` handles
+//! dead letters (see service_kit::server::main).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let settings = Settings::load()?;
-    let _guard = service_kit::telemetry::init("org-billing", &settings.telemetry)?;
-    match std::env::args().nth(1).as_deref() {
-        Some("migrate") => org_billing::migrate(&settings).await,
-        Some("healthcheck") => service_kit::http::probe(settings.http.port).await,
-        Some("dlq") => {
-            let args: Vec<String> = std::env::args().skip(2).collect();
-            service_kit::deadletter::command(&settings.nats, &args).await
-        }
-        Some(other) => {
-            anyhow::bail!("unknown subcommand {other:?} (expected migrate, healthcheck or dlq)")
-        }
-        None => {
-            let cancel = CancellationToken::new();
-            service_kit::shutdown::cancel_on_signal(cancel.clone());
-            build(settings, service_kit::Runtime::new(cancel))
-                .await?
-                .run_until_stopped()
-                .await
-        }
-    }
+    service_kit::server::main(
+        "org-billing",
+        org_billing::Settings::load()?,
+        |s| (&s.telemetry, s.http.port, &s.nats),
+        |s| async move { org_billing::migrate(&s).await },
+        org_billing::build,
+    )
+    .await
 }
