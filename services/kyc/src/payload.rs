@@ -152,7 +152,7 @@ impl Payload {
             }
             let mut value = string_value(&path, v)?;
             if k == "country" {
-                value = CountryCode::parse(&value)
+                value = CountryCode::parse(&value.to_ascii_uppercase())
                     .map_err(|_| bad(format!("{path} must be an ISO 3166-1 alpha-2 code")))?
                     .as_str()
                     .to_owned();
