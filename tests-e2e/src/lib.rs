@@ -35,6 +35,8 @@ pub struct StackOptions {
     pub org_billing_toml: String,
     /// Extra TOML for kyc's settings.
     pub kyc_toml: String,
+    /// Extra TOML for server-product's settings.
+    pub server_product_toml: String,
     /// Connect org-billing (its role) to Postgres through this local port (a
     /// relay a test controls) instead of directly.
     pub org_billing_database_port: Option<u16>,
@@ -48,6 +50,7 @@ impl Default for StackOptions {
             gateway_toml: String::new(),
             org_billing_toml: String::new(),
             kyc_toml: String::new(),
+            server_product_toml: String::new(),
             org_billing_database_port: None,
         }
     }
@@ -70,6 +73,8 @@ pub struct TestStack {
     pub org_billing: String,
     /// kyc's own address.
     pub kyc: String,
+    /// server-product's own address.
+    pub server_product: String,
     pub database_url: String,
     /// A pool on the stack's database as its administrator, search_path
     /// `identity,org_billing`.
@@ -207,6 +212,17 @@ log_format = "pretty"
                 opts.kyc_toml,
             ],
         );
+        // Sandbox servers are ready in 300 ms here.
+        extra.insert(
+            "server_product".to_owned(),
+            vec![
+                format!(
+                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[seed]\nskus = true\n\
+                     [provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n[jobs]\noutbox_poll_ms = 100\n"
+                ),
+                opts.server_product_toml,
+            ],
+        );
         extra.insert(
             "gateway".to_owned(),
             vec![
@@ -249,7 +265,7 @@ log_format = "pretty"
             .connect_with(
                 database_url
                     .parse::<sqlx::postgres::PgConnectOptions>()?
-                    .options([("search_path", "identity,org_billing,kyc")]),
+                    .options([("search_path", "identity,org_billing,kyc,server_product")]),
             )
             .await?;
         let nats = async_nats::connect(nats_url()).await?;
@@ -261,6 +277,7 @@ log_format = "pretty"
             identity: url("identity"),
             org_billing: url("org_billing"),
             kyc: url("kyc"),
+            server_product: url("server_product"),
             database_url,
             db,
             nats,

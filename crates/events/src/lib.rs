@@ -113,6 +113,32 @@ impl Event for KycChanged {
     const SUBJECT: &'static str = "core.v1.kyc.changed";
 }
 
+/// A product event, shaped as webhooks deliver it (stream PRODUCT, subject
+/// `product.v1.<kind>`): the JSON body is exactly this, so the dispatcher can
+/// sign and send it as it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProductEvent<T> {
+    /// Unique; also the `Nats-Msg-Id` and the Standard Webhooks `webhook-id`.
+    pub id: Uuid,
+    /// The kind, e.g. `server.created`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    pub org_id: OrgId,
+    pub data: T,
+}
+
+/// Server lifecycle event kinds (the spec's Events table).
+pub const SERVER_CREATED: &str = "server.created";
+pub const SERVER_ACTIVE: &str = "server.active";
+pub const SERVER_TERMINATED: &str = "server.terminated";
+
+/// The subject (relative to the deployment's prefix) of a product event kind.
+pub fn product_subject(kind: &str) -> String {
+    format!("product.v1.{kind}")
+}
+
 /// Bodies of internal (service-to-service) calls, shared by both sides.
 pub mod internal {
     use serde::{Deserialize, Serialize};

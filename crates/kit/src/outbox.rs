@@ -38,6 +38,27 @@ pub async fn enqueue<T: Event>(
     Ok(env.id)
 }
 
+/// Write an already serialized message (`id` is its `Nats-Msg-Id`) for
+/// `relative_subject` to the outbox, inside the caller's transaction: events
+/// whose wire shape is not the core [`Envelope`] (product events).
+pub async fn enqueue_raw(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    relative_subject: &str,
+    id: Uuid,
+    payload: String,
+) -> anyhow::Result<()> {
+    sqlx::query("INSERT INTO outbox (id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)")
+        .bind(id)
+        .bind(naming.subject(relative_subject))
+        .bind(payload)
+        .bind(crate::telemetry::current_traceparent())
+        .execute(conn)
+        .await
+        .context("writing outbox row")?;
+    Ok(())
+}
+
 #[derive(Clone)]
 pub struct Outbox {
     pool: PgPool,

@@ -142,6 +142,22 @@ pub const SERVICES: &[Entry] = &[
         },
     },
     Entry {
+        name: server_product::SERVICE,
+        target: "server_product",
+        schema: Some(server_product::SCHEMA),
+        calls: &[],
+        gateway: false,
+        load_telemetry: |l, src| Ok(load_server_product(l, src)?.telemetry),
+        load_http: |l, src| Ok(load_server_product(l, src)?.http),
+        start: |l, src, rt| {
+            async move {
+                let app = server_product::build(load_server_product(&l, &src)?, rt).await?;
+                Ok(svc_started(app.port(), app.run_until_stopped()))
+            }
+            .boxed()
+        },
+    },
+    Entry {
         name: "gateway",
         target: "core_api_gateway",
         schema: None,
@@ -187,6 +203,13 @@ fn load_kyc(l: &[String], src: &Source) -> anyhow::Result<kyc::Settings> {
     match src {
         Source::Environment => kyc::Settings::load_with(l),
         Source::Generated => kyc::Settings::from_layers(&layers(l)),
+    }
+}
+
+fn load_server_product(l: &[String], src: &Source) -> anyhow::Result<server_product::Settings> {
+    match src {
+        Source::Environment => server_product::Settings::load_with(l),
+        Source::Generated => server_product::Settings::from_layers(&layers(l)),
     }
 }
 

@@ -1,0 +1,108 @@
+//! server-product: the product API for ordering servers. SKUs, servers with
+//! one lifecycle ([`lifecycle`]), provisioning through a provider driver
+//! ([`provider`], durable jobs run by [`worker`]) or a staff fulfilment queue,
+//! power and termination, usage, and the service-contract surface. Owns the
+//! Postgres schema `server_product`; emits `server.created`, `server.active`
+//! and `server.terminated` to the PRODUCT stream through its outbox.
+
+pub mod lifecycle;
+pub mod provider;
+mod routes;
+pub mod seed;
+mod servers;
+pub mod settings;
+mod state;
+pub mod worker;
+
+pub use routes::configure;
+pub use settings::Settings;
+
+use actix_web::web;
+use service_kit::{assertion, db, nats, outbox::Outbox, sealed::Sealer};
+use sqlx::migrate::Migrator;
+use std::{sync::Arc, time::Duration};
+
+pub const SCHEMA: &str = "server_product";
+/// This service's name in assertions (their audience).
+pub const SERVICE: &str = "server_product";
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/server_product");
+
+/// The running service (port, server, background tasks).
+pub use service_kit::server::Running as Application;
+
+/// Apply migrations (and the demo catalog when configured), then return.
+pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
+    let pool = db::prepare(
+        &settings.database,
+        SCHEMA,
+        "server-product-migrate",
+        &MIGRATOR,
+    )
+    .await?;
+    if settings.seed.skus {
+        seed::skus(&pool).await?;
+    }
+    Ok(())
+}
+
+/// Config in, running server out: migrate, connect, start the relay and the
+/// provisioning worker, serve.
+pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
+    let cancel = rt.cancel.clone();
+    let sealer = Sealer::new(&settings.sealing.keys)?;
+    anyhow::ensure!(
+        settings.provider.kind == "sandbox",
+        "provider.kind {:?} is not a driver this build has (sandbox)",
+        settings.provider.kind
+    );
+    let pool = db::prepare(&settings.database, SCHEMA, "server-product", &MIGRATOR).await?;
+    if settings.seed.skus {
+        seed::skus(&pool).await?;
+    }
+    let nats_client = nats::connect(&settings.nats, "server-product").await?;
+    let js = async_nats::jetstream::new(nats_client.clone());
+    nats::ensure_streams(&js, &settings.nats).await?;
+    let outbox = Outbox::new(pool.clone(), js);
+    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
+    let state = web::Data::new(state::AppState {
+        pool: pool.clone(),
+        outbox: outbox.clone(),
+        naming: settings.nats.naming(),
+        sealer,
+        provider: Arc::new(provider::Sandbox {
+            delay_ms: settings.provider.sandbox_delay_ms as i64,
+            fail: settings.provider.sandbox_fail,
+            clock: rt.clock.clone(),
+        }),
+        clock: rt.clock.clone(),
+        pages: settings.pages.clone(),
+    });
+    let mut tasks = vec![outbox.spawn_relay(
+        cancel.clone(),
+        Duration::from_millis(settings.jobs.outbox_poll_ms),
+        Duration::from_millis(settings.jobs.outbox_linger_ms),
+    )];
+    if settings.provider.worker {
+        tasks.push(worker::spawn(
+            state.clone(),
+            Duration::from_millis(settings.provider.poll_ms),
+            settings.provider.max_attempts,
+            cancel.clone(),
+        ));
+    }
+    service_kit::server::serve(
+        &settings.http,
+        service_kit::server::Service {
+            name: "server-product",
+            verifier,
+            db: pool,
+            nats: nats_client,
+            naming: settings.nats.naming(),
+            state,
+            routes: configure,
+            tasks,
+            listener: rt.listener.take(),
+        },
+        cancel,
+    )
+}

@@ -1,0 +1,166 @@
+//! The one lifecycle of a server, which is also the service-contract state
+//! machine every product exposes. Every change of state goes through
+//! [`transition`]: a conditional UPDATE (`WHERE status = ANY(from)`) in the
+//! caller's transaction, so of two concurrent transitions of one server at
+//! most one finds the state it needs; the other answers 409 naming the state
+//! it found.
+//!
+//! ```text
+//!  (order, API SKU) ──> provisioning ──provisioned──> active <──start── stopped
+//!                            └──failed──> failed        │ ──stop──────────^
+//!  (order, manual SKU) ─> pending_fulfilment ─fulfil─> active   reboot: active -> active
+//!  active | stopped ──suspend──> suspended ──activate──> active
+//!  active | stopped ──resize (plan)──> same state
+//!  anything but terminated ──terminate──> terminated (final)
+//!  anything but failed/terminated ──transfer (owner of both)──> same state
+//! ```
+
+use crate::servers::{Row, COLUMNS};
+use hub_domain::OrgId;
+use service_kit::ApiError;
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Provisioned,
+    Fail,
+    Fulfil,
+    Stop,
+    Start,
+    Reboot,
+    Suspend,
+    Activate,
+    Resize,
+    Terminate,
+    Transfer,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Provisioned => "complete provisioning of",
+            Action::Fail => "fail",
+            Action::Fulfil => "fulfil",
+            Action::Stop => "stop",
+            Action::Start => "start",
+            Action::Reboot => "reboot",
+            Action::Suspend => "suspend",
+            Action::Activate => "activate",
+            Action::Resize => "resize",
+            Action::Terminate => "terminate",
+            Action::Transfer => "transfer",
+        }
+    }
+
+    /// The states it may start from.
+    pub fn from(self) -> &'static [&'static str] {
+        match self {
+            Action::Provisioned | Action::Fail => &["provisioning"],
+            Action::Fulfil => &["pending_fulfilment"],
+            Action::Stop | Action::Reboot => &["active"],
+            Action::Start => &["stopped"],
+            Action::Suspend | Action::Resize => &["active", "stopped"],
+            Action::Activate => &["suspended"],
+            Action::Terminate => &[
+                "provisioning",
+                "pending_fulfilment",
+                "active",
+                "stopped",
+                "suspended",
+                "failed",
+            ],
+            Action::Transfer => &[
+                "provisioning",
+                "pending_fulfilment",
+                "active",
+                "stopped",
+                "suspended",
+            ],
+        }
+    }
+
+    /// The state it leads to (`None`: unchanged).
+    pub fn to(self) -> Option<&'static str> {
+        match self {
+            Action::Provisioned | Action::Fulfil | Action::Start | Action::Activate => {
+                Some("active")
+            }
+            Action::Fail => Some("failed"),
+            Action::Stop => Some("stopped"),
+            Action::Suspend => Some("suspended"),
+            Action::Terminate => Some("terminated"),
+            Action::Reboot | Action::Resize | Action::Transfer => None,
+        }
+    }
+}
+
+/// Move server `id` of `org_id` by `action` at `now`, in the caller's
+/// transaction; returns the row after it. 404 if there is no such server in
+/// that organization, 409 naming the state when the action is not allowed.
+pub async fn transition(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    id: Uuid,
+    action: Action,
+    now: OffsetDateTime,
+) -> Result<Row, ApiError> {
+    let moved: Option<Row> = sqlx::query_as(&format!(
+        "UPDATE servers SET status = COALESCE($4, status), updated_at = $5, \
+           activated_at = CASE WHEN $4 = 'active' AND activated_at IS NULL THEN $5 ELSE activated_at END, \
+           terminated_at = CASE WHEN $4 = 'terminated' THEN $5 ELSE terminated_at END \
+         WHERE id = $1 AND org_id = $2 AND status = ANY($3) RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(org_id)
+    .bind(action.from())
+    .bind(action.to())
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(row) = moved {
+        return Ok(row);
+    }
+    let state: Option<String> =
+        sqlx::query_scalar("SELECT status FROM servers WHERE id = $1 AND org_id = $2")
+            .bind(id)
+            .bind(org_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    match state {
+        None => Err(ApiError::NotFound),
+        Some(s) => Err(ApiError::Conflict(format!(
+            "cannot {} a server that is {s}",
+            action.name()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminated_is_final_and_every_action_has_a_source() {
+        let all = [
+            Action::Provisioned,
+            Action::Fail,
+            Action::Fulfil,
+            Action::Stop,
+            Action::Start,
+            Action::Reboot,
+            Action::Suspend,
+            Action::Activate,
+            Action::Resize,
+            Action::Terminate,
+            Action::Transfer,
+        ];
+        for a in all {
+            assert!(!a.from().is_empty(), "{a:?}");
+            assert!(!a.from().contains(&"terminated"), "{a:?} leaves terminated");
+        }
+        assert_eq!(Action::Terminate.to(), Some("terminated"));
+        assert!(!Action::Transfer.from().contains(&"failed"));
+    }
+}

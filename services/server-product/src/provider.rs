@@ -1,0 +1,137 @@
+//! Provider drivers for API-backed SKUs. A driver creates a server and is
+//! then asked for its status until it is ready (cloud APIs complete
+//! asynchronously); power and deletion are synchronous.
+//!
+//! The sandbox driver behaves like such an API without a network: the
+//! reference it returns encodes when the server was created, and the server is
+//! ready `sandbox_delay_ms` later, so its state survives a restart of this
+//! service like a real provider's would.
+
+use futures::future::BoxFuture;
+use service_kit::Clock;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    Pending,
+    /// Ready, with access credentials.
+    Ready(Credentials),
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+    pub host: String,
+}
+
+pub trait Provider: Send + Sync {
+    /// Start creating `hostname`; returns the provider's reference.
+    fn create<'a>(&'a self, hostname: &'a str) -> BoxFuture<'a, anyhow::Result<String>>;
+    fn status<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<Status>>;
+    /// `reboot`, `stop` or `start`, synchronously.
+    fn power<'a>(
+        &'a self,
+        reference: &'a str,
+        action: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<()>>;
+    fn delete<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<()>>;
+}
+
+pub struct Sandbox {
+    pub delay_ms: i64,
+    pub fail: bool,
+    pub clock: Clock,
+}
+
+fn now_ms(clock: &Clock) -> i64 {
+    (clock.now().unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+impl Provider for Sandbox {
+    fn create<'a>(&'a self, hostname: &'a str) -> BoxFuture<'a, anyhow::Result<String>> {
+        Box::pin(async move {
+            anyhow::ensure!(
+                !self.fail,
+                "sandbox provider: creation refused (sandbox_fail is on)"
+            );
+            Ok(format!("sbx:{}:{hostname}", now_ms(&self.clock)))
+        })
+    }
+
+    fn status<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<Status>> {
+        Box::pin(async move {
+            let mut parts = reference.splitn(3, ':');
+            let (Some("sbx"), Some(created), Some(hostname)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                return Ok(Status::Failed(format!(
+                    "unknown sandbox reference {reference:?}"
+                )));
+            };
+            let created: i64 = created.parse()?;
+            if now_ms(&self.clock) < created + self.delay_ms {
+                return Ok(Status::Pending);
+            }
+            Ok(Status::Ready(Credentials {
+                username: "root".into(),
+                password: service_kit_token()?,
+                host: format!("{hostname}.sandbox.example.net"),
+            }))
+        })
+    }
+
+    fn power<'a>(
+        &'a self,
+        _reference: &'a str,
+        _action: &'a str,
+    ) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn delete<'a>(&'a self, _reference: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A random root password: 24 bytes from the OS CSPRNG, base64url.
+fn service_kit_token() -> anyhow::Result<String> {
+    use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+    use ring::rand::{SecureRandom, SystemRandom};
+    let mut b = [0u8; 24];
+    SystemRandom::new()
+        .fill(&mut b)
+        .map_err(|_| anyhow::anyhow!("no randomness"))?;
+    Ok(URL_SAFE_NO_PAD.encode(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_sandbox_is_ready_after_its_delay_and_fails_when_told() {
+        let clock = Clock::system();
+        let p = Sandbox {
+            delay_ms: 60_000,
+            fail: false,
+            clock: clock.clone(),
+        };
+        let r = p.create("web-1").await.expect("create");
+        assert_eq!(p.status(&r).await.expect("status"), Status::Pending);
+        clock.advance(time::Duration::seconds(61));
+        match p.status(&r).await.expect("status") {
+            Status::Ready(c) => {
+                assert_eq!(c.host, "web-1.sandbox.example.net");
+                assert!(c.password.len() >= 32);
+            }
+            other => panic!("{other:?}"),
+        }
+        let failing = Sandbox {
+            delay_ms: 0,
+            fail: true,
+            clock,
+        };
+        assert!(failing.create("web-2").await.is_err());
+    }
+}

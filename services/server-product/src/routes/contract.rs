@@ -1,0 +1,371 @@
+//! The service contract: the uniform lifecycle surface every product exposes
+//! under `/v1/service-contract/` (proto-docs/service-contract.md). For this
+//! product a service is a server; every transition is the server lifecycle's
+//! ([`crate::lifecycle`]), enforced in the transaction.
+
+use super::servers::{order, terminate_server};
+use crate::{
+    lifecycle::{self, Action},
+    servers::{self, Row, COLUMNS},
+    state::AppState,
+};
+use actix_web::{web, HttpResponse};
+use hub_domain::{Capability, OrgId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use service_kit::{assertion::Caller, ApiError, ApiResult};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// A service in the contract's shape.
+#[derive(Serialize)]
+pub struct Service {
+    id: Uuid,
+    org_id: OrgId,
+    product: &'static str,
+    plan: String,
+    name: String,
+    state: String,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    activated_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    terminated_at: Option<OffsetDateTime>,
+}
+
+impl From<&Row> for Service {
+    fn from(r: &Row) -> Service {
+        Service {
+            id: r.id,
+            org_id: r.org_id,
+            product: "server",
+            plan: r.sku_id.clone(),
+            name: r.hostname.clone(),
+            state: r.status.clone(),
+            created_at: r.created_at,
+            activated_at: r.activated_at,
+            terminated_at: r.terminated_at,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct OrgQuery {
+    org_id: OrgId,
+}
+
+/// GET /v1/service-contract/services?org_id= (any member).
+#[tracing::instrument(skip_all)]
+pub async fn services(
+    state: web::Data<AppState>,
+    caller: Caller,
+    q: web::Query<OrgQuery>,
+) -> ApiResult<HttpResponse> {
+    caller.require(q.org_id, Capability::Read)?;
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM servers WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1000"
+    ))
+    .bind(q.org_id)
+    .fetch_all(&state.pool)
+    .await?;
+    Ok(HttpResponse::Ok().json(rows.iter().map(Service::from).collect::<Vec<_>>()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provision {
+    org_id: OrgId,
+    plan: String,
+    name: String,
+}
+
+/// POST /v1/service-contract/services (manager): provision; 201.
+#[tracing::instrument(skip_all)]
+pub async fn provision(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: web::Json<Provision>,
+) -> ApiResult<HttpResponse> {
+    let row = order(&state, &caller, body.org_id, &body.plan, &body.name).await?;
+    Ok(HttpResponse::Created().json(Service::from(&row)))
+}
+
+/// Load a service the caller may act on with `cap` (404 for non-members).
+async fn authorized(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    cap: Capability,
+) -> ApiResult<Row> {
+    let row = servers::load(&mut *state.pool.acquire().await?, id).await?;
+    caller.require(row.org_id, cap)?;
+    Ok(row)
+}
+
+async fn simple(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    action: Action,
+) -> ApiResult<HttpResponse> {
+    let row = authorized(state, caller, id, Capability::OperateServers).await?;
+    let mut tx = state.pool.begin().await?;
+    let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
+    state
+        .audit(
+            &mut tx,
+            caller,
+            &format!("service.{}", action.name()),
+            row.org_id,
+            json!({"service_id": id, "from": row.status, "to": moved.status}),
+        )
+        .await?;
+    tx.commit().await?;
+    state.outbox.kick();
+    Ok(HttpResponse::Ok().json(Service::from(&moved)))
+}
+
+/// POST /v1/service-contract/services/{id}/activate (manager): suspended -> active.
+pub async fn activate(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    simple(&state, &caller, path.into_inner(), Action::Activate).await
+}
+
+/// POST /v1/service-contract/services/{id}/suspend (manager): active|stopped -> suspended.
+pub async fn suspend(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    simple(&state, &caller, path.into_inner(), Action::Suspend).await
+}
+
+/// POST /v1/service-contract/services/{id}/terminate (manager).
+pub async fn terminate(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    let row = terminate_server(&state, &caller, path.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(Service::from(&row)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resize {
+    plan: String,
+}
+
+/// POST /v1/service-contract/services/{id}/resize (manager) `{plan}`: another
+/// plan of the same fulfilment kind; usage splits at the moment of resizing.
+#[tracing::instrument(skip_all, fields(service_id = %path))]
+pub async fn resize(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+    body: web::Json<Resize>,
+) -> ApiResult<HttpResponse> {
+    let id = path.into_inner();
+    let row = authorized(&state, &caller, id, Capability::OperateServers).await?;
+    let plan: Option<String> =
+        sqlx::query_scalar("SELECT fulfilment FROM skus WHERE id = $1 AND listed")
+            .bind(&body.plan)
+            .fetch_optional(&state.pool)
+            .await?;
+    match plan {
+        None => return Err(ApiError::bad_request("plan is not a SKU of the catalog")),
+        Some(f) if f != row.fulfilment => {
+            return Err(ApiError::bad_request(
+                "plan must be fulfilled the same way as the current one",
+            ))
+        }
+        _ if body.plan == row.sku_id => {
+            return Err(ApiError::bad_request("the service is already on this plan"))
+        }
+        _ => {}
+    }
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    lifecycle::transition(&mut tx, row.org_id, id, Action::Resize, now).await?;
+    let resized: Row = sqlx::query_as(&format!(
+        "UPDATE servers SET sku_id = $2 WHERE id = $1 RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(&body.plan)
+    .fetch_one(&mut *tx)
+    .await?;
+    servers::close_usage(&mut tx, id, now).await?;
+    servers::open_usage(&mut tx, &resized, now).await?;
+    state
+        .audit(
+            &mut tx,
+            &caller,
+            "service.resize",
+            row.org_id,
+            json!({"service_id": id, "from": row.sku_id, "to": body.plan}),
+        )
+        .await?;
+    tx.commit().await?;
+    state.outbox.kick();
+    Ok(HttpResponse::Ok().json(Service::from(&resized)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transfer {
+    to_org_id: OrgId,
+}
+
+/// POST /v1/service-contract/services/{id}/transfer (owner of both
+/// organizations) `{to_org_id}`: the service keeps its id; the old
+/// organization loses access at once; usage splits at the moment of transfer.
+#[tracing::instrument(skip_all, fields(service_id = %path))]
+pub async fn transfer(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+    body: web::Json<Transfer>,
+) -> ApiResult<HttpResponse> {
+    let id = path.into_inner();
+    let row = authorized(&state, &caller, id, Capability::TransferServices).await?;
+    caller.require(body.to_org_id, Capability::TransferServices)?;
+    if body.to_org_id == row.org_id {
+        return Err(ApiError::bad_request(
+            "to_org_id is the service's organization already",
+        ));
+    }
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    lifecycle::transition(&mut tx, row.org_id, id, Action::Transfer, now).await?;
+    let moved = sqlx::query_as::<_, Row>(&format!(
+        "UPDATE servers SET org_id = $2, updated_at = $3 WHERE id = $1 RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(body.to_org_id)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await;
+    let moved = match moved {
+        Ok(m) => m,
+        Err(sqlx::Error::Database(d)) if d.constraint() == Some("servers_hostname_per_org") => {
+            return Err(ApiError::Conflict(format!(
+                "hostname {} is already used by a server of the receiving organization",
+                row.hostname
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let had_usage: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM usage_periods WHERE server_id = $1 AND ended_at IS NULL)",
+    )
+    .bind(id)
+    .fetch_one(&mut *tx)
+    .await?;
+    if had_usage {
+        servers::close_usage(&mut tx, id, now).await?;
+        servers::open_usage(&mut tx, &moved, now).await?;
+    }
+    for org in [row.org_id, body.to_org_id] {
+        state
+            .audit(
+                &mut tx,
+                &caller,
+                "service.transfer",
+                org,
+                json!({"service_id": id, "from_org_id": row.org_id, "to_org_id": body.to_org_id}),
+            )
+            .await?;
+    }
+    tx.commit().await?;
+    state.outbox.kick();
+    Ok(HttpResponse::Ok().json(Service::from(&moved)))
+}
+
+#[derive(Serialize, sqlx::FromRow)]
+struct Period {
+    #[serde(skip)]
+    server_id: Uuid,
+    plan: String,
+    #[serde(with = "time::serde::rfc3339")]
+    started_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    ended_at: Option<OffsetDateTime>,
+    seconds: i64,
+}
+
+#[derive(Serialize)]
+struct Usage {
+    service_id: Uuid,
+    periods: Vec<Period>,
+    total_seconds: i64,
+}
+
+async fn usage_of(state: &AppState, org: OrgId) -> ApiResult<Vec<Usage>> {
+    let periods: Vec<Period> = sqlx::query_as(
+        "SELECT server_id, sku_id AS plan, started_at, ended_at, \
+           floor(extract(epoch FROM (COALESCE(ended_at, $2) - started_at)))::bigint AS seconds \
+         FROM usage_periods WHERE org_id = $1 ORDER BY server_id, started_at",
+    )
+    .bind(org)
+    .bind(state.clock.now())
+    .fetch_all(&state.pool)
+    .await?;
+    let mut out: Vec<Usage> = Vec::new();
+    for p in periods {
+        match out.last_mut() {
+            Some(u) if u.service_id == p.server_id => {
+                u.total_seconds += p.seconds;
+                u.periods.push(p);
+            }
+            _ => out.push(Usage {
+                service_id: p.server_id,
+                total_seconds: p.seconds,
+                periods: vec![p],
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// GET /v1/service-contract/usage?org_id= (any member): usage periods and
+/// totals per service, the open period counted up to now.
+pub async fn usage(
+    state: web::Data<AppState>,
+    caller: Caller,
+    q: web::Query<OrgQuery>,
+) -> ApiResult<HttpResponse> {
+    caller.require(q.org_id, Capability::Read)?;
+    Ok(HttpResponse::Ok().json(usage_of(&state, q.org_id).await?))
+}
+
+/// GET /v1/service-contract/export?org_id= (owner or manager): everything of
+/// the organization's services, as JSON: services, usage and events.
+pub async fn export(
+    state: web::Data<AppState>,
+    caller: Caller,
+    q: web::Query<OrgQuery>,
+) -> ApiResult<HttpResponse> {
+    caller.require(q.org_id, Capability::Admin)?;
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM servers WHERE org_id = $1 ORDER BY created_at, id"
+    ))
+    .bind(q.org_id)
+    .fetch_all(&state.pool)
+    .await?;
+    let events: Vec<serde_json::Value> =
+        sqlx::query_scalar("SELECT payload FROM events WHERE org_id = $1 ORDER BY created_at, id")
+            .bind(q.org_id)
+            .fetch_all(&state.pool)
+            .await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "org_id": q.org_id,
+        "exported_at": state.clock.now().format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        "services": rows.iter().map(Row::server).collect::<Vec<_>>(),
+        "usage": usage_of(&state, q.org_id).await?,
+        "events": events,
+    })))
+}

@@ -1,0 +1,329 @@
+//! Ordering and operating servers (product host).
+//!
+//! Ordering, power and termination need the manager role (owner or manager,
+//! sessions and API keys alike); reads any member. A server of an organization
+//! the caller is not a member of is a 404, never a 403.
+
+use crate::{
+    lifecycle::{self, Action},
+    provider::Credentials,
+    servers::{self, Row, Server, COLUMNS},
+    state::AppState,
+};
+use actix_web::{web, HttpResponse};
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use event_contracts::{SERVER_CREATED, SERVER_TERMINATED};
+use hub_domain::{Capability, OrgId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use service_kit::{assertion::Caller, ApiError, ApiResult};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderBody {
+    org_id: OrgId,
+    sku_id: String,
+    hostname: String,
+}
+
+/// Order a server: the one implementation behind `POST /v1/servers` and the
+/// service contract's provision.
+pub async fn order(
+    state: &AppState,
+    caller: &Caller,
+    org_id: OrgId,
+    sku_id: &str,
+    hostname: &str,
+) -> ApiResult<Row> {
+    caller.require(org_id, Capability::OperateServers)?;
+    let hostname = servers::hostname(hostname)?;
+    let sku: Option<(String, Option<i32>)> =
+        sqlx::query_as("SELECT fulfilment, sla_hours FROM skus WHERE id = $1 AND listed")
+            .bind(sku_id)
+            .fetch_optional(&state.pool)
+            .await?;
+    let (fulfilment, sla_hours) =
+        sku.ok_or_else(|| ApiError::bad_request("sku_id is not a SKU of the catalog"))?;
+    let now = state.clock.now();
+    let (status, due_at) = match sla_hours {
+        Some(h) => (
+            "pending_fulfilment",
+            Some(now + time::Duration::hours(i64::from(h))),
+        ),
+        None => ("provisioning", None),
+    };
+    let mut tx = state.pool.begin().await?;
+    let inserted = sqlx::query_as::<_, Row>(&format!(
+        "INSERT INTO servers (id, org_id, sku_id, hostname, status, fulfilment, due_at, created_by, \
+           created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING {COLUMNS}"
+    ))
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(sku_id)
+    .bind(&hostname)
+    .bind(status)
+    .bind(&fulfilment)
+    .bind(due_at)
+    .bind(caller.user_id())
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await;
+    let row = match inserted {
+        Ok(r) => r,
+        Err(sqlx::Error::Database(d)) if d.constraint() == Some("servers_hostname_per_org") => {
+            return Err(ApiError::Conflict(format!(
+                "hostname {hostname} is already used by a server of this organization"
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if fulfilment == "api" {
+        sqlx::query("INSERT INTO provision_jobs (server_id, due_at) VALUES ($1, $2)")
+            .bind(row.id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    }
+    servers::emit(&mut tx, state, SERVER_CREATED, &row).await?;
+    state
+        .audit(
+            &mut tx,
+            caller,
+            "server.ordered",
+            org_id,
+            json!({"server_id": row.id, "sku_id": sku_id, "hostname": hostname}),
+        )
+        .await?;
+    tx.commit().await?;
+    state.outbox.kick();
+    Ok(row)
+}
+
+/// POST /v1/servers (manager): 201 with the server.
+#[tracing::instrument(skip_all)]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: web::Json<OrderBody>,
+) -> ApiResult<HttpResponse> {
+    let row = order(&state, &caller, body.org_id, &body.sku_id, &body.hostname).await?;
+    Ok(HttpResponse::Created().json(row.server()))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    org_id: OrgId,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+fn encode_cursor(r: &Row) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}|{}", r.created_at.unix_timestamp_nanos(), r.id))
+}
+
+fn decode_cursor(c: &str) -> ApiResult<(OffsetDateTime, Uuid)> {
+    let bad = || ApiError::bad_request("cursor is not one this API returned");
+    let raw = URL_SAFE_NO_PAD.decode(c).map_err(|_| bad())?;
+    let s = String::from_utf8(raw).map_err(|_| bad())?;
+    let (ts, id) = s.split_once('|').ok_or_else(bad)?;
+    let ts = OffsetDateTime::from_unix_timestamp_nanos(ts.parse().map_err(|_| bad())?)
+        .map_err(|_| bad())?;
+    Ok((ts, id.parse().map_err(|_| bad())?))
+}
+
+/// GET /v1/servers?org_id=&limit=&cursor= (any member): newest first, a page
+/// at a time; `x-next-cursor` (and a `Link: rel="next"`) when there is more.
+#[tracing::instrument(skip_all)]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<ListQuery>,
+) -> ApiResult<HttpResponse> {
+    let q = query.into_inner();
+    caller.require(q.org_id, Capability::Read)?;
+    let limit = q.limit.unwrap_or(state.pages.default_limit);
+    if !(1..=state.pages.max_limit).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {}",
+            state.pages.max_limit
+        )));
+    }
+    let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM servers WHERE org_id = $1 \
+           AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3)) \
+         ORDER BY created_at DESC, id DESC LIMIT $4"
+    ))
+    .bind(q.org_id)
+    .bind(after.map(|a| a.0))
+    .bind(after.map(|a| a.1))
+    .bind(limit + 1)
+    .fetch_all(&state.pool)
+    .await?;
+    let more = rows.len() as i64 > limit;
+    let page: Vec<&Row> = rows.iter().take(limit as usize).collect();
+    let mut resp = HttpResponse::Ok();
+    if more {
+        if let Some(last) = page.last() {
+            let c = encode_cursor(last);
+            resp.insert_header(("x-next-cursor", c.clone()));
+            resp.insert_header((
+                "link",
+                format!(
+                    "</v1/servers?org_id={}&limit={limit}&cursor={c}>; rel=\"next\"",
+                    q.org_id
+                ),
+            ));
+        }
+    }
+    Ok(resp.json(page.into_iter().map(Row::server).collect::<Vec<Server>>()))
+}
+
+#[derive(Serialize)]
+struct Detail {
+    #[serde(flatten)]
+    server: Server,
+    /// Once active: how to reach the server (sealed at rest, read audited).
+    credentials: Option<Credentials>,
+}
+
+/// GET /v1/servers/{id} (any member of its organization): the server with
+/// its access credentials once it has them; every read of credentials is an
+/// audit event.
+#[tracing::instrument(skip_all, fields(server_id = %path))]
+pub async fn detail(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    let mut conn = state.pool.acquire().await?;
+    let row = servers::load(&mut conn, path.into_inner()).await?;
+    caller.require(row.org_id, Capability::Read)?;
+    let credentials = match (&row.credentials, row.status.as_str()) {
+        (Some(sealed), "active" | "stopped" | "suspended") => {
+            let plain = state
+                .sealer
+                .open(sealed, &servers::credentials_aad(row.id))
+                .map_err(anyhow::Error::from)?;
+            let mut tx = state.pool.begin().await?;
+            state
+                .audit(
+                    &mut tx,
+                    &caller,
+                    "server.credentials_read",
+                    row.org_id,
+                    json!({"server_id": row.id}),
+                )
+                .await?;
+            tx.commit().await?;
+            state.outbox.kick();
+            Some(serde_json::from_slice(&plain).map_err(anyhow::Error::from)?)
+        }
+        _ => None,
+    };
+    Ok(HttpResponse::Ok().json(Detail {
+        server: row.server(),
+        credentials,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerBody {
+    action: String,
+}
+
+/// POST /v1/servers/{id}/power (manager): `reboot` (active), `stop` (active),
+/// `start` (stopped); synchronous at the provider for API-backed servers.
+#[tracing::instrument(skip_all, fields(server_id = %path))]
+pub async fn power(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+    body: web::Json<PowerBody>,
+) -> ApiResult<HttpResponse> {
+    let action = match body.action.as_str() {
+        "reboot" => Action::Reboot,
+        "stop" => Action::Stop,
+        "start" => Action::Start,
+        _ => {
+            return Err(ApiError::bad_request(
+                "action must be reboot, stop or start",
+            ))
+        }
+    };
+    let id = path.into_inner();
+    let row = servers::load(&mut *state.pool.acquire().await?, id).await?;
+    caller.require(row.org_id, Capability::OperateServers)?;
+    let mut tx = state.pool.begin().await?;
+    let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
+    if let Some(reference) = moved.provider_ref.as_deref() {
+        // Synchronous: the answer says what the provider did.
+        state
+            .provider
+            .power(reference, &body.action)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = ?e, "provider power call failed");
+                ApiError::BadGateway("the provider refused the power action".into())
+            })?;
+    }
+    state
+        .audit(
+            &mut tx,
+            &caller,
+            "server.power",
+            row.org_id,
+            json!({"server_id": id, "action": body.action}),
+        )
+        .await?;
+    tx.commit().await?;
+    state.outbox.kick();
+    Ok(HttpResponse::Ok().json(moved.server()))
+}
+
+/// Terminate: the one implementation behind `POST /v1/servers/{id}/terminate`
+/// and the service contract's terminate. Usage ends in the same transaction.
+pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Row> {
+    let row = servers::load(&mut *state.pool.acquire().await?, id).await?;
+    caller.require(row.org_id, Capability::OperateServers)?;
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    let done = lifecycle::transition(&mut tx, row.org_id, id, Action::Terminate, now).await?;
+    servers::close_usage(&mut tx, id, now).await?;
+    sqlx::query("DELETE FROM provision_jobs WHERE server_id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    servers::emit(&mut tx, state, SERVER_TERMINATED, &done).await?;
+    state
+        .audit(
+            &mut tx,
+            caller,
+            "server.terminated",
+            row.org_id,
+            json!({"server_id": id}),
+        )
+        .await?;
+    tx.commit().await?;
+    state.outbox.kick();
+    if let Some(reference) = done.provider_ref.as_deref() {
+        if let Err(e) = state.provider.delete(reference).await {
+            tracing::warn!(error = ?e, server_id = %id, "provider delete failed after termination");
+        }
+    }
+    Ok(done)
+}
+
+/// POST /v1/servers/{id}/terminate (manager): permanent; usage ends at once.
+#[tracing::instrument(skip_all, fields(server_id = %path))]
+pub async fn terminate(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    let row = terminate_server(&state, &caller, path.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(row.server()))
+}

@@ -1,0 +1,192 @@
+//! Servers: the stored row, its resource shape, and what every change records
+//! with it in the same transaction (usage periods, product events).
+
+use crate::state::AppState;
+use event_contracts::{product_subject, ProductEvent};
+use hub_domain::OrgId;
+use serde::Serialize;
+use service_kit::{outbox, ApiError};
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+pub const COLUMNS: &str = "id, org_id, sku_id, hostname, status, fulfilment, provider_ref, \
+    credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at";
+
+#[derive(sqlx::FromRow, Clone)]
+pub struct Row {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub sku_id: String,
+    pub hostname: String,
+    pub status: String,
+    pub fulfilment: String,
+    pub provider_ref: Option<String>,
+    pub credentials: Option<Vec<u8>>,
+    pub due_at: Option<OffsetDateTime>,
+    pub failure: Option<String>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+    pub activated_at: Option<OffsetDateTime>,
+    pub terminated_at: Option<OffsetDateTime>,
+}
+
+/// A server as lists and events show it (never with credentials).
+#[derive(Serialize, Clone, Debug)]
+pub struct Server {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub sku_id: String,
+    pub hostname: String,
+    pub status: String,
+    pub fulfilment: String,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub due_at: Option<OffsetDateTime>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub activated_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub terminated_at: Option<OffsetDateTime>,
+}
+
+impl Row {
+    pub fn server(&self) -> Server {
+        Server {
+            id: self.id,
+            org_id: self.org_id,
+            sku_id: self.sku_id.clone(),
+            hostname: self.hostname.clone(),
+            status: self.status.clone(),
+            fulfilment: self.fulfilment.clone(),
+            due_at: self.due_at,
+            failure: self.failure.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            activated_at: self.activated_at,
+            terminated_at: self.terminated_at,
+        }
+    }
+}
+
+/// The AAD a server's credentials are sealed with.
+pub fn credentials_aad(id: Uuid) -> Vec<u8> {
+    format!("server-credentials:{id}").into_bytes()
+}
+
+/// Load server `id` (no lock); 404 when there is none.
+pub async fn load(conn: &mut PgConnection, id: Uuid) -> Result<Row, ApiError> {
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM servers WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+/// Record product event `kind` for `row` (history for exports, outbox for the
+/// PRODUCT stream), in the caller's transaction.
+pub async fn emit(
+    conn: &mut PgConnection,
+    state: &AppState,
+    kind: &str,
+    row: &Row,
+) -> anyhow::Result<()> {
+    let event = ProductEvent {
+        id: Uuid::now_v7(),
+        kind: kind.to_owned(),
+        created_at: state.clock.now(),
+        org_id: row.org_id,
+        data: row.server(),
+    };
+    let payload = serde_json::to_string(&event)?;
+    sqlx::query(
+        "INSERT INTO events (id, org_id, server_id, type, payload, created_at) \
+         VALUES ($1, $2, $3, $4, $5::jsonb, $6)",
+    )
+    .bind(event.id)
+    .bind(row.org_id)
+    .bind(row.id)
+    .bind(kind)
+    .bind(&payload)
+    .bind(event.created_at)
+    .execute(&mut *conn)
+    .await?;
+    outbox::enqueue_raw(
+        conn,
+        &state.naming,
+        &product_subject(kind),
+        event.id,
+        payload,
+    )
+    .await
+}
+
+/// Open a usage period for `row` at `at` (activation, resize, transfer in).
+pub async fn open_usage(
+    conn: &mut PgConnection,
+    row: &Row,
+    at: OffsetDateTime,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO usage_periods (server_id, org_id, sku_id, started_at) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(row.id)
+    .bind(row.org_id)
+    .bind(&row.sku_id)
+    .bind(at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Close `server`'s open usage period at `at`, if any (termination, resize,
+/// transfer out).
+pub async fn close_usage(
+    conn: &mut PgConnection,
+    server: Uuid,
+    at: OffsetDateTime,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE usage_periods SET ended_at = $2 WHERE server_id = $1 AND ended_at IS NULL")
+        .bind(server)
+        .bind(at)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// A hostname: one DNS label (1 to 63 of a-z, 0-9 and '-', not starting or
+/// ending with '-'), lower case.
+pub fn hostname(raw: &str) -> Result<String, ApiError> {
+    let h = raw.trim().to_ascii_lowercase();
+    let ok = !h.is_empty()
+        && h.len() <= 63
+        && h.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !h.starts_with('-')
+        && !h.ends_with('-');
+    if ok {
+        Ok(h)
+    } else {
+        Err(ApiError::bad_request(
+            "hostname must be a DNS label: 1 to 63 letters, digits or '-', not starting or ending with '-'",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hostname;
+
+    #[test]
+    fn hostnames_are_dns_labels() {
+        assert_eq!(hostname(" Web-01 ").ok().as_deref(), Some("web-01"));
+        for bad in ["", "-web", "web-", "web_1", "a.b", &"a".repeat(64), "wéb"] {
+            assert!(hostname(bad).is_err(), "{bad}");
+        }
+        assert!(hostname(&"a".repeat(63)).is_ok());
+    }
+}

@@ -1,0 +1,99 @@
+//! server-product's settings; `defaults.toml` (beside Cargo.toml) documents every key.
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use service_kit::settings::{
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, TelemetrySettings,
+};
+
+pub const DEFAULTS: &str = include_str!("../defaults.toml");
+pub const DEV: &str = include_str!("../dev.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub http: HttpSettings,
+    pub database: DatabaseSettings,
+    pub nats: NatsSettings,
+    pub assertion: AssertionSettings,
+    pub telemetry: TelemetrySettings,
+    pub sealing: SealingSettings,
+    pub provider: ProviderSettings,
+    pub pages: PageSettings,
+    pub seed: SeedSettings,
+    pub jobs: JobSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SealingSettings {
+    pub keys: Vec<SecretString>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProviderSettings {
+    pub kind: String,
+    pub sandbox_delay_ms: u64,
+    pub sandbox_fail: bool,
+    pub poll_ms: u64,
+    pub max_attempts: i32,
+    pub worker: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PageSettings {
+    pub default_limit: i64,
+    pub max_limit: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SeedSettings {
+    pub skus: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobSettings {
+    pub outbox_poll_ms: u64,
+    pub outbox_linger_ms: u64,
+}
+
+impl Settings {
+    pub fn load() -> anyhow::Result<Settings> {
+        Self::load_with(&[])
+    }
+
+    /// [`load`](Self::load) with extra TOML layers before the environment.
+    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
+        service_kit::settings::load_with(
+            "server-product",
+            DEFAULTS,
+            DEV,
+            &["assertion.keys", "sealing.keys"],
+            extra,
+        )
+    }
+
+    pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {
+        let mut all = vec![DEFAULTS];
+        all.extend_from_slice(layers);
+        service_kit::settings::from_toml(&all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn production_defaults_hold_no_key_and_seed_nothing() {
+        let s = Settings::from_layers(&[]).expect("defaults parse");
+        assert!(s.assertion.keys.is_empty() && s.sealing.keys.is_empty());
+        assert!(!s.seed.skus);
+        assert_eq!(s.provider.kind, "sandbox");
+    }
+
+    #[test]
+    fn the_dev_profile_activates_api_servers_within_ten_seconds() {
+        let s = Settings::from_layers(&[DEV]).expect("dev parses");
+        assert!(s.provider.sandbox_delay_ms + 2 * s.provider.poll_ms < 10_000);
+        assert!(service_kit::sealed::Sealer::new(&s.sealing.keys).is_ok());
+    }
+}
