@@ -88,6 +88,10 @@ pub struct TestStack {
     /// org-billing's caller key at identity.
     pub billing_to_identity_key: String,
     gateway_keys: std::collections::BTreeMap<String, String>,
+    /// The layer every service got, and the sealing key (to build another
+    /// server-product instance on the same database).
+    common: String,
+    sealing_key: String,
     pub http: reqwest::Client,
     cancel: CancellationToken,
 }
@@ -232,7 +236,7 @@ log_format = "pretty"
         );
         let stack = hub_stack::Stack::start(hub_stack::StackConfig {
             source: hub_stack::Source::Generated,
-            common: vec![common],
+            common: vec![common.clone()],
             extra,
             database_admin_url: Some(database_url.clone()),
             gateways: opts.gateways,
@@ -286,9 +290,23 @@ log_format = "pretty"
             assertion_key,
             billing_to_identity_key,
             gateway_keys,
+            common,
+            sealing_key,
             http,
             cancel,
         })
+    }
+
+    /// Settings for another server-product instance on this stack's database
+    /// and NATS (a restart, a second replica), plus `extra` TOML.
+    pub fn server_product_settings(&self, extra: &str) -> server_product::Settings {
+        let role = hub_stack::role_url(&self.database_url, "hub_server_product").expect("role url");
+        let own = format!(
+            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n\
+             [sealing]\nkeys = [\"t1:{}\"]\n[seed]\nskus = true\n[provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n",
+            self.database_url, self.sealing_key
+        );
+        server_product::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
     }
 
     /// The gateway's assertion key for `service` (only the stack knows it).
