@@ -2,7 +2,6 @@
 //! the provider's failure path, roles and keys, power, termination and usage,
 //! pages, product events, and a restart mid-provisioning.
 
-use futures::future::join_all;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tests_e2e::{eventually, Resp, StackOptions, TestStack};
