@@ -35,9 +35,9 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 - name: {{ $.svc.envPrefix }}__ASSERTION__CALLERS__{{ $caller | upper }}__KEYS
   valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: caller-keys-{{ $caller }}-to-{{ $callee }} } }
 {{- end }}
-{{- if eq .svc.assertionName "kyc" }}
-- name: KYC__SEALING__KEYS
-  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: kyc-sealing-keys } }
+{{- if has .svc.assertionName (list "kyc" "server_product") }}
+- name: {{ .svc.envPrefix }}__SEALING__KEYS
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: {{ .svc.binary }}-sealing-keys } }
 {{- end }}
 {{- range $call := .svc.calls | default list }}
 - name: {{ $.svc.envPrefix }}__{{ $call.envSection }}__KEY
