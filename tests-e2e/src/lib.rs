@@ -37,6 +37,8 @@ pub struct StackOptions {
     pub kyc_toml: String,
     /// Extra TOML for server-product's settings.
     pub server_product_toml: String,
+    /// Extra TOML for webhook-dispatcher's settings.
+    pub webhook_toml: String,
     /// Connect org-billing (its role) to Postgres through this local port (a
     /// relay a test controls) instead of directly.
     pub org_billing_database_port: Option<u16>,
@@ -51,6 +53,7 @@ impl Default for StackOptions {
             org_billing_toml: String::new(),
             kyc_toml: String::new(),
             server_product_toml: String::new(),
+            webhook_toml: String::new(),
             org_billing_database_port: None,
         }
     }
@@ -75,6 +78,8 @@ pub struct TestStack {
     pub kyc: String,
     /// server-product's own address.
     pub server_product: String,
+    /// webhook-dispatcher's own address.
+    pub webhook_dispatcher: String,
     pub database_url: String,
     /// A pool on the stack's database as its administrator, search_path
     /// `identity,org_billing`.
@@ -227,6 +232,18 @@ log_format = "pretty"
                 opts.server_product_toml,
             ],
         );
+        // Local receivers (loopback allowed), quick retries.
+        extra.insert(
+            "webhook_dispatcher".to_owned(),
+            vec![
+                format!(
+                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[ssrf]\nallow_loopback = true\n\
+                     [delivery]\nbackoff_ms = [200, 400]\ntimeout_ms = 2000\nlease_ms = 5000\n\
+                     [jobs]\noutbox_poll_ms = 100\n"
+                ),
+                opts.webhook_toml,
+            ],
+        );
         extra.insert(
             "gateway".to_owned(),
             vec![
@@ -269,7 +286,10 @@ log_format = "pretty"
             .connect_with(
                 database_url
                     .parse::<sqlx::postgres::PgConnectOptions>()?
-                    .options([("search_path", "identity,org_billing,kyc,server_product")]),
+                    .options([(
+                        "search_path",
+                        "identity,org_billing,kyc,server_product,webhook_dispatcher",
+                    )]),
             )
             .await?;
         let nats = async_nats::connect(nats_url()).await?;
@@ -282,6 +302,7 @@ log_format = "pretty"
             org_billing: url("org_billing"),
             kyc: url("kyc"),
             server_product: url("server_product"),
+            webhook_dispatcher: url("webhook_dispatcher"),
             database_url,
             db,
             nats,

@@ -63,13 +63,14 @@ pub fn stream_for(relative_subject: &str) -> &'static str {
 
 /// Messages of a durable pull consumer for one event type (created when missing):
 /// one filter subject per consumer (NATS 2.9 ignores `filter_subjects`).
-async fn durable_messages<T: Event>(
+async fn durable_messages(
     js: &jetstream::Context,
     naming: &Naming,
     durable_base: &str,
+    relative_subject: &str,
 ) -> anyhow::Result<(String, consumer::pull::Stream)> {
     let stream = js
-        .get_stream(naming.stream(stream_for(T::SUBJECT)))
+        .get_stream(naming.stream(stream_for(relative_subject)))
         .await
         .context("looking up stream")?;
     let durable = naming.durable(durable_base);
@@ -78,7 +79,7 @@ async fn durable_messages<T: Event>(
             &durable,
             consumer::pull::Config {
                 durable_name: Some(durable.clone()),
-                filter_subject: naming.subject(T::SUBJECT),
+                filter_subject: naming.subject(relative_subject),
                 ack_policy: consumer::AckPolicy::Explicit,
                 ack_wait: Duration::from_secs(30),
                 // Unlimited: the consumer moves an event it gave up on to the
@@ -118,8 +119,90 @@ where
     F: Fn(Vec<Envelope<T>>) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
+    run_decoded(
+        js,
+        nats,
+        durable_base,
+        T::SUBJECT,
+        max_batch,
+        linger,
+        cancel,
+        |_, payload| serde_json::from_slice::<Envelope<T>>(payload).map_err(anyhow::Error::from),
+        handler,
+    )
+    .await
+}
+
+/// A message as it arrived: for consumers of payloads that are not core
+/// envelopes (product events).
+#[derive(Debug, Clone)]
+pub struct RawMessage {
+    /// The subject without the deployment's prefix.
+    pub subject: String,
+    pub payload: bytes::Bytes,
+}
+
+/// [`run_batch_consumer`] for raw payloads on `relative_subject` (wildcards
+/// allowed, e.g. `product.v1.>`).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_raw_batch_consumer<F, Fut>(
+    js: jetstream::Context,
+    nats: NatsSettings,
+    durable_base: &str,
+    relative_subject: &str,
+    max_batch: usize,
+    linger: Duration,
+    cancel: CancellationToken,
+    handler: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(Vec<RawMessage>) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let prefix = nats.subject_prefix.clone();
+    run_decoded(
+        js,
+        nats,
+        durable_base,
+        relative_subject,
+        max_batch,
+        linger,
+        cancel,
+        move |subject, payload| {
+            Ok(RawMessage {
+                subject: subject
+                    .strip_prefix(prefix.as_str())
+                    .unwrap_or(subject)
+                    .to_owned(),
+                payload: bytes::Bytes::copy_from_slice(payload),
+            })
+        },
+        handler,
+    )
+    .await
+}
+
+/// The one consumer loop: batches, decode, handle, ack / backoff / dead-letter.
+#[allow(clippy::too_many_arguments)]
+async fn run_decoded<D, Dec, F, Fut>(
+    js: jetstream::Context,
+    nats: NatsSettings,
+    durable_base: &str,
+    relative_subject: &str,
+    max_batch: usize,
+    linger: Duration,
+    cancel: CancellationToken,
+    decode: Dec,
+    handler: F,
+) -> anyhow::Result<()>
+where
+    Dec: Fn(&str, &[u8]) -> anyhow::Result<D>,
+    F: Fn(Vec<D>) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
     let naming = nats.naming();
-    let (durable, mut messages) = durable_messages::<T>(&js, &naming, durable_base).await?;
+    let (durable, mut messages) =
+        durable_messages(&js, &naming, durable_base, relative_subject).await?;
     let max_batch = max_batch.max(1);
     loop {
         let first = tokio::select! {
@@ -141,7 +224,7 @@ where
         let mut envs = Vec::with_capacity(chunk.len());
         for m in chunk {
             match m {
-                Ok(msg) => match serde_json::from_slice::<Envelope<T>>(&msg.payload) {
+                Ok(msg) => match decode(msg.subject.as_str(), &msg.payload) {
                     Ok(env) => {
                         envs.push(env);
                         msgs.push(msg);
@@ -173,7 +256,7 @@ where
             .and_then(|m| m.headers.as_ref())
             .and_then(|h| h.get("traceparent"))
             .map(|v| v.as_str().to_owned());
-        let span = crate::telemetry::event_span(T::SUBJECT, traceparent.as_deref());
+        let span = crate::telemetry::event_span(relative_subject, traceparent.as_deref());
         match handler(envs).instrument(span).await {
             Ok(()) => {
                 for m in msgs {
@@ -312,6 +395,39 @@ where
 {
     tokio::spawn(async move {
         if let Err(e) = run_consumer::<T, F, Fut>(js, nats, durable_base, cancel, handler).await {
+            tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
+        }
+    })
+}
+
+/// [`run_raw_batch_consumer`] on a task of its own; logs if it ever stops with an error.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_raw_batch_consumer<F, Fut>(
+    js: jetstream::Context,
+    nats: NatsSettings,
+    durable_base: &'static str,
+    relative_subject: &'static str,
+    max_batch: usize,
+    linger: Duration,
+    cancel: CancellationToken,
+    handler: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: Fn(Vec<RawMessage>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send,
+{
+    tokio::spawn(async move {
+        let run = run_raw_batch_consumer(
+            js,
+            nats,
+            durable_base,
+            relative_subject,
+            max_batch,
+            linger,
+            cancel,
+            handler,
+        );
+        if let Err(e) = run.await {
             tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
         }
     })

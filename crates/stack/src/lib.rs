@@ -158,6 +158,22 @@ pub const SERVICES: &[Entry] = &[
         },
     },
     Entry {
+        name: webhook_dispatcher::SERVICE,
+        target: "webhook_dispatcher",
+        schema: Some(webhook_dispatcher::SCHEMA),
+        calls: &[],
+        gateway: false,
+        load_telemetry: |l, src| Ok(load_webhook_dispatcher(l, src)?.telemetry),
+        load_http: |l, src| Ok(load_webhook_dispatcher(l, src)?.http),
+        start: |l, src, rt| {
+            async move {
+                let app = webhook_dispatcher::build(load_webhook_dispatcher(&l, &src)?, rt).await?;
+                Ok(svc_started(app.port(), app.run_until_stopped()))
+            }
+            .boxed()
+        },
+    },
+    Entry {
         name: "gateway",
         target: "core_api_gateway",
         schema: None,
@@ -210,6 +226,16 @@ fn load_server_product(l: &[String], src: &Source) -> anyhow::Result<server_prod
     match src {
         Source::Environment => server_product::Settings::load_with(l),
         Source::Generated => server_product::Settings::from_layers(&layers(l)),
+    }
+}
+
+fn load_webhook_dispatcher(
+    l: &[String],
+    src: &Source,
+) -> anyhow::Result<webhook_dispatcher::Settings> {
+    match src {
+        Source::Environment => webhook_dispatcher::Settings::load_with(l),
+        Source::Generated => webhook_dispatcher::Settings::from_layers(&layers(l)),
     }
 }
 

@@ -1,0 +1,78 @@
+//! The delivery log and manual redelivery.
+
+use super::endpoints::authorized;
+use crate::state::AppState;
+use actix_web::{web, HttpResponse};
+use hub_domain::Capability;
+use serde::Serialize;
+use service_kit::{assertion::Caller, ApiError, ApiResult};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+pub const COLUMNS: &str =
+    "id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
+    last_status_code, last_error, created_at, updated_at, delivered_at";
+
+#[derive(Serialize, sqlx::FromRow)]
+pub struct Delivery {
+    id: Uuid,
+    endpoint_id: Uuid,
+    event: String,
+    event_id: Uuid,
+    /// 0 for the first attempt series; each manual retry starts the next.
+    series: i32,
+    attempts: i32,
+    status: String,
+    last_status_code: Option<i32>,
+    last_error: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    updated_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    delivered_at: Option<OffsetDateTime>,
+}
+
+/// GET /v1/webhooks/{id}/deliveries (any member): the last 50, newest first.
+pub async fn log(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    let e = authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
+    let rows: Vec<Delivery> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50"
+    ))
+    .bind(e.id)
+    .fetch_all(&state.pool)
+    .await?;
+    Ok(HttpResponse::Ok().json(rows))
+}
+
+/// POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry (developer or
+/// above): the same event again, as a new attempt series (due now); 201.
+pub async fn retry(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(Uuid, Uuid)>,
+) -> ApiResult<HttpResponse> {
+    let (endpoint, delivery) = path.into_inner();
+    let e = authorized(&state, &caller, endpoint, Capability::ManageWebhooks).await?;
+    let now = state.clock.now();
+    let row: Option<Delivery> = sqlx::query_as(&format!(
+        "INSERT INTO deliveries (endpoint_id, org_id, event_id, event_type, payload, series, next_attempt_at, created_at, updated_at) \
+         SELECT d.endpoint_id, d.org_id, d.event_id, d.event_type, d.payload, \
+                (SELECT max(series) + 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.event_id = d.event_id), \
+                $3, $3, $3 \
+         FROM deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 \
+         RETURNING {COLUMNS}"
+    ))
+    .bind(delivery)
+    .bind(e.id)
+    .bind(now)
+    .fetch_optional(&state.pool)
+    .await?;
+    let row = row.ok_or(ApiError::NotFound)?;
+    state.wake.notify_one();
+    Ok(HttpResponse::Created().json(row))
+}

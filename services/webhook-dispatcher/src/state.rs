@@ -1,0 +1,26 @@
+//! Shared state.
+
+use crate::settings::{DeliverySettings, SsrfSettings};
+use event_contracts::Naming;
+use service_kit::{outbox::Outbox, sealed::Sealer, Clock};
+use sqlx::PgPool;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+pub struct AppState {
+    pub pool: PgPool,
+    pub outbox: Outbox,
+    pub naming: Naming,
+    /// Seals endpoint secrets (AES-256-GCM).
+    pub sealer: Sealer,
+    pub ssrf: SsrfSettings,
+    pub delivery: DeliverySettings,
+    pub clock: Clock,
+    /// Wakes the delivery worker when deliveries become due now.
+    pub wake: Arc<Notify>,
+}
+
+/// The AAD an endpoint's secrets are sealed with.
+pub fn secret_aad(endpoint: uuid::Uuid) -> Vec<u8> {
+    format!("webhook-secret:{endpoint}").into_bytes()
+}

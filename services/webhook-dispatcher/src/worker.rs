@@ -1,0 +1,326 @@
+//! The delivery worker.
+//!
+//! Due deliveries are claimed in batches with `FOR UPDATE SKIP LOCKED` and a
+//! lease (their `next_attempt_at` moves `delivery.lease_ms` ahead), so any
+//! number of replicas share them and an attempt a crashed dispatcher held is
+//! made again when its lease runs out. Attempts run concurrently
+//! (`delivery.concurrency` in all), at most `delivery.per_endpoint` per
+//! endpoint: a receiver that hangs holds only its own slots until the
+//! attempt's timeout, and every other endpoint's deliveries go on. Outcomes are
+//! recorded in batches: a 2xx is delivered; anything else (timeout, connection
+//! error, blocked address, any other status, a redirect) counts as a failed
+//! attempt, retried after `delivery.backoff_ms` until `delivery.attempts`.
+//!
+//! Guarantee: every delivery is sent at least once. It is sent exactly once
+//! unless the dispatcher stops between sending and recording the outcome (then
+//! the lease runs out and it is sent again with the same `webhook-id`, which
+//! receivers use to drop the duplicate).
+
+use crate::{
+    ssrf,
+    state::{secret_aad, AppState},
+};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+#[derive(sqlx::FromRow)]
+struct Claimed {
+    id: Uuid,
+    endpoint_id: Uuid,
+    event_id: Uuid,
+    event_type: String,
+    payload: String,
+    attempts: i32,
+    url: String,
+    secret: Vec<u8>,
+    previous_secret: Option<Vec<u8>>,
+    previous_until: Option<OffsetDateTime>,
+}
+
+struct Outcome {
+    id: Uuid,
+    attempts_before: i32,
+    code: Option<i32>,
+    error: Option<String>,
+}
+
+type InFlight = Arc<Mutex<HashMap<Uuid, usize>>>;
+
+/// The HTTP client deliveries go out with: no redirects, the SSRF resolver.
+pub fn client(state: &AppState) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(Arc::new(ssrf::GuardedResolver(state.ssrf)))
+        .connect_timeout(Duration::from_millis(state.delivery.timeout_ms.min(5_000)))
+        .pool_max_idle_per_host(64)
+        .tcp_nodelay(true)
+        .user_agent("hub-webhooks/1")
+        .build()?)
+}
+
+/// Run until `cancel` fires.
+pub fn spawn(
+    state: actix_web::web::Data<AppState>,
+    cancel: CancellationToken,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let client = client(&state)?;
+    let (tx, rx) = mpsc::channel::<Outcome>(state.delivery.concurrency * 2);
+    let recorder = tokio::spawn(record(state.clone(), rx));
+    let sem = Arc::new(Semaphore::new(state.delivery.concurrency.max(1)));
+    let inflight: InFlight = Arc::default();
+    let claimer = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = state.wake.notified() => {},
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {},
+            }
+            if let Err(e) = claim_and_send(&state, &client, &sem, &inflight, &tx).await {
+                tracing::warn!(error = ?e, "delivery pass failed");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        // Let attempts in flight finish (bounded by their timeout).
+        let _ = sem
+            .acquire_many(state.delivery.concurrency.max(1) as u32)
+            .await;
+    });
+    Ok(vec![claimer, recorder])
+}
+
+async fn claim_and_send(
+    state: &actix_web::web::Data<AppState>,
+    client: &reqwest::Client,
+    sem: &Arc<Semaphore>,
+    inflight: &InFlight,
+    tx: &mpsc::Sender<Outcome>,
+) -> anyhow::Result<()> {
+    let cap = state.delivery.per_endpoint.max(1);
+    loop {
+        let room = sem.available_permits().min(state.delivery.batch as usize);
+        if room == 0 {
+            // Every slot is busy: wait for one.
+            drop(sem.acquire().await?);
+            continue;
+        }
+        let busy: Vec<Uuid> = inflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(_, n)| **n >= cap)
+            .map(|(id, _)| *id)
+            .collect();
+        let now = state.clock.now();
+        let lease = now + time::Duration::milliseconds(state.delivery.lease_ms as i64);
+        let claimed: Vec<Claimed> = sqlx::query_as(
+            "WITH due AS ( \
+               SELECT id FROM deliveries WHERE id IN ( \
+                 SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, id) AS rn \
+                                 FROM deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
+                                   AND endpoint_id <> ALL($2)) q \
+                 WHERE rn <= $5) \
+               ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
+             UPDATE deliveries d SET next_attempt_at = $4 FROM due, endpoints e \
+             WHERE d.id = due.id AND e.id = d.endpoint_id \
+             RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.payload, d.attempts, \
+                       e.url, e.secret, e.previous_secret, e.previous_until",
+        )
+        .bind(now)
+        .bind(&busy)
+        .bind(room as i64)
+        .bind(lease)
+        .bind(cap as i64)
+        .fetch_all(&state.pool)
+        .await?;
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        for c in claimed {
+            let admitted = {
+                let mut map = inflight.lock().unwrap_or_else(PoisonError::into_inner);
+                let n = map.entry(c.endpoint_id).or_insert(0);
+                let ok = *n < cap;
+                if ok {
+                    *n += 1;
+                }
+                ok
+            };
+            if !admitted {
+                // Over this endpoint's share: give the claim back.
+                sqlx::query("UPDATE deliveries SET next_attempt_at = $2 WHERE id = $1 AND status = 'pending'")
+                    .bind(c.id)
+                    .bind(now)
+                    .execute(&state.pool)
+                    .await?;
+                continue;
+            }
+            let permit = sem.clone().acquire_owned().await?;
+            let (state, client, tx, inflight) =
+                (state.clone(), client.clone(), tx.clone(), inflight.clone());
+            tokio::spawn(async move {
+                let endpoint = c.endpoint_id;
+                let outcome = attempt(&state, &client, c).await;
+                {
+                    let mut map = inflight.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(n) = map.get_mut(&endpoint) {
+                        *n -= 1;
+                        if *n == 0 {
+                            map.remove(&endpoint);
+                        }
+                    }
+                }
+                let _ = tx.send(outcome).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// One attempt: sign, send, classify.
+async fn attempt(state: &AppState, client: &reqwest::Client, c: Claimed) -> Outcome {
+    let fail = |error: String| Outcome {
+        id: c.id,
+        attempts_before: c.attempts,
+        code: None,
+        error: Some(error),
+    };
+    let aad = secret_aad(c.endpoint_id);
+    let secret = match state.sealer.open(&c.secret, &aad) {
+        Ok(s) => String::from_utf8_lossy(&s).into_owned(),
+        Err(e) => return fail(format!("endpoint secret does not open: {e}")),
+    };
+    let now = state.clock.now();
+    let previous = match (&c.previous_secret, c.previous_until) {
+        (Some(p), Some(until)) if until > now => state
+            .sealer
+            .open(p, &aad)
+            .ok()
+            .map(|s| String::from_utf8_lossy(&s).into_owned()),
+        _ => None,
+    };
+    let url = match ssrf::parse(&c.url) {
+        Ok(u) => u,
+        Err(e) => return fail(e),
+    };
+    if let Some(why) = ssrf::literal_ip(&url).and_then(|ip| ssrf::blocked(ip, state.ssrf)) {
+        return fail(format!("refused: the endpoint is a {why} address"));
+    }
+    let body = c.payload.as_bytes();
+    let ts = now.unix_timestamp();
+    let msg_id = c.event_id.to_string();
+    let mut sigs = Vec::with_capacity(2);
+    for s in std::iter::once(&secret).chain(previous.as_ref()) {
+        match hub_webhooks::standard_signature(s, &msg_id, ts, body) {
+            Ok(sig) => sigs.push(sig),
+            Err(e) => return fail(format!("signing failed: {e}")),
+        }
+    }
+    let sent = client
+        .post(url)
+        .timeout(Duration::from_millis(state.delivery.timeout_ms))
+        .header("content-type", "application/json")
+        .header("x-service-event", c.event_type.as_str())
+        .header(
+            "x-service-sig",
+            hub_webhooks::service_signature(&secret, body),
+        )
+        .header("webhook-id", msg_id)
+        .header("webhook-timestamp", ts.to_string())
+        .header("webhook-signature", sigs.join(" "))
+        .body(c.payload.clone())
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => Outcome {
+            id: c.id,
+            attempts_before: c.attempts,
+            code: Some(i32::from(r.status().as_u16())),
+            error: None,
+        },
+        Ok(r) => Outcome {
+            id: c.id,
+            attempts_before: c.attempts,
+            code: Some(i32::from(r.status().as_u16())),
+            error: Some(format!("the endpoint answered {}", r.status().as_u16())),
+        },
+        Err(e) if e.is_timeout() => fail("timed out".into()),
+        Err(e) => fail(format!("could not deliver: {}", error_chain(&e))),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s.chars().take(300).collect()
+}
+
+/// Record outcomes in batches: one UPDATE for everything that finished meanwhile.
+async fn record(state: actix_web::web::Data<AppState>, mut rx: mpsc::Receiver<Outcome>) {
+    let mut buf = Vec::with_capacity(512);
+    while rx.recv_many(&mut buf, 512).await > 0 {
+        let now = state.clock.now();
+        let max = state.delivery.attempts.max(1);
+        let (mut ids, mut statuses, mut nexts, mut codes, mut errors) =
+            (vec![], vec![], vec![], vec![], vec![]);
+        for o in buf.drain(..) {
+            let attempts = o.attempts_before + 1;
+            let (status, next) = match (&o.error, attempts >= max) {
+                (None, _) => ("delivered", now),
+                (Some(_), true) => ("failed", now),
+                (Some(_), false) => {
+                    let wait = state
+                        .delivery
+                        .backoff_ms
+                        .get((attempts - 1) as usize)
+                        .or(state.delivery.backoff_ms.last())
+                        .copied()
+                        .unwrap_or(1000);
+                    ("pending", now + time::Duration::milliseconds(wait as i64))
+                }
+            };
+            ids.push(o.id);
+            statuses.push(status);
+            nexts.push(next);
+            codes.push(o.code);
+            errors.push(o.error);
+        }
+        let updated = sqlx::query(
+            "UPDATE deliveries d SET status = u.status, attempts = d.attempts + 1, next_attempt_at = u.next, \
+               last_status_code = u.code, last_error = u.err, updated_at = $6, \
+               delivered_at = CASE WHEN u.status = 'delivered' THEN $6 ELSE d.delivered_at END \
+             FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::text[]) AS u(id, status, next, code, err) \
+             WHERE d.id = u.id AND d.status = 'pending'",
+        )
+        .bind(&ids)
+        .bind(&statuses)
+        .bind(&nexts)
+        .bind(&codes)
+        .bind(&errors)
+        .bind(now)
+        .execute(&state.pool)
+        .await;
+        match updated {
+            Ok(_) => {
+                if statuses.contains(&"pending") {
+                    state.wake.notify_one();
+                }
+            }
+            // Not recorded: the leases run out and these are sent again.
+            Err(e) => {
+                tracing::error!(error = ?e, n = ids.len(), "recording delivery outcomes failed")
+            }
+        }
+    }
+}
