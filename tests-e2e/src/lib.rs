@@ -330,6 +330,20 @@ log_format = "pretty"
         server_product::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
     }
 
+    /// Settings for another webhook-dispatcher instance on this stack's
+    /// database and NATS, plus `extra` TOML.
+    pub fn webhook_settings(&self, extra: &str) -> webhook_dispatcher::Settings {
+        let role =
+            hub_stack::role_url(&self.database_url, "hub_webhook_dispatcher").expect("role url");
+        let own = format!(
+            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n\
+             [sealing]\nkeys = [\"t1:{}\"]\n[ssrf]\nallow_loopback = true\n\
+             [delivery]\nbackoff_ms = [200, 400]\ntimeout_ms = 2000\nlease_ms = 5000\n",
+            self.database_url, self.sealing_key
+        );
+        webhook_dispatcher::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
+    }
+
     /// The gateway's assertion key for `service` (only the stack knows it).
     pub fn gateway_key(&self, service: &str) -> String {
         self.gateway_keys.get(service).cloned().unwrap_or_default()

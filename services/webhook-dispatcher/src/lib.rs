@@ -76,7 +76,9 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             async move { fanout::store(&state, msgs).await }
         },
     ));
-    tasks.extend(worker::spawn(state.clone(), cancel.clone())?);
+    if settings.delivery.worker {
+        tasks.extend(worker::spawn(state.clone(), cancel.clone())?);
+    }
     service_kit::server::serve(
         &settings.http,
         service_kit::server::Service {

@@ -37,6 +37,8 @@ pub struct DeliverySettings {
     pub batch: i64,
     pub lease_ms: u64,
     pub rotation_overlap_secs: i64,
+    /// Run the delivery worker in this process (every replica may).
+    pub worker: bool,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

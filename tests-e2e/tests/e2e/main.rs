@@ -21,3 +21,4 @@ mod profile;
 mod role_matrix;
 pub mod servers;
 mod sessions;
+mod webhooks;

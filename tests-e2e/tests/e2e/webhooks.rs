@@ -1,0 +1,694 @@
+//! Signed webhooks against real HTTP receivers started by the tests.
+
+use crate::servers::{order, p_call, sid, wait_for};
+use base64::{engine::general_purpose::STANDARD, Engine};
+use serde_json::{json, Value};
+use std::{
+    sync::{
+        atomic::{AtomicU16, AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
+use tests_e2e::{eventually, StackOptions, TestStack};
+
+/// One request a receiver got: (headers, body, when).
+type Got = (Vec<(String, String)>, Vec<u8>, Instant);
+
+/// A receiver answering `status` (changeable), after `delay_ms` (changeable).
+struct Receiver {
+    url: String,
+    got: Arc<Mutex<Vec<Got>>>,
+    status: Arc<AtomicU16>,
+    delay_ms: Arc<AtomicU64>,
+}
+
+impl Receiver {
+    fn start(status: u16) -> Receiver {
+        let got: Arc<Mutex<Vec<Got>>> = Arc::default();
+        let status = Arc::new(AtomicU16::new(status));
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let (g, st, d) = (got.clone(), status.clone(), delay_ms.clone());
+        let url = tests_e2e::stand_in(move |req, body| {
+            let headers = req
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                .collect();
+            if let Ok(mut g) = g.lock() {
+                g.push((headers, body.to_vec(), Instant::now()));
+            }
+            std::thread::sleep(Duration::from_millis(d.load(Ordering::SeqCst)));
+            let code = st.load(Ordering::SeqCst);
+            actix_web::HttpResponse::build(
+                actix_web::http::StatusCode::from_u16(code)
+                    .unwrap_or(actix_web::http::StatusCode::OK),
+            )
+            .insert_header(("location", "http://127.0.0.1:9/elsewhere"))
+            .finish()
+        });
+        Receiver {
+            url,
+            got,
+            status,
+            delay_ms,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.got.lock().map(|g| g.len()).unwrap_or(0)
+    }
+
+    fn all(&self) -> Vec<Got> {
+        self.got.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+}
+
+fn header<'a>(h: &'a [(String, String)], name: &str) -> &'a str {
+    h.iter()
+        .find(|(k, _)| k == name)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+async fn endpoint(s: &TestStack, token: &str, org: &str, url: &str) -> tests_e2e::Resp {
+    p_call(
+        s,
+        "POST",
+        "/v1/webhooks",
+        Some(token),
+        Some(json!({"org_id": org, "url": url})),
+    )
+    .await
+}
+
+/// Publish a product event for `org` on the stack's PRODUCT stream, as
+/// server-product's outbox would; returns its id.
+async fn publish_event(s: &TestStack, org: &str, kind: &str) -> String {
+    let id = uuid::Uuid::now_v7();
+    let body = json!({"id": id, "type": kind, "created_at": time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        "org_id": org, "data": {"id": uuid::Uuid::new_v4(), "hostname": "x"}});
+    let js = async_nats::jetstream::new(s.nats.clone());
+    js.publish(
+        s.naming.subject(&event_contracts::product_subject(kind)),
+        body.to_string().into(),
+    )
+    .await
+    .expect("publish")
+    .await
+    .expect("ack");
+    id.to_string()
+}
+
+async fn until_count(r: &Receiver, n: usize, secs: u64) -> bool {
+    eventually(Duration::from_secs(secs), || async {
+        (r.count() >= n).then_some(())
+    })
+    .await
+    .is_some()
+}
+
+#[tokio::test]
+async fn developers_create_endpoints_the_secret_is_shown_once_and_outsiders_see_nothing() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-roles@example.com").await;
+    let rx = Receiver::start(200);
+    for role in ["visitor", "finance"] {
+        let t = s.member(&owner, &org, role).await;
+        let r = endpoint(&s, &t, &org, &rx.url).await;
+        assert_eq!(r.status, 403, "{role}");
+        assert!(r.error().contains("developer"), "{}", r.error());
+    }
+    let dev = s.member(&owner, &org, "developer").await;
+    let r = endpoint(&s, &dev, &org, &rx.url).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let secret = r.body["secret"].as_str().unwrap_or_default().to_owned();
+    assert!(secret.starts_with("whsec_"));
+    assert_eq!(STANDARD.decode(&secret[6..]).expect("base64").len(), 32);
+    let id = r.body["id"].as_str().unwrap_or_default().to_owned();
+    let list = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks?org_id={org}"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(list.body.as_array().map(Vec::len), Some(1));
+    assert!(!list.body.to_string().contains(&secret) && list.body[0].get("secret").is_none());
+    let stored: String = sqlx::query_scalar(
+        "SELECT string_agg(row_to_json(e)::text, ' ') FROM webhook_dispatcher.endpoints e",
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("dump");
+    assert!(!stored.contains(&secret[6..]), "sealed at rest");
+    let outsider = s.sign_in("hooks-outsider@example.com").await;
+    for (m, p) in [
+        ("GET", format!("/v1/webhooks?org_id={org}")),
+        ("DELETE", format!("/v1/webhooks/{id}")),
+        ("GET", format!("/v1/webhooks/{id}/deliveries")),
+        ("POST", format!("/v1/webhooks/{id}/rotate-secret")),
+    ] {
+        assert_eq!(
+            p_call(&s, m, &p, Some(&outsider), None).await.status,
+            404,
+            "{m} {p}"
+        );
+    }
+    assert_eq!(endpoint(&s, &outsider, &org, &rx.url).await.status, 404);
+}
+
+#[tokio::test]
+async fn every_server_event_arrives_with_both_signatures_valid() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-sig@example.com").await;
+    let rx = Receiver::start(200);
+    let secret = endpoint(&s, &owner, &org, &rx.url).await.body["secret"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let id = sid(&order(&s, &owner, &org, "vps-small", "hooked").await);
+    wait_for(&s, &owner, &id, "active").await;
+    assert_eq!(
+        p_call(
+            &s,
+            "POST",
+            &format!("/v1/servers/{id}/terminate"),
+            Some(&owner),
+            None
+        )
+        .await
+        .status,
+        200
+    );
+    assert!(
+        until_count(&rx, 3, 15).await,
+        "three deliveries, got {}",
+        rx.count()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = rx.all();
+    assert_eq!(got.len(), 3, "one per event");
+    let mut kinds = Vec::new();
+    for (h, body, _) in &got {
+        let event: Value = serde_json::from_slice(body).expect("json body");
+        kinds.push(event["type"].as_str().unwrap_or_default().to_owned());
+        assert_eq!(
+            header(h, "x-service-event"),
+            event["type"].as_str().unwrap_or_default()
+        );
+        assert_eq!(event["data"]["id"], json!(id));
+        assert_eq!(
+            header(h, "webhook-id"),
+            event["id"].as_str().unwrap_or_default()
+        );
+        // X-Service-Sig, computed independently with ring: key = the secret string.
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+        assert_eq!(
+            header(h, "x-service-sig"),
+            hex::encode(ring::hmac::sign(&key, body).as_ref())
+        );
+        // Standard Webhooks, independently: key = base64-decoded secret, id.ts.body.
+        let raw = STANDARD.decode(&secret[6..]).expect("b64");
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &raw);
+        let signed = [
+            header(h, "webhook-id").as_bytes(),
+            b".",
+            header(h, "webhook-timestamp").as_bytes(),
+            b".",
+            body,
+        ]
+        .concat();
+        let want = format!(
+            "v1,{}",
+            STANDARD.encode(ring::hmac::sign(&key, &signed).as_ref())
+        );
+        assert_eq!(header(h, "webhook-signature"), want);
+        // And through the shared helper, with its replay window.
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        assert!(hub_webhooks::verify_standard(
+            &[&secret],
+            header(h, "webhook-id"),
+            header(h, "webhook-timestamp"),
+            body,
+            header(h, "webhook-signature"),
+            now,
+            300
+        )
+        .is_ok());
+        assert!(hub_webhooks::verify_service_signature(
+            &secret,
+            body,
+            header(h, "x-service-sig")
+        ));
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        ["server.active", "server.created", "server.terminated"]
+    );
+    let ep = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks?org_id={org}"),
+        Some(&owner),
+        None,
+    )
+    .await
+    .body[0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let log = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks/{ep}/deliveries"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert!(
+        log.body
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|d| d["status"] == "delivered"
+                && d["attempts"] == 1
+                && d["last_status_code"] == 200),
+        "{:?}",
+        log.body
+    );
+}
+
+#[tokio::test]
+async fn a_failing_receiver_gets_exactly_three_attempts() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-fail@example.com").await;
+    let rx = Receiver::start(500);
+    let ep = endpoint(&s, &owner, &org, &rx.url).await.body["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let event = publish_event(&s, &org, "server.created").await;
+    assert!(until_count(&rx, 3, 10).await);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rx.count(), 3, "three attempts in all");
+    let ids: Vec<String> = rx
+        .all()
+        .iter()
+        .map(|(h, _, _)| header(h, "webhook-id").to_owned())
+        .collect();
+    assert!(
+        ids.iter().all(|i| *i == event),
+        "the same event id on each attempt"
+    );
+    let log = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks/{ep}/deliveries"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    let d = &log.body[0];
+    assert_eq!(
+        (
+            d["status"].as_str(),
+            d["attempts"].as_i64(),
+            d["last_status_code"].as_i64()
+        ),
+        (Some("failed"), Some(3), Some(500))
+    );
+    assert_eq!(d["event"], "server.created");
+    assert_eq!(d["event_id"], json!(event));
+    // A manual retry starts a new series, and this time it lands.
+    rx.status.store(200, Ordering::SeqCst);
+    let did = d["id"].as_str().unwrap_or_default();
+    let r = p_call(
+        &s,
+        "POST",
+        &format!("/v1/webhooks/{ep}/deliveries/{did}/retry"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.body["series"].as_i64()),
+        (201, Some(1)),
+        "{:?}",
+        r.body
+    );
+    assert!(until_count(&rx, 4, 10).await);
+    let delivered = eventually(Duration::from_secs(5), || async {
+        let log = p_call(
+            &s,
+            "GET",
+            &format!("/v1/webhooks/{ep}/deliveries"),
+            Some(&owner),
+            None,
+        )
+        .await;
+        (log.body[0]["status"] == "delivered").then_some(log.body)
+    })
+    .await
+    .expect("the retry was delivered");
+    assert_eq!(delivered.as_array().map(Vec::len), Some(2));
+    let visitor = s.member(&owner, &org, "visitor").await;
+    assert_eq!(
+        p_call(
+            &s,
+            "POST",
+            &format!("/v1/webhooks/{ep}/deliveries/{did}/retry"),
+            Some(&visitor),
+            None
+        )
+        .await
+        .status,
+        403
+    );
+}
+
+#[tokio::test]
+async fn a_hanging_receiver_does_not_delay_another_endpoint() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-hang@example.com").await;
+    let slow = Receiver::start(200);
+    slow.delay_ms.store(8_000, Ordering::SeqCst);
+    let fast = Receiver::start(200);
+    endpoint(&s, &owner, &org, &slow.url).await;
+    endpoint(&s, &owner, &org, &fast.url).await;
+    // Keep the slow one busy first, then send events both get.
+    publish_event(&s, &org, "server.created").await;
+    assert!(until_count(&slow, 1, 5).await);
+    let sent = Instant::now();
+    for _ in 0..5 {
+        publish_event(&s, &org, "server.active").await;
+    }
+    assert!(
+        until_count(&fast, 6, 5).await,
+        "the fast endpoint got {}",
+        fast.count()
+    );
+    let waited = sent.elapsed();
+    assert!(waited < Duration::from_millis(2500), "{waited:?}");
+}
+
+#[tokio::test]
+async fn the_log_holds_the_last_fifty_newest_first() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-log@example.com").await;
+    let rx = Receiver::start(200);
+    let ep = endpoint(&s, &owner, &org, &rx.url).await.body["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut ids = Vec::new();
+    for _ in 0..55 {
+        ids.push(publish_event(&s, &org, "server.created").await);
+    }
+    assert!(until_count(&rx, 55, 20).await, "{}", rx.count());
+    let log = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks/{ep}/deliveries"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    let rows = log.body.as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 50);
+    let times: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r["created_at"].as_str())
+        .collect();
+    let mut sorted = times.clone();
+    sorted.sort();
+    sorted.reverse();
+    assert_eq!(times, sorted, "newest first");
+}
+
+#[tokio::test]
+async fn rotation_signs_with_both_secrets_for_the_overlap() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-rotate@example.com").await;
+    let rx = Receiver::start(200);
+    let created = endpoint(&s, &owner, &org, &rx.url).await;
+    let old = created.body["secret"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let ep = created.body["id"].as_str().unwrap_or_default().to_owned();
+    let r = p_call(
+        &s,
+        "POST",
+        &format!("/v1/webhooks/{ep}/rotate-secret"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let new = r.body["secret"].as_str().unwrap_or_default().to_owned();
+    assert!(new.starts_with("whsec_") && new != old);
+    publish_event(&s, &org, "server.created").await;
+    assert!(until_count(&rx, 1, 10).await);
+    let (h, body, _) = rx.all().remove(0);
+    let sig = header(&h, "webhook-signature");
+    assert_eq!(sig.split(' ').count(), 2, "{sig}");
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    for secret in [&old, &new] {
+        assert!(hub_webhooks::verify_standard(
+            &[secret],
+            header(&h, "webhook-id"),
+            header(&h, "webhook-timestamp"),
+            &body,
+            sig,
+            now,
+            300
+        )
+        .is_ok());
+    }
+    assert!(hub_webhooks::verify_service_signature(
+        &new,
+        &body,
+        header(&h, "x-service-sig")
+    ));
+    assert!(!hub_webhooks::verify_service_signature(
+        &old,
+        &body,
+        header(&h, "x-service-sig")
+    ));
+    // After the overlap only the new secret signs.
+    s.clock.advance(time::Duration::hours(25));
+    publish_event(&s, &org, "server.active").await;
+    assert!(until_count(&rx, 2, 10).await);
+    let (h, _, _) = rx.all().remove(1);
+    assert_eq!(header(&h, "webhook-signature").split(' ').count(), 1);
+}
+
+#[tokio::test]
+async fn deleting_an_endpoint_stops_its_deliveries() {
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[delivery]\nbackoff_ms = [1500, 1500]\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-delete@example.com").await;
+    let rx = Receiver::start(500);
+    let ep = endpoint(&s, &owner, &org, &rx.url).await.body["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    publish_event(&s, &org, "server.created").await;
+    assert!(until_count(&rx, 1, 10).await);
+    let r = p_call(
+        &s,
+        "DELETE",
+        &format!("/v1/webhooks/{ep}"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(rx.count(), 1, "no attempt after the delete");
+    publish_event(&s, &org, "server.active").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(rx.count(), 1, "no delivery for later events");
+    let status: String = sqlx::query_scalar(
+        "SELECT status FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
+    )
+    .bind(&ep)
+    .fetch_one(&s.db)
+    .await
+    .expect("row");
+    assert_eq!(status, "failed");
+    assert_eq!(
+        p_call(
+            &s,
+            "DELETE",
+            &format!("/v1/webhooks/{ep}"),
+            Some(&owner),
+            None
+        )
+        .await
+        .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn internal_addresses_are_refused_at_creation_and_at_delivery() {
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[ssrf]\nallow_loopback = false\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-ssrf@example.com").await;
+    let rx = Receiver::start(200);
+    let port = rx.url.rsplit(':').next().unwrap_or_default().to_owned();
+    for url in [
+        rx.url.clone(),
+        format!("http://localhost:{port}/"),
+        "http://10.0.0.5/".into(),
+        "http://172.16.3.4/".into(),
+        "http://192.168.0.10/".into(),
+        "http://169.254.169.254/latest/meta-data".into(),
+        "http://100.64.1.1/".into(),
+        "http://[::1]/".into(),
+        "http://[::ffff:127.0.0.1]/".into(),
+        "http://[fd00:ec2::254]/".into(),
+        "http://0.0.0.0/".into(),
+        "http://224.0.0.1/".into(),
+        "ftp://example.com/".into(),
+        format!("https://example.com/{}", "a".repeat(2050)),
+    ] {
+        let r = endpoint(&s, &owner, &org, &url).await;
+        assert_eq!(r.status, 400, "{url}: {:?}", r.body);
+        assert!(r.body["error"].is_string());
+    }
+    // An endpoint whose address turned internal after creation (DNS changed):
+    // refused at delivery, on the address it would connect to.
+    for url in [format!("http://localhost:{port}/hook"), rx.url.clone()] {
+        let id = uuid::Uuid::now_v7();
+        let created = time::OffsetDateTime::now_utc() - time::Duration::seconds(1);
+        let sealed = service_kit::sealed::Sealer::new(&s.webhook_settings("").sealing.keys)
+            .expect("sealer")
+            .seal(b"whsec_AAAA", format!("webhook-secret:{id}").as_bytes())
+            .expect("seal");
+        sqlx::query("INSERT INTO webhook_dispatcher.endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2::uuid, $3, $4, $5, $6)")
+            .bind(id).bind(&org).bind(&url).bind(sealed).bind(uuid::Uuid::new_v4()).bind(created)
+            .execute(&s.db).await.expect("endpoint");
+    }
+    publish_event(&s, &org, "server.created").await;
+    let refused = eventually(Duration::from_secs(10), || async {
+        let errs: Vec<Option<String>> =
+            sqlx::query_scalar("SELECT last_error FROM webhook_dispatcher.deliveries")
+                .fetch_all(&s.db)
+                .await
+                .unwrap_or_default();
+        (errs.len() == 2 && errs.iter().all(Option::is_some)).then_some(errs)
+    })
+    .await
+    .expect("both attempts refused");
+    assert!(
+        refused.iter().flatten().any(|e| e.contains("loopback")),
+        "{refused:?}"
+    );
+    assert!(
+        refused.iter().flatten().any(|e| e.contains("blocked")),
+        "{refused:?}"
+    );
+    assert_eq!(rx.count(), 0, "the internal receiver got nothing");
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-redirect@example.com").await;
+    // Every receiver's answer carries `Location: http://127.0.0.1:9/elsewhere`:
+    // followed, the attempt would fail to connect (no status) instead of 302.
+    let redirecting = Receiver::start(302);
+    let ep = endpoint(&s, &owner, &org, &redirecting.url).await.body["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    publish_event(&s, &org, "server.created").await;
+    assert!(until_count(&redirecting, 3, 10).await);
+    let log = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks/{ep}/deliveries"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (
+            log.body[0]["status"].as_str(),
+            log.body[0]["last_status_code"].as_i64()
+        ),
+        (Some("failed"), Some(302))
+    );
+}
+
+#[tokio::test]
+async fn a_restart_between_attempts_loses_nothing_and_sends_nothing_twice() {
+    // The stack's dispatcher fans out but sends nothing; two instances in turn
+    // are "the dispatcher before and after its restart".
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[delivery]\nworker = false\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-restart@example.com").await;
+    let rx = Receiver::start(500);
+    let ep = endpoint(&s, &owner, &org, &rx.url).await.body["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let settings = s.webhook_settings("[delivery]\nbackoff_ms = [2500, 2500]\n");
+    let first = tokio_util::sync::CancellationToken::new();
+    let app = webhook_dispatcher::build(settings.clone(), service_kit::Runtime::new(first.clone()))
+        .await
+        .expect("first");
+    let run = tokio::spawn(app.run_until_stopped());
+    publish_event(&s, &org, "server.created").await;
+    assert!(until_count(&rx, 1, 10).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.cancel();
+    let _ = run.await;
+    let (attempts, status): (i32, String) = sqlx::query_as(
+        "SELECT attempts, status FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
+    )
+    .bind(&ep)
+    .fetch_one(&s.db)
+    .await
+    .expect("row");
+    assert_eq!(
+        (attempts, status.as_str()),
+        (1, "pending"),
+        "the retry is scheduled in Postgres"
+    );
+    rx.status.store(200, Ordering::SeqCst);
+    let second = tokio_util::sync::CancellationToken::new();
+    let app = webhook_dispatcher::build(settings, service_kit::Runtime::new(second.clone()))
+        .await
+        .expect("second");
+    tokio::spawn(app.run_until_stopped());
+    assert!(
+        until_count(&rx, 2, 10).await,
+        "the second attempt came after the restart"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rx.count(), 2, "nothing sent twice");
+    let (attempts, status): (i32, String) = sqlx::query_as(
+        "SELECT attempts, status FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
+    )
+    .bind(&ep)
+    .fetch_one(&s.db)
+    .await
+    .expect("row");
+    assert_eq!((attempts, status.as_str()), (2, "delivered"));
+    second.cancel();
+}
