@@ -3,7 +3,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/hub-target
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: run test deps build lint fmt clean-test-dbs bench-auth bench-ledger helm-check
+.PHONY: run test deps build lint fmt clean-test-dbs bench-auth bench-ledger bench-webhooks helm-check
 
 run: deps
 	scripts/run.sh
@@ -36,3 +36,6 @@ bench-ledger: deps
 
 helm-check:
 	scripts/helm-check.sh
+
+bench-webhooks: deps
+	scripts/bench-webhooks.sh
