@@ -110,23 +110,40 @@ async fn claim_and_send(
             drop(sem.acquire().await?);
             continue;
         }
-        let busy: Vec<Uuid> = inflight
+        // Each endpoint's attempts in flight: those at their share are left out
+        // of the candidates (a hanging receiver cannot block the queue's head),
+        // the others are offered no more than their remaining share.
+        let (ids, counts): (Vec<Uuid>, Vec<i32>) = inflight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .filter(|(_, n)| **n >= cap)
+            .map(|(id, n)| (*id, *n as i32))
+            .unzip();
+        let busy: Vec<Uuid> = ids
+            .iter()
+            .zip(&counts)
+            .filter(|(_, n)| **n as usize >= cap)
             .map(|(id, _)| *id)
             .collect();
         let now = state.clock.now();
         let lease = now + time::Duration::milliseconds(state.delivery.lease_ms as i64);
+        // Candidates come from the head of the due index (bounded), so ranking
+        // them per endpoint costs the same however long the queue is.
         let claimed: Vec<Claimed> = sqlx::query_as(
-            "WITH due AS ( \
-               SELECT id FROM deliveries WHERE id IN ( \
-                 SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, id) AS rn \
-                                 FROM deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
-                                   AND endpoint_id <> ALL($2)) q \
-                 WHERE rn <= $5) \
-               ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
+            "WITH cand AS ( \
+               SELECT id, endpoint_id, next_attempt_at FROM deliveries \
+               WHERE status = 'pending' AND next_attempt_at <= $1 AND endpoint_id <> ALL($2) \
+               ORDER BY next_attempt_at LIMIT $3 * 4), \
+             ranked AS ( \
+               SELECT c.id, c.next_attempt_at, \
+                      row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.id) AS rn, \
+                      $5 - COALESCE(f.n, 0) AS room \
+               FROM cand c LEFT JOIN unnest($6::uuid[], $7::int[]) AS f(endpoint_id, n) \
+                 ON f.endpoint_id = c.endpoint_id), \
+             due AS ( \
+               SELECT d.id FROM deliveries d JOIN ranked r ON r.id = d.id \
+               WHERE r.rn <= r.room AND d.status = 'pending' \
+               ORDER BY r.next_attempt_at LIMIT $3 FOR UPDATE OF d SKIP LOCKED) \
              UPDATE deliveries d SET next_attempt_at = $4 FROM due, endpoints e \
              WHERE d.id = due.id AND e.id = d.endpoint_id \
              RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.payload, d.attempts, \
@@ -136,7 +153,9 @@ async fn claim_and_send(
         .bind(&busy)
         .bind(room as i64)
         .bind(lease)
-        .bind(cap as i64)
+        .bind(cap as i32)
+        .bind(&ids)
+        .bind(&counts)
         .fetch_all(&state.pool)
         .await?;
         if claimed.is_empty() {
@@ -178,6 +197,9 @@ async fn claim_and_send(
                 }
                 let _ = tx.send(outcome).await;
                 drop(permit);
+                // A slot (and this endpoint's share) is free: claim again now
+                // rather than at the next poll.
+                state.wake.notify_one();
             });
         }
     }

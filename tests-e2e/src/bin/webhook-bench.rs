@@ -36,18 +36,46 @@ struct Recv {
     stats: Mutex<Stats>,
 }
 
-async fn receive(req: HttpRequest, body: web::Bytes, path: web::Path<usize>, r: web::Data<Arc<Recv>>) -> HttpResponse {
+async fn receive(
+    req: HttpRequest,
+    body: web::Bytes,
+    path: web::Path<usize>,
+    r: web::Data<Arc<Recv>>,
+) -> HttpResponse {
     let n = path.into_inner();
-    let h = |k: &str| req.headers().get(k).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let h = |k: &str| {
+        req.headers()
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
     let secret = r.secrets.get(n).cloned().unwrap_or_default();
     let now = time::OffsetDateTime::now_utc();
     let ok = hub_webhooks::verify_service_signature(&secret, &body, &h("x-service-sig"))
-        && hub_webhooks::verify_standard(&[&secret], &h("webhook-id"), &h("webhook-timestamp"), &body,
-            &h("webhook-signature"), now.unix_timestamp(), 300).is_ok();
-    let created = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| {
-        time::OffsetDateTime::parse(v["created_at"].as_str()?, &time::format_description::well_known::Rfc3339).ok()
-    });
-    let mut s = r.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        && hub_webhooks::verify_standard(
+            &[&secret],
+            &h("webhook-id"),
+            &h("webhook-timestamp"),
+            &body,
+            &h("webhook-signature"),
+            now.unix_timestamp(),
+            300,
+        )
+        .is_ok();
+    let created = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| {
+            time::OffsetDateTime::parse(
+                v["created_at"].as_str()?,
+                &time::format_description::well_known::Rfc3339,
+            )
+            .ok()
+        });
+    let mut s = r
+        .stats
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let t = Instant::now();
     s.first.get_or_insert(t);
     s.last = Some(t);
@@ -74,7 +102,10 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn stats(r: web::Data<Arc<Recv>>) -> HttpResponse {
-    let s = r.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let s = r
+        .stats
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut l = s.latencies_ms.clone();
     l.sort_by(f64::total_cmp);
     let span = match (s.first, s.last) {
@@ -89,12 +120,24 @@ async fn stats(r: web::Data<Arc<Recv>>) -> HttpResponse {
 }
 
 async fn reset(r: web::Data<Arc<Recv>>) -> HttpResponse {
-    *r.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Stats::default();
+    *r.stats
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Stats::default();
     HttpResponse::Ok().finish()
 }
 
-async fn publish(nats: &str, prefix: &str, orgs_file: &str, events: usize, rate: u64) -> anyhow::Result<()> {
-    let orgs: Vec<String> = std::fs::read_to_string(orgs_file)?.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect();
+async fn publish(
+    nats: &str,
+    prefix: &str,
+    orgs_file: &str,
+    events: usize,
+    rate: u64,
+) -> anyhow::Result<()> {
+    let orgs: Vec<String> = std::fs::read_to_string(orgs_file)?
+        .lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect();
     anyhow::ensure!(!orgs.is_empty(), "no organizations");
     let js = async_nats::jetstream::new(async_nats::connect(nats).await?);
     let started = Instant::now();
@@ -111,7 +154,14 @@ async fn publish(nats: &str, prefix: &str, orgs_file: &str, events: usize, rate:
             "org_id": org, "data": {"id": uuid::Uuid::new_v4(), "org_id": org, "hostname": format!("bench-{i}"), "status": "active"}});
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", id.to_string().as_str());
-        acks.push(js.publish_with_headers(format!("{prefix}product.v1.server.active"), headers, body.to_string().into()).await?);
+        acks.push(
+            js.publish_with_headers(
+                format!("{prefix}product.v1.server.active"),
+                headers,
+                body.to_string().into(),
+            )
+            .await?,
+        );
         if acks.len() >= 512 {
             for a in acks.drain(..) {
                 a.await?;
@@ -121,7 +171,10 @@ async fn publish(nats: &str, prefix: &str, orgs_file: &str, events: usize, rate:
     for a in acks {
         a.await?;
     }
-    println!("published {events} events in {:.3} s", started.elapsed().as_secs_f64());
+    println!(
+        "published {events} events in {:.3} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
