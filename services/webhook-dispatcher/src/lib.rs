@@ -77,7 +77,19 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         },
     ));
     if settings.delivery.worker {
-        tasks.extend(worker::spawn(state.clone(), cancel.clone())?);
+        // The worker's own connections, planning its claims as ordered index
+        // scans: those stop at the claim's limit and mark the dead index
+        // entries a busy queue leaves behind, so later claims skip them (a
+        // bitmap scan visits every one of them, on every claim).
+        let worker_pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_millis(settings.database.acquire_timeout_ms))
+            .connect_with(
+                db::options(&settings.database, SCHEMA, "webhook-dispatcher-worker")?
+                    .options([("enable_bitmapscan", "off")]),
+            )
+            .await?;
+        tasks.extend(worker::spawn(state.clone(), worker_pool, cancel.clone())?);
     }
     service_kit::server::serve(
         &settings.http,

@@ -68,11 +68,12 @@ pub fn client(state: &AppState) -> anyhow::Result<reqwest::Client> {
 /// Run until `cancel` fires.
 pub fn spawn(
     state: actix_web::web::Data<AppState>,
+    pool: sqlx::PgPool,
     cancel: CancellationToken,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let client = client(&state)?;
     let (tx, rx) = mpsc::channel::<Outcome>(state.delivery.concurrency * 2);
-    let recorder = tokio::spawn(record(state.clone(), rx));
+    let recorder = tokio::spawn(record(state.clone(), pool.clone(), rx));
     let sem = Arc::new(Semaphore::new(state.delivery.concurrency.max(1)));
     let inflight: InFlight = Arc::default();
     let claimer = tokio::spawn(async move {
@@ -82,7 +83,7 @@ pub fn spawn(
                 _ = state.wake.notified() => {},
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {},
             }
-            if let Err(e) = claim_and_send(&state, &client, &sem, &inflight, &tx).await {
+            if let Err(e) = claim_and_send(&state, &pool, &client, &sem, &inflight, &tx).await {
                 tracing::warn!(error = ?e, "delivery pass failed");
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
@@ -97,6 +98,7 @@ pub fn spawn(
 
 async fn claim_and_send(
     state: &actix_web::web::Data<AppState>,
+    pool: &sqlx::PgPool,
     client: &reqwest::Client,
     sem: &Arc<Semaphore>,
     inflight: &InFlight,
@@ -156,7 +158,7 @@ async fn claim_and_send(
         .bind(cap as i32)
         .bind(&ids)
         .bind(&counts)
-        .fetch_all(&state.pool)
+        .fetch_all(pool)
         .await?;
         if claimed.is_empty() {
             return Ok(());
@@ -176,7 +178,7 @@ async fn claim_and_send(
                 sqlx::query("UPDATE deliveries SET next_attempt_at = $2 WHERE id = $1 AND status = 'pending'")
                     .bind(c.id)
                     .bind(now)
-                    .execute(&state.pool)
+                    .execute(pool)
                     .await?;
                 continue;
             }
@@ -289,7 +291,11 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Record outcomes in batches: one UPDATE for everything that finished meanwhile.
-async fn record(state: actix_web::web::Data<AppState>, mut rx: mpsc::Receiver<Outcome>) {
+async fn record(
+    state: actix_web::web::Data<AppState>,
+    pool: sqlx::PgPool,
+    mut rx: mpsc::Receiver<Outcome>,
+) {
     let mut buf = Vec::with_capacity(512);
     while rx.recv_many(&mut buf, 512).await > 0 {
         let now = state.clock.now();
@@ -331,7 +337,7 @@ async fn record(state: actix_web::web::Data<AppState>, mut rx: mpsc::Receiver<Ou
         .bind(&codes)
         .bind(&errors)
         .bind(now)
-        .execute(&state.pool)
+        .execute(&pool)
         .await;
         match updated {
             Ok(_) => {
