@@ -5,6 +5,7 @@
 
 use anyhow::Context;
 use serde_json::Value;
+use service_kit::settings::Layered;
 use sqlx::{Connection, Executor, PgConnection, PgPool};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

@@ -62,6 +62,47 @@ pub fn load_with<T: DeserializeOwned>(
     Ok(cfg.try_deserialize()?)
 }
 
+/// A service's settings type: its name, its commented defaults, its dev
+/// overlay and its list keys give it [`load`](Layered::load) (the layers
+/// above), [`load_with`](Layered::load_with) (extra layers before the
+/// environment: the one-process stack) and [`from_layers`](Layered::from_layers)
+/// (defaults plus TOML only: tests).
+pub trait Layered: DeserializeOwned {
+    /// The name in `<SERVICE>__...` variables and `config/<service>.toml`.
+    const SERVICE: &'static str;
+    const DEFAULTS: &'static str;
+    const DEV: &'static str;
+    /// Keys whose environment value is a comma-separated list.
+    const LIST_KEYS: &'static [&'static str];
+
+    fn load() -> anyhow::Result<Self> {
+        Self::load_with(&[])
+    }
+
+    fn load_with(extra: &[String]) -> anyhow::Result<Self> {
+        load_with(
+            Self::SERVICE,
+            Self::DEFAULTS,
+            Self::DEV,
+            Self::LIST_KEYS,
+            extra,
+        )
+    }
+
+    fn from_layers(layers: &[&str]) -> anyhow::Result<Self> {
+        let mut all = vec![Self::DEFAULTS];
+        all.extend_from_slice(layers);
+        from_toml(&all)
+    }
+}
+
+/// AES-256-GCM keys for secrets a service must read again
+/// ([`crate::sealed::Sealer`]): `"<key id>:<base64 of 32 bytes>"`, newest first.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SealingSettings {
+    pub keys: Vec<SecretString>,
+}
+
 /// Parse settings from TOML text alone (tests build settings this way).
 pub fn from_toml<T: DeserializeOwned>(layers: &[&str]) -> anyhow::Result<T> {
     let mut builder = Config::builder();

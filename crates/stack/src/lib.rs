@@ -15,7 +15,7 @@ use anyhow::Context;
 use futures::{future::BoxFuture, FutureExt};
 use service_kit::{
     clock::Listener,
-    settings::{HttpSettings, TelemetrySettings},
+    settings::{HttpSettings, Layered, TelemetrySettings},
     Runtime,
 };
 use std::collections::BTreeMap;
@@ -99,11 +99,11 @@ pub const SERVICES: &[Entry] = &[
         schema: Some(identity::SCHEMA),
         calls: &[],
         gateway: false,
-        load_telemetry: |l, src| Ok(load_identity(l, src)?.telemetry),
-        load_http: |l, src| Ok(load_identity(l, src)?.http),
+        load_telemetry: |l, src| Ok(load::<identity::Settings>(l, src)?.telemetry),
+        load_http: |l, src| Ok(load::<identity::Settings>(l, src)?.http),
         start: |l, src, rt| {
             async move {
-                let app = identity::build(load_identity(&l, &src)?, rt).await?;
+                let app = identity::build(load::<identity::Settings>(&l, &src)?, rt).await?;
                 Ok(svc_started(app.port(), app.run_until_stopped()))
             }
             .boxed()
@@ -115,11 +115,11 @@ pub const SERVICES: &[Entry] = &[
         schema: Some(org_billing::SCHEMA),
         calls: &[(identity::SERVICE, "identity"), (kyc::SERVICE, "kyc")],
         gateway: false,
-        load_telemetry: |l, src| Ok(load_org_billing(l, src)?.telemetry),
-        load_http: |l, src| Ok(load_org_billing(l, src)?.http),
+        load_telemetry: |l, src| Ok(load::<org_billing::Settings>(l, src)?.telemetry),
+        load_http: |l, src| Ok(load::<org_billing::Settings>(l, src)?.http),
         start: |l, src, rt| {
             async move {
-                let app = org_billing::build(load_org_billing(&l, &src)?, rt).await?;
+                let app = org_billing::build(load::<org_billing::Settings>(&l, &src)?, rt).await?;
                 Ok(svc_started(app.port(), app.run_until_stopped()))
             }
             .boxed()
@@ -131,11 +131,11 @@ pub const SERVICES: &[Entry] = &[
         schema: Some(kyc::SCHEMA),
         calls: &[(org_billing::SERVICE, "org_billing")],
         gateway: false,
-        load_telemetry: |l, src| Ok(load_kyc(l, src)?.telemetry),
-        load_http: |l, src| Ok(load_kyc(l, src)?.http),
+        load_telemetry: |l, src| Ok(load::<kyc::Settings>(l, src)?.telemetry),
+        load_http: |l, src| Ok(load::<kyc::Settings>(l, src)?.http),
         start: |l, src, rt| {
             async move {
-                let app = kyc::build(load_kyc(&l, &src)?, rt).await?;
+                let app = kyc::build(load::<kyc::Settings>(&l, &src)?, rt).await?;
                 Ok(svc_started(app.port(), app.run_until_stopped()))
             }
             .boxed()
@@ -147,11 +147,12 @@ pub const SERVICES: &[Entry] = &[
         schema: Some(server_product::SCHEMA),
         calls: &[],
         gateway: false,
-        load_telemetry: |l, src| Ok(load_server_product(l, src)?.telemetry),
-        load_http: |l, src| Ok(load_server_product(l, src)?.http),
+        load_telemetry: |l, src| Ok(load::<server_product::Settings>(l, src)?.telemetry),
+        load_http: |l, src| Ok(load::<server_product::Settings>(l, src)?.http),
         start: |l, src, rt| {
             async move {
-                let app = server_product::build(load_server_product(&l, &src)?, rt).await?;
+                let app =
+                    server_product::build(load::<server_product::Settings>(&l, &src)?, rt).await?;
                 Ok(svc_started(app.port(), app.run_until_stopped()))
             }
             .boxed()
@@ -163,11 +164,13 @@ pub const SERVICES: &[Entry] = &[
         schema: Some(webhook_dispatcher::SCHEMA),
         calls: &[],
         gateway: false,
-        load_telemetry: |l, src| Ok(load_webhook_dispatcher(l, src)?.telemetry),
-        load_http: |l, src| Ok(load_webhook_dispatcher(l, src)?.http),
+        load_telemetry: |l, src| Ok(load::<webhook_dispatcher::Settings>(l, src)?.telemetry),
+        load_http: |l, src| Ok(load::<webhook_dispatcher::Settings>(l, src)?.http),
         start: |l, src, rt| {
             async move {
-                let app = webhook_dispatcher::build(load_webhook_dispatcher(&l, &src)?, rt).await?;
+                let app =
+                    webhook_dispatcher::build(load::<webhook_dispatcher::Settings>(&l, &src)?, rt)
+                        .await?;
                 Ok(svc_started(app.port(), app.run_until_stopped()))
             }
             .boxed()
@@ -179,11 +182,15 @@ pub const SERVICES: &[Entry] = &[
         schema: None,
         calls: &[],
         gateway: true,
-        load_telemetry: |l, src| Ok(load_gateway(l, src)?.telemetry),
-        load_http: |l, src| Ok(load_gateway(l, src)?.http),
+        load_telemetry: |l, src| Ok(load::<core_api_gateway::Settings>(l, src)?.telemetry),
+        load_http: |l, src| Ok(load::<core_api_gateway::Settings>(l, src)?.http),
         start: |l, src, rt| {
             async move {
-                let app = core_api_gateway::Application::build(load_gateway(&l, &src)?, rt).await?;
+                let app = core_api_gateway::Application::build(
+                    load::<core_api_gateway::Settings>(&l, &src)?,
+                    rt,
+                )
+                .await?;
                 let mut ports = Vec::new();
                 if let Some(p) = app.core_port() {
                     ports.push(("core", p));
@@ -201,48 +208,11 @@ pub const SERVICES: &[Entry] = &[
     },
 ];
 
-fn load_identity(l: &[String], src: &Source) -> anyhow::Result<identity::Settings> {
+/// A service's settings from `l`, as `src` says.
+fn load<S: Layered>(l: &[String], src: &Source) -> anyhow::Result<S> {
     match src {
-        Source::Environment => identity::Settings::load_with(l),
-        Source::Generated => identity::Settings::from_layers(&layers(l)),
-    }
-}
-
-fn load_org_billing(l: &[String], src: &Source) -> anyhow::Result<org_billing::Settings> {
-    match src {
-        Source::Environment => org_billing::Settings::load_with(l),
-        Source::Generated => org_billing::Settings::from_layers(&layers(l)),
-    }
-}
-
-fn load_kyc(l: &[String], src: &Source) -> anyhow::Result<kyc::Settings> {
-    match src {
-        Source::Environment => kyc::Settings::load_with(l),
-        Source::Generated => kyc::Settings::from_layers(&layers(l)),
-    }
-}
-
-fn load_server_product(l: &[String], src: &Source) -> anyhow::Result<server_product::Settings> {
-    match src {
-        Source::Environment => server_product::Settings::load_with(l),
-        Source::Generated => server_product::Settings::from_layers(&layers(l)),
-    }
-}
-
-fn load_webhook_dispatcher(
-    l: &[String],
-    src: &Source,
-) -> anyhow::Result<webhook_dispatcher::Settings> {
-    match src {
-        Source::Environment => webhook_dispatcher::Settings::load_with(l),
-        Source::Generated => webhook_dispatcher::Settings::from_layers(&layers(l)),
-    }
-}
-
-fn load_gateway(l: &[String], src: &Source) -> anyhow::Result<core_api_gateway::Settings> {
-    match src {
-        Source::Environment => core_api_gateway::Settings::load_with(l),
-        Source::Generated => core_api_gateway::Settings::from_layers(&layers(l)),
+        Source::Environment => S::load_with(l),
+        Source::Generated => S::from_layers(&layers(l)),
     }
 }
 

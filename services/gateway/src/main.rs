@@ -1,6 +1,7 @@
 //! core-api-gateway binary: `core-api-gateway` serves; `healthcheck` probes /healthz.
 
 use core_api_gateway::{Application, Settings};
+use service_kit::settings::Layered;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]

@@ -110,6 +110,7 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::Layered;
 
     fn router() -> Router {
         let s = Settings::from_layers(&[]).expect("defaults parse");

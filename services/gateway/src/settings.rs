@@ -5,6 +5,8 @@ use serde::Deserialize;
 use service_kit::settings::{HttpSettings, NatsSettings, TelemetrySettings};
 use std::collections::BTreeMap;
 
+pub use service_kit::settings::Layered;
+
 pub const DEFAULTS: &str = include_str!("../defaults.toml");
 pub const DEV: &str = include_str!("../dev.toml");
 
@@ -68,27 +70,11 @@ pub struct RouteRule {
     pub service: String,
 }
 
-impl Settings {
-    pub fn load() -> anyhow::Result<Settings> {
-        Self::load_with(&[])
-    }
-
-    /// [`load`](Self::load) with extra TOML layers before the environment.
-    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
-        service_kit::settings::load_with(
-            "core-api-gateway",
-            DEFAULTS,
-            DEV,
-            &["proxy.trusted_proxies", "proxy.public"],
-            extra,
-        )
-    }
-
-    pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {
-        let mut all = vec![DEFAULTS];
-        all.extend_from_slice(layers);
-        service_kit::settings::from_toml(&all)
-    }
+impl Layered for Settings {
+    const SERVICE: &'static str = "core-api-gateway";
+    const DEFAULTS: &'static str = DEFAULTS;
+    const DEV: &'static str = DEV;
+    const LIST_KEYS: &'static [&'static str] = &["proxy.trusted_proxies", "proxy.public"];
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use service_kit::settings::{
     AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, TelemetrySettings,
 };
 
+pub use service_kit::settings::Layered;
+
 pub const DEFAULTS: &str = include_str!("../defaults.toml");
 pub const DEV: &str = include_str!("../dev.toml");
 
@@ -41,26 +43,21 @@ pub struct JobSettings {
     pub outbox_linger_ms: u64,
 }
 
-impl Settings {
-    /// Defaults < dev overlay (HUB_PROFILE=dev) < config/identity.toml < IDENTITY__* env;
-    /// `STAFF_EMAILS` (comma-separated) replaces `auth.staff_emails` when set.
-    pub fn load() -> anyhow::Result<Settings> {
-        Self::load_with(&[])
-    }
+impl Layered for Settings {
+    const SERVICE: &'static str = "identity";
+    const DEFAULTS: &'static str = DEFAULTS;
+    const DEV: &'static str = DEV;
+    const LIST_KEYS: &'static [&'static str] = &[
+        "assertion.keys",
+        "assertion.callers.org_billing.keys",
+        "auth.staff_emails",
+    ];
 
-    /// [`load`](Self::load) with extra TOML layers before the environment.
-    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
-        let mut s: Settings = service_kit::settings::load_with(
-            "identity",
-            DEFAULTS,
-            DEV,
-            &[
-                "assertion.keys",
-                "assertion.callers.org_billing.keys",
-                "auth.staff_emails",
-            ],
-            extra,
-        )?;
+    /// The layers, then `STAFF_EMAILS` (comma-separated) replaces
+    /// `auth.staff_emails` when set.
+    fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
+        let mut s: Settings =
+            service_kit::settings::load_with(Self::SERVICE, DEFAULTS, DEV, Self::LIST_KEYS, extra)?;
         if let Ok(list) = std::env::var("STAFF_EMAILS") {
             s.auth.staff_emails = list
                 .split(',')
@@ -69,13 +66,6 @@ impl Settings {
                 .collect();
         }
         Ok(s)
-    }
-
-    /// Defaults plus the given TOML layers, no files or environment (tests).
-    pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {
-        let mut all = vec![DEFAULTS];
-        all.extend_from_slice(layers);
-        service_kit::settings::from_toml(&all)
     }
 }
 

@@ -1,11 +1,12 @@
 //! kyc's settings; `defaults.toml` (beside Cargo.toml) documents every key.
 
-use secrecy::SecretString;
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings, SealingSettings,
     TelemetrySettings,
 };
+
+pub use service_kit::settings::Layered;
 
 pub const DEFAULTS: &str = include_str!("../defaults.toml");
 pub const DEV: &str = include_str!("../dev.toml");
@@ -25,11 +26,6 @@ pub struct Settings {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct SealingSettings {
-    pub keys: Vec<SecretString>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
 pub struct RetentionSettings {
     pub purge_after_days: i64,
     pub sweep_interval_secs: u64,
@@ -41,31 +37,15 @@ pub struct JobSettings {
     pub outbox_linger_ms: u64,
 }
 
-impl Settings {
-    pub fn load() -> anyhow::Result<Settings> {
-        Self::load_with(&[])
-    }
-
-    /// [`load`](Self::load) with extra TOML layers before the environment.
-    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
-        service_kit::settings::load_with(
-            "kyc",
-            DEFAULTS,
-            DEV,
-            &[
-                "assertion.keys",
-                "assertion.callers.org_billing.keys",
-                "sealing.keys",
-            ],
-            extra,
-        )
-    }
-
-    pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {
-        let mut all = vec![DEFAULTS];
-        all.extend_from_slice(layers);
-        service_kit::settings::from_toml(&all)
-    }
+impl Layered for Settings {
+    const SERVICE: &'static str = "kyc";
+    const DEFAULTS: &'static str = DEFAULTS;
+    const DEV: &'static str = DEV;
+    const LIST_KEYS: &'static [&'static str] = &[
+        "assertion.keys",
+        "assertion.callers.org_billing.keys",
+        "sealing.keys",
+    ];
 }
 
 #[cfg(test)]

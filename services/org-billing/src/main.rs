@@ -2,6 +2,8 @@
 //! migration Job); `healthcheck` probes /healthz; `dlq list | replay` handles
 //! dead letters (see service_kit::server::main).
 
+use service_kit::settings::Layered;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     service_kit::server::main(

@@ -6,6 +6,8 @@ use service_kit::settings::{
     TelemetrySettings,
 };
 
+pub use service_kit::settings::Layered;
+
 pub const DEFAULTS: &str = include_str!("../defaults.toml");
 pub const DEV: &str = include_str!("../dev.toml");
 
@@ -54,29 +56,13 @@ pub struct JobSettings {
     pub sweep_interval_secs: u64,
 }
 
-impl Settings {
-    pub fn load() -> anyhow::Result<Settings> {
-        Self::load_with(&[])
-    }
-
-    /// [`load`](Self::load) with extra TOML layers before the environment.
-    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
-        service_kit::settings::load_with(
-            "org-billing",
-            DEFAULTS,
-            DEV,
-            &[
-                "assertion.keys",
-                "assertion.callers.agent.keys",
-                "assertion.callers.kyc.keys",
-            ],
-            extra,
-        )
-    }
-
-    pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {
-        let mut all = vec![DEFAULTS];
-        all.extend_from_slice(layers);
-        service_kit::settings::from_toml(&all)
-    }
+impl Layered for Settings {
+    const SERVICE: &'static str = "org-billing";
+    const DEFAULTS: &'static str = DEFAULTS;
+    const DEV: &'static str = DEV;
+    const LIST_KEYS: &'static [&'static str] = &[
+        "assertion.keys",
+        "assertion.callers.agent.keys",
+        "assertion.callers.kyc.keys",
+    ];
 }

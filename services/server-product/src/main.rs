@@ -2,6 +2,8 @@
 //! catalog when configured) and exits; `healthcheck` probes /healthz; `dlq`
 //! handles dead letters (see service_kit::server::main).
 
+use service_kit::settings::Layered;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     service_kit::server::main(

@@ -1,6 +1,8 @@
 //! webhook-dispatcher binary: serves; `migrate`, `healthcheck`, `dlq` (see
 //! service_kit::server::main).
 
+use service_kit::settings::Layered;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     service_kit::server::main(

@@ -1,10 +1,12 @@
 //! webhook-dispatcher's settings; `defaults.toml` documents every key.
 
-use secrecy::SecretString;
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, TelemetrySettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, SealingSettings,
+    TelemetrySettings,
 };
+
+pub use service_kit::settings::Layered;
 
 pub const DEFAULTS: &str = include_str!("../defaults.toml");
 pub const DEV: &str = include_str!("../dev.toml");
@@ -20,11 +22,6 @@ pub struct Settings {
     pub delivery: DeliverySettings,
     pub ssrf: SsrfSettings,
     pub jobs: JobSettings,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct SealingSettings {
-    pub keys: Vec<SecretString>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -53,26 +50,12 @@ pub struct JobSettings {
     pub outbox_linger_ms: u64,
 }
 
-impl Settings {
-    pub fn load() -> anyhow::Result<Settings> {
-        Self::load_with(&[])
-    }
-
-    pub fn load_with(extra: &[String]) -> anyhow::Result<Settings> {
-        service_kit::settings::load_with(
-            "webhook-dispatcher",
-            DEFAULTS,
-            DEV,
-            &["assertion.keys", "sealing.keys", "delivery.backoff_ms"],
-            extra,
-        )
-    }
-
-    pub fn from_layers(layers: &[&str]) -> anyhow::Result<Settings> {
-        let mut all = vec![DEFAULTS];
-        all.extend_from_slice(layers);
-        service_kit::settings::from_toml(&all)
-    }
+impl Layered for Settings {
+    const SERVICE: &'static str = "webhook-dispatcher";
+    const DEFAULTS: &'static str = DEFAULTS;
+    const DEV: &'static str = DEV;
+    const LIST_KEYS: &'static [&'static str] =
+        &["assertion.keys", "sealing.keys", "delivery.backoff_ms"];
 }
 
 #[cfg(test)]
