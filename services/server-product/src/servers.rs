@@ -87,6 +87,20 @@ pub async fn load(conn: &mut PgConnection, id: Uuid) -> Result<Row, ApiError> {
         .ok_or(ApiError::NotFound)
 }
 
+/// Server `id` if the caller may act on it with `cap`: 404 when there is no
+/// such server or the caller is not a member of its organization (never
+/// saying which), 403 naming the role when the member's role falls short.
+pub async fn authorized(
+    state: &AppState,
+    caller: &service_kit::assertion::Caller,
+    id: Uuid,
+    cap: hub_domain::Capability,
+) -> Result<Row, ApiError> {
+    let row = load(&mut *state.pool.acquire().await?, id).await?;
+    caller.require(row.org_id, cap)?;
+    Ok(row)
+}
+
 /// Record product event `kind` for `row` (history for exports, outbox for the
 /// PRODUCT stream), in the caller's transaction.
 pub async fn emit(

@@ -91,25 +91,13 @@ pub async fn provision(
     Ok(HttpResponse::Created().json(Service::from(&row)))
 }
 
-/// Load a service the caller may act on with `cap` (404 for non-members).
-async fn authorized(
-    state: &AppState,
-    caller: &Caller,
-    id: Uuid,
-    cap: Capability,
-) -> ApiResult<Row> {
-    let row = servers::load(&mut *state.pool.acquire().await?, id).await?;
-    caller.require(row.org_id, cap)?;
-    Ok(row)
-}
-
 async fn simple(
     state: &AppState,
     caller: &Caller,
     id: Uuid,
     action: Action,
 ) -> ApiResult<HttpResponse> {
-    let row = authorized(state, caller, id, Capability::OperateServers).await?;
+    let row = servers::authorized(state, caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
     let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
     state
@@ -170,7 +158,7 @@ pub async fn resize(
     body: web::Json<Resize>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
-    let row = authorized(&state, &caller, id, Capability::OperateServers).await?;
+    let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
     let plan: Option<String> =
         sqlx::query_scalar("SELECT fulfilment FROM skus WHERE id = $1 AND listed")
             .bind(&body.plan)
@@ -231,7 +219,7 @@ pub async fn transfer(
     body: web::Json<Transfer>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
-    let row = authorized(&state, &caller, id, Capability::TransferServices).await?;
+    let row = servers::authorized(&state, &caller, id, Capability::TransferServices).await?;
     caller.require(body.to_org_id, Capability::TransferServices)?;
     if body.to_org_id == row.org_id {
         return Err(ApiError::bad_request(

@@ -198,9 +198,7 @@ pub async fn detail(
     caller: Caller,
     path: web::Path<Uuid>,
 ) -> ApiResult<HttpResponse> {
-    let mut conn = state.pool.acquire().await?;
-    let row = servers::load(&mut conn, path.into_inner()).await?;
-    caller.require(row.org_id, Capability::Read)?;
+    let row = servers::authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
     let credentials = match (&row.credentials, row.status.as_str()) {
         (Some(sealed), "active" | "stopped" | "suspended") => {
             let plain = state
@@ -255,8 +253,7 @@ pub async fn power(
         }
     };
     let id = path.into_inner();
-    let row = servers::load(&mut *state.pool.acquire().await?, id).await?;
-    caller.require(row.org_id, Capability::OperateServers)?;
+    let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
     let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
     if let Some(reference) = moved.provider_ref.as_deref() {
@@ -287,8 +284,7 @@ pub async fn power(
 /// Terminate: the one implementation behind `POST /v1/servers/{id}/terminate`
 /// and the service contract's terminate. Usage ends in the same transaction.
 pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Row> {
-    let row = servers::load(&mut *state.pool.acquire().await?, id).await?;
-    caller.require(row.org_id, Capability::OperateServers)?;
+    let row = servers::authorized(state, caller, id, Capability::OperateServers).await?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     let done = lifecycle::transition(&mut tx, row.org_id, id, Action::Terminate, now).await?;
