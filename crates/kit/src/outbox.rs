@@ -205,3 +205,34 @@ impl Outbox {
         })
     }
 }
+
+/// The audit event of `caller` doing `action` on organization `org_id`
+/// (identity stores it and shows it in the actor's `/v1/audit/me`). `detail`
+/// holds ids and keys, never personal data or secrets.
+pub fn audit_event(
+    caller: &crate::assertion::Caller,
+    action: &str,
+    org_id: hub_domain::OrgId,
+    detail: serde_json::Value,
+) -> event_contracts::AuditRecorded {
+    event_contracts::AuditRecorded {
+        actor_user_id: Some(caller.user_id()),
+        action: action.to_owned(),
+        subject: format!("org:{org_id}"),
+        detail,
+        ip: caller.ip.clone(),
+    }
+}
+
+/// Write [`audit_event`] to the outbox in the caller's transaction.
+pub async fn audit(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    caller: &crate::assertion::Caller,
+    action: &str,
+    org_id: hub_domain::OrgId,
+    detail: serde_json::Value,
+) -> anyhow::Result<()> {
+    enqueue(conn, naming, audit_event(caller, action, org_id, detail)).await?;
+    Ok(())
+}

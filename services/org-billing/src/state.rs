@@ -1,13 +1,9 @@
 //! Shared handler state and the audit helper.
 
-use event_contracts::{AuditRecorded, Naming};
+use event_contracts::Naming;
 use hub_domain::OrgId;
-use service_kit::{
-    assertion::Caller,
-    outbox::{self, Outbox},
-    peer::Peer,
-};
-use sqlx::{PgConnection, PgPool};
+use service_kit::{assertion::Caller, outbox::Outbox, peer::Peer};
+use sqlx::PgPool;
 
 pub struct AppState {
     pub pool: PgPool,
@@ -36,37 +32,6 @@ impl AppState {
             wait = wait.min(left.saturating_sub(self.batch_limit));
         }
         std::time::Instant::now() + wait
-    }
-
-    /// The audit event of `caller` doing `action` on organization `org_id`.
-    pub fn audit_event(
-        caller: &Caller,
-        action: &str,
-        org_id: OrgId,
-        detail: serde_json::Value,
-    ) -> AuditRecorded {
-        AuditRecorded {
-            actor_user_id: Some(caller.user_id()),
-            action: action.to_owned(),
-            subject: format!("org:{org_id}"),
-            detail,
-            ip: caller.ip.clone(),
-        }
-    }
-
-    /// Record an audit event for identity to store (`core.v1.audit.recorded`),
-    /// in the caller's transaction.
-    pub async fn audit(
-        &self,
-        conn: &mut PgConnection,
-        caller: &Caller,
-        action: &str,
-        org_id: OrgId,
-        detail: serde_json::Value,
-    ) -> anyhow::Result<()> {
-        let event = Self::audit_event(caller, action, org_id, detail);
-        outbox::enqueue(conn, &self.naming, event).await?;
-        Ok(())
     }
 
     /// The read-your-writes fast path: ask identity to make the caller the first

@@ -11,7 +11,6 @@ use crate::{
     submission::{self, Row},
 };
 use actix_web::{web, HttpResponse};
-use event_contracts::AuditRecorded;
 use serde_json::{json, Value};
 use service_kit::{assertion::StaffCaller, outbox, ApiError, ApiResult};
 use uuid::Uuid;
@@ -174,18 +173,14 @@ async fn decide(
         _ => Change::MoreInfoRequested,
     };
     orgs::change(&mut tx, state, row.org_id, org_change).await?;
-    outbox::enqueue(
+    // Ids and field keys only: never the submitted data or the notes.
+    outbox::audit(
         &mut tx,
         &state.naming,
-        AuditRecorded {
-            actor_user_id: Some(staff.user_id()),
-            action: format!("kyc.{}", decision.status()),
-            subject: format!("org:{}", row.org_id),
-            // Ids and field keys only: never the submitted data or the notes.
-            detail: json!({"org_id": row.org_id, "submission_id": id,
-                           "requested_fields": requested}),
-            ip: staff.ip.clone(),
-        },
+        staff,
+        &format!("kyc.{}", decision.status()),
+        row.org_id,
+        json!({"org_id": row.org_id, "submission_id": id, "requested_fields": requested}),
     )
     .await?;
     tx.commit().await?;

@@ -12,7 +12,6 @@ use crate::{
     submission::{self, Row},
 };
 use actix_web::{web, HttpResponse};
-use event_contracts::AuditRecorded;
 use hub_domain::{Capability, OrgId};
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
@@ -68,16 +67,13 @@ pub async fn submit(
         Err(e) => return Err(e.into()),
     };
     orgs::change(&mut tx, &state, org_id, Change::Submitted).await?;
-    outbox::enqueue(
+    outbox::audit(
         &mut tx,
         &state.naming,
-        AuditRecorded {
-            actor_user_id: Some(caller.user_id()),
-            action: "kyc.submitted".into(),
-            subject: format!("org:{org_id}"),
-            detail: json!({"org_id": org_id, "submission_id": id}),
-            ip: caller.ip.clone(),
-        },
+        &caller,
+        "kyc.submitted",
+        org_id,
+        json!({"org_id": org_id, "submission_id": id}),
     )
     .await?;
     tx.commit().await?;

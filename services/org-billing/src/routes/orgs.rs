@@ -138,15 +138,15 @@ pub async fn create(
         },
     )
     .await?;
-    state
-        .audit(
-            &mut tx,
-            &caller,
-            "org.created",
-            org_id,
-            json!({"org_id": org_id, "name": name, "country": country, "currency": currency}),
-        )
-        .await?;
+    service_kit::outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        "org.created",
+        org_id,
+        json!({"org_id": org_id, "name": name, "country": country, "currency": currency}),
+    )
+    .await?;
     let org: Organization = sqlx::query_as(&format!(
         "SELECT {ORG_COLUMNS} FROM {ORG_FROM} WHERE o.id = $1"
     ))

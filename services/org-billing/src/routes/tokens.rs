@@ -119,16 +119,16 @@ pub async fn grant(
     let outcome: Result<Value, ApiError> = async {
         let (balance, id) =
             apply(&mut tx, &caller, org_id, body.amount, "grant", &body.reason).await?;
-        state
-            .audit(
-                &mut tx,
-                &caller,
-                "tokens.granted",
-                org_id,
-                json!({"org_id": org_id, "amount": body.amount, "balance": balance,
+        service_kit::outbox::audit(
+            &mut tx,
+            &state.naming,
+            &caller,
+            "tokens.granted",
+            org_id,
+            json!({"org_id": org_id, "amount": body.amount, "balance": balance,
                        "reason": body.reason, "transaction_id": id}),
-            )
-            .await?;
+        )
+        .await?;
         Ok(json!({"org_id": org_id, "balance": balance}))
     }
     .await;

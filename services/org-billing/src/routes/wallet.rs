@@ -167,7 +167,7 @@ fn wallet_move(
         "correction"
     };
     // The writer adds the ledger row's id and the balance after it.
-    let event = Envelope::new(AppState::audit_event(
+    let event = Envelope::new(service_kit::outbox::audit_event(
         caller,
         "wallet.credited",
         org_id,

@@ -91,15 +91,15 @@ pub async fn complete(
         .await?;
     servers::open_usage(&mut tx, &active, now).await?;
     servers::emit(&mut tx, &state, SERVER_ACTIVE, &active).await?;
-    state
-        .audit(
-            &mut tx,
-            &staff,
-            "server.fulfilled",
-            row.org_id,
-            json!({"server_id": id}),
-        )
-        .await?;
+    service_kit::outbox::audit(
+        &mut tx,
+        &state.naming,
+        &staff,
+        "server.fulfilled",
+        row.org_id,
+        json!({"server_id": id}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     Ok(HttpResponse::Ok().json(active.server()))

@@ -100,15 +100,15 @@ async fn simple(
     let row = servers::authorized(state, caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
     let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
-    state
-        .audit(
-            &mut tx,
-            caller,
-            &format!("service.{}", action.name()),
-            row.org_id,
-            json!({"service_id": id, "from": row.status, "to": moved.status}),
-        )
-        .await?;
+    service_kit::outbox::audit(
+        &mut tx,
+        &state.naming,
+        caller,
+        &format!("service.{}", action.name()),
+        row.org_id,
+        json!({"service_id": id, "from": row.status, "to": moved.status}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     Ok(HttpResponse::Ok().json(Service::from(&moved)))
@@ -188,15 +188,15 @@ pub async fn resize(
     .await?;
     servers::close_usage(&mut tx, id, now).await?;
     servers::open_usage(&mut tx, &resized, now).await?;
-    state
-        .audit(
-            &mut tx,
-            &caller,
-            "service.resize",
-            row.org_id,
-            json!({"service_id": id, "from": row.sku_id, "to": body.plan}),
-        )
-        .await?;
+    service_kit::outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        "service.resize",
+        row.org_id,
+        json!({"service_id": id, "from": row.sku_id, "to": body.plan}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     Ok(HttpResponse::Ok().json(Service::from(&resized)))
@@ -258,15 +258,15 @@ pub async fn transfer(
         servers::open_usage(&mut tx, &moved, now).await?;
     }
     for org in [row.org_id, body.to_org_id] {
-        state
-            .audit(
-                &mut tx,
-                &caller,
-                "service.transfer",
-                org,
-                json!({"service_id": id, "from_org_id": row.org_id, "to_org_id": body.to_org_id}),
-            )
-            .await?;
+        service_kit::outbox::audit(
+            &mut tx,
+            &state.naming,
+            &caller,
+            "service.transfer",
+            org,
+            json!({"service_id": id, "from_org_id": row.org_id, "to_org_id": body.to_org_id}),
+        )
+        .await?;
     }
     tx.commit().await?;
     state.outbox.kick();

@@ -87,15 +87,15 @@ pub async fn order(
             .await?;
     }
     servers::emit(&mut tx, state, SERVER_CREATED, &row).await?;
-    state
-        .audit(
-            &mut tx,
-            caller,
-            "server.ordered",
-            org_id,
-            json!({"server_id": row.id, "sku_id": sku_id, "hostname": hostname}),
-        )
-        .await?;
+    service_kit::outbox::audit(
+        &mut tx,
+        &state.naming,
+        caller,
+        "server.ordered",
+        org_id,
+        json!({"server_id": row.id, "sku_id": sku_id, "hostname": hostname}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     Ok(row)
@@ -206,15 +206,15 @@ pub async fn detail(
                 .open(sealed, &servers::credentials_aad(row.id))
                 .map_err(anyhow::Error::from)?;
             let mut tx = state.pool.begin().await?;
-            state
-                .audit(
-                    &mut tx,
-                    &caller,
-                    "server.credentials_read",
-                    row.org_id,
-                    json!({"server_id": row.id}),
-                )
-                .await?;
+            service_kit::outbox::audit(
+                &mut tx,
+                &state.naming,
+                &caller,
+                "server.credentials_read",
+                row.org_id,
+                json!({"server_id": row.id}),
+            )
+            .await?;
             tx.commit().await?;
             state.outbox.kick();
             Some(serde_json::from_slice(&plain).map_err(anyhow::Error::from)?)
@@ -267,15 +267,15 @@ pub async fn power(
                 ApiError::BadGateway("the provider refused the power action".into())
             })?;
     }
-    state
-        .audit(
-            &mut tx,
-            &caller,
-            "server.power",
-            row.org_id,
-            json!({"server_id": id, "action": body.action}),
-        )
-        .await?;
+    service_kit::outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        "server.power",
+        row.org_id,
+        json!({"server_id": id, "action": body.action}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     Ok(HttpResponse::Ok().json(moved.server()))
@@ -294,15 +294,15 @@ pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> Ap
         .execute(&mut *tx)
         .await?;
     servers::emit(&mut tx, state, SERVER_TERMINATED, &done).await?;
-    state
-        .audit(
-            &mut tx,
-            caller,
-            "server.terminated",
-            row.org_id,
-            json!({"server_id": id}),
-        )
-        .await?;
+    service_kit::outbox::audit(
+        &mut tx,
+        &state.naming,
+        caller,
+        "server.terminated",
+        row.org_id,
+        json!({"server_id": id}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     if let Some(reference) = done.provider_ref.as_deref() {

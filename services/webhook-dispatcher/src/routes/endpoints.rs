@@ -7,7 +7,6 @@ use crate::{
     state::{secret_aad, AppState},
 };
 use actix_web::{web, HttpResponse};
-use event_contracts::AuditRecorded;
 use hub_domain::{Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -40,28 +39,6 @@ pub async fn authorized(
     .ok_or(ApiError::NotFound)?;
     caller.require(e.org_id, cap)?;
     Ok(e)
-}
-
-async fn audit(
-    state: &AppState,
-    tx: &mut sqlx::PgConnection,
-    caller: &Caller,
-    action: &str,
-    e: &Endpoint,
-) -> anyhow::Result<()> {
-    outbox::enqueue(
-        tx,
-        &state.naming,
-        AuditRecorded {
-            actor_user_id: Some(caller.user_id()),
-            action: action.to_owned(),
-            subject: format!("org:{}", e.org_id),
-            detail: json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
-            ip: caller.ip.clone(),
-        },
-    )
-    .await?;
-    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -99,7 +76,15 @@ pub async fn create(
     .bind(state.clock.now())
     .fetch_one(&mut *tx)
     .await?;
-    audit(&state, &mut tx, &caller, "webhook.created", &e).await?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        "webhook.created",
+        e.org_id,
+        json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     Ok(HttpResponse::Created().json(json!({
@@ -165,7 +150,15 @@ pub async fn delete(
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    audit(&state, &mut tx, &caller, "webhook.deleted", &e).await?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        "webhook.deleted",
+        e.org_id,
+        json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     Ok(HttpResponse::Ok().json(json!({"status": "deleted"})))
@@ -199,7 +192,15 @@ pub async fn rotate(
     .bind(until)
     .execute(&mut *tx)
     .await?;
-    audit(&state, &mut tx, &caller, "webhook.secret_rotated", &e).await?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        "webhook.secret_rotated",
+        e.org_id,
+        json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
+    )
+    .await?;
     tx.commit().await?;
     state.outbox.kick();
     Ok(HttpResponse::Ok().json(json!({
