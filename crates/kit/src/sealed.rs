@@ -109,6 +109,20 @@ impl Sealer {
         Ok(plain.to_vec())
     }
 
+    /// Seal `value` as JSON for the context `aad`.
+    pub fn seal_json<T: serde::Serialize>(&self, value: &T, aad: &[u8]) -> anyhow::Result<Vec<u8>> {
+        self.seal(&serde_json::to_vec(value)?, aad)
+    }
+
+    /// Open a value [`seal_json`](Self::seal_json) sealed for `aad`.
+    pub fn open_json<T: serde::de::DeserializeOwned>(
+        &self,
+        sealed: &[u8],
+        aad: &[u8],
+    ) -> anyhow::Result<T> {
+        Ok(serde_json::from_slice(&self.open(sealed, aad)?)?)
+    }
+
     /// The id of the key that seals now.
     pub fn current_key_id(&self) -> &str {
         &self.keys[0].0

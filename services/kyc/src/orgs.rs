@@ -91,10 +91,7 @@ pub async fn load(
         });
     };
     let legal_identity = match r.legal_identity {
-        Some(sealed) => {
-            let plain = state.sealer.open(&sealed, &identity_aad(org_id))?;
-            Some(serde_json::from_slice(&plain)?)
-        }
+        Some(sealed) => Some(state.sealer.open_json(&sealed, &identity_aad(org_id))?),
         None => None,
     };
     Ok(KycState {
@@ -165,9 +162,7 @@ pub async fn change(
             .await?
         }
         Change::Approved(identity, at) => {
-            let sealed = state
-                .sealer
-                .seal(&serde_json::to_vec(identity)?, &identity_aad(org_id))?;
+            let sealed = state.sealer.seal_json(identity, &identity_aad(org_id))?;
             sqlx::query_scalar(
                 "UPDATE org_state SET version = version + 1, kyc_status = 'verified', \
                    kyc_tier = kyc_tier + 1, legal_identity = $2, verified_at = $3 \

@@ -59,10 +59,7 @@ impl Row {
     pub fn payload(&self, state: &AppState) -> anyhow::Result<Option<Payload>> {
         match &self.payload {
             None => Ok(None),
-            Some(sealed) => {
-                let plain = state.sealer.open(sealed, &aad(self.id))?;
-                Ok(Some(serde_json::from_slice(&plain)?))
-            }
+            Some(sealed) => Ok(Some(state.sealer.open_json(sealed, &aad(self.id))?)),
         }
     }
 

@@ -71,10 +71,9 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
         .await;
         match outcome {
             Ok(Status::Ready(creds)) => {
-                let sealed = state.sealer.seal(
-                    &serde_json::to_vec(&creds)?,
-                    &servers::credentials_aad(row.id),
-                )?;
+                let sealed = state
+                    .sealer
+                    .seal_json(&creds, &servers::credentials_aad(row.id))?;
                 sqlx::query("UPDATE servers SET credentials = $2 WHERE id = $1")
                     .bind(row.id)
                     .bind(sealed)

@@ -36,10 +36,7 @@ pub async fn submit(
     let payload = Payload::parse(legal_type, &body)?;
 
     let id = Uuid::now_v7();
-    let sealed = state.sealer.seal(
-        &serde_json::to_vec(&payload).map_err(anyhow::Error::from)?,
-        &submission::aad(id),
-    )?;
+    let sealed = state.sealer.seal_json(&payload, &submission::aad(id))?;
     let mut tx = state.pool.begin().await?;
     let inserted = sqlx::query_as::<_, Row>(&format!(
         "INSERT INTO submissions (id, org_id, org_name, legal_type, status, payload, field_keys, \

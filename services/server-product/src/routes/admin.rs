@@ -78,10 +78,9 @@ pub async fn complete(
         password: body.password.clone(),
         host: body.host.trim().to_owned(),
     };
-    let sealed = state.sealer.seal(
-        &serde_json::to_vec(&creds).map_err(anyhow::Error::from)?,
-        &servers::credentials_aad(id),
-    )?;
+    let sealed = state
+        .sealer
+        .seal_json(&creds, &servers::credentials_aad(id))?;
     let mut tx = state.pool.begin().await?;
     let active = lifecycle::transition(&mut tx, row.org_id, id, Action::Fulfil, now).await?;
     sqlx::query("UPDATE servers SET credentials = $2 WHERE id = $1")

@@ -201,13 +201,12 @@ pub async fn detail(
     let row = servers::authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
     let credentials = match (&row.credentials, row.status.as_str()) {
         (Some(sealed), "active" | "stopped" | "suspended") => {
-            let plain = state
+            let credentials = state
                 .sealer
-                .open(sealed, &servers::credentials_aad(row.id))
-                .map_err(anyhow::Error::from)?;
-            let mut tx = state.pool.begin().await?;
+                .open_json(sealed, &servers::credentials_aad(row.id))?;
+            // One autocommitted statement: the read is recorded before it is answered.
             service_kit::outbox::audit(
-                &mut tx,
+                &mut *state.pool.acquire().await?,
                 &state.naming,
                 &caller,
                 "server.credentials_read",
@@ -215,9 +214,8 @@ pub async fn detail(
                 json!({"server_id": row.id}),
             )
             .await?;
-            tx.commit().await?;
             state.outbox.kick();
-            Some(serde_json::from_slice(&plain).map_err(anyhow::Error::from)?)
+            Some(credentials)
         }
         _ => None,
     };
