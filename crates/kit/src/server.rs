@@ -173,3 +173,86 @@ where
         }
     }
 }
+
+/// What a service is, for [`Foundation::start`].
+pub struct Parts<'a> {
+    /// For logs and connection names (`org-billing`).
+    pub name: &'static str,
+    /// Its name in assertions (`org_billing`).
+    pub audience: &'a str,
+    pub schema: &'a str,
+    pub migrator: &'a sqlx::migrate::Migrator,
+    pub database: &'a crate::settings::DatabaseSettings,
+    pub nats: &'a crate::settings::NatsSettings,
+    pub assertion: &'a crate::settings::AssertionSettings,
+    /// The outbox relay's poll interval and linger after a kick.
+    pub relay: (std::time::Duration, std::time::Duration),
+}
+
+/// What every internal service starts from: its database (provisioned and
+/// migrated), NATS with the streams, the outbox with its relay running, and
+/// the assertion verifier. A service adds its state, routes and tasks, then
+/// [`serve`](Foundation::serve)s.
+pub struct Foundation {
+    pub name: &'static str,
+    pub pool: sqlx::PgPool,
+    pub nats: async_nats::Client,
+    pub js: async_nats::jetstream::Context,
+    pub naming: event_contracts::Naming,
+    pub outbox: crate::outbox::Outbox,
+    pub cancel: CancellationToken,
+    /// Background tasks, the relay first; services push theirs.
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    verifier: assertion::Verifier,
+    listener: Option<TcpListener>,
+}
+
+impl Foundation {
+    pub async fn start(p: Parts<'_>, rt: &crate::Runtime) -> anyhow::Result<Foundation> {
+        let verifier = assertion::Verifier::new(p.audience, p.assertion)?;
+        let pool = crate::db::prepare(p.database, p.schema, p.name, p.migrator).await?;
+        let nats = crate::nats::connect(p.nats, p.name).await?;
+        let js = async_nats::jetstream::new(nats.clone());
+        crate::nats::ensure_streams(&js, p.nats).await?;
+        let outbox = crate::outbox::Outbox::new(pool.clone(), js.clone());
+        let relay = outbox
+            .clone()
+            .spawn_relay(rt.cancel.clone(), p.relay.0, p.relay.1);
+        Ok(Foundation {
+            name: p.name,
+            pool,
+            nats,
+            js,
+            naming: p.nats.naming(),
+            outbox,
+            cancel: rt.cancel.clone(),
+            tasks: vec![relay],
+            verifier,
+            listener: rt.listener.take(),
+        })
+    }
+
+    /// Serve `routes` with `state` on `http` (or the listener bound for it).
+    pub fn serve<S: Send + Sync + 'static>(
+        self,
+        http: &HttpSettings,
+        state: web::Data<S>,
+        routes: fn(&mut web::ServiceConfig),
+    ) -> anyhow::Result<Running> {
+        serve(
+            http,
+            Service {
+                name: self.name,
+                verifier: self.verifier,
+                db: self.pool,
+                nats: self.nats,
+                naming: self.naming,
+                state,
+                routes,
+                tasks: self.tasks,
+                listener: self.listener,
+            },
+            self.cancel,
+        )
+    }
+}

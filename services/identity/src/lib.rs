@@ -23,7 +23,10 @@ pub use settings::Settings;
 
 use actix_web::web;
 use event_contracts::{AuditRecorded, OrgCreated};
-use service_kit::{assertion, db, nats, outbox::Outbox};
+use service_kit::{
+    db, nats,
+    server::{Foundation, Parts},
+};
 use sqlx::migrate::Migrator;
 use std::{collections::HashSet, time::Duration};
 
@@ -44,13 +47,27 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     let cancel = rt.cancel.clone();
-    let pool = db::prepare(&settings.database, SCHEMA, "identity", &MIGRATOR).await?;
-    let nats_client = nats::connect(&settings.nats, "identity").await?;
-    let js = async_nats::jetstream::new(nats_client.clone());
-    nats::ensure_streams(&js, &settings.nats).await?;
-    let naming = settings.nats.naming();
-    let outbox = Outbox::new(pool.clone(), js.clone());
-    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
+    let mut f = Foundation::start(
+        Parts {
+            name: "identity",
+            audience: SERVICE,
+            schema: SCHEMA,
+            migrator: &MIGRATOR,
+            database: &settings.database,
+            nats: &settings.nats,
+            assertion: &settings.assertion,
+            relay: (
+                Duration::from_millis(settings.jobs.outbox_poll_ms),
+                Duration::from_millis(settings.jobs.outbox_linger_ms),
+            ),
+        },
+        &rt,
+    )
+    .await?;
+    let pool = f.pool.clone();
+    let js = f.js.clone();
+    let naming = f.naming.clone();
+    let outbox = f.outbox.clone();
 
     let staff: HashSet<String> = settings
         .auth
@@ -66,11 +83,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         staff,
         clock: rt.clock.clone(),
     });
-    let mut tasks = vec![outbox.clone().spawn_relay(
-        cancel.clone(),
-        Duration::from_millis(settings.jobs.outbox_poll_ms),
-        Duration::from_millis(settings.jobs.outbox_linger_ms),
-    )];
+    let mut tasks = Vec::new();
     let pool_for_audit = pool.clone();
     tasks.push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
         js.clone(),
@@ -101,19 +114,6 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         cancel.clone(),
     ));
 
-    service_kit::server::serve(
-        &settings.http,
-        service_kit::server::Service {
-            name: "identity",
-            verifier,
-            db: pool,
-            nats: nats_client,
-            naming: settings.nats.naming(),
-            state,
-            routes: configure,
-            tasks,
-            listener: rt.listener.take(),
-        },
-        cancel,
-    )
+    f.tasks.extend(tasks);
+    f.serve(&settings.http, state, configure)
 }

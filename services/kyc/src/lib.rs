@@ -18,7 +18,12 @@ pub use routes::configure;
 pub use settings::Settings;
 
 use actix_web::web;
-use service_kit::{assertion, db, nats, outbox::Outbox, peer::Peer, sealed::Sealer};
+use service_kit::{
+    db,
+    peer::Peer,
+    sealed::Sealer,
+    server::{Foundation, Parts},
+};
 use sqlx::migrate::Migrator;
 use std::time::Duration;
 
@@ -41,12 +46,25 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     let cancel = rt.cancel.clone();
     let sealer = Sealer::new(&settings.sealing.keys)?;
-    let pool = db::prepare(&settings.database, SCHEMA, "kyc", &MIGRATOR).await?;
-    let nats_client = nats::connect(&settings.nats, "kyc").await?;
-    let js = async_nats::jetstream::new(nats_client.clone());
-    nats::ensure_streams(&js, &settings.nats).await?;
-    let outbox = Outbox::new(pool.clone(), js);
-    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
+    let mut f = Foundation::start(
+        Parts {
+            name: "kyc",
+            audience: SERVICE,
+            schema: SCHEMA,
+            migrator: &MIGRATOR,
+            database: &settings.database,
+            nats: &settings.nats,
+            assertion: &settings.assertion,
+            relay: (
+                Duration::from_millis(settings.jobs.outbox_poll_ms),
+                Duration::from_millis(settings.jobs.outbox_linger_ms),
+            ),
+        },
+        &rt,
+    )
+    .await?;
+    let pool = f.pool.clone();
+    let outbox = f.outbox.clone();
     let state = web::Data::new(state::AppState {
         pool: pool.clone(),
         outbox: outbox.clone(),
@@ -55,11 +73,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing)?,
         clock: rt.clock.clone(),
     });
-    let mut tasks = vec![outbox.spawn_relay(
-        cancel.clone(),
-        Duration::from_millis(settings.jobs.outbox_poll_ms),
-        Duration::from_millis(settings.jobs.outbox_linger_ms),
-    )];
+    let mut tasks = Vec::new();
     {
         let (pool, clock, days) = (
             pool.clone(),
@@ -80,19 +94,6 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             },
         ));
     }
-    service_kit::server::serve(
-        &settings.http,
-        service_kit::server::Service {
-            name: "kyc",
-            verifier,
-            db: pool,
-            nats: nats_client,
-            naming: settings.nats.naming(),
-            state,
-            routes: configure,
-            tasks,
-            listener: rt.listener.take(),
-        },
-        cancel,
-    )
+    f.tasks.extend(tasks);
+    f.serve(&settings.http, state, configure)
 }

@@ -15,7 +15,11 @@ pub use settings::Settings;
 
 use actix_web::web;
 use event_contracts::{KycChanged, MembershipChanged};
-use service_kit::{assertion, db, nats, outbox::Outbox, peer::Peer};
+use service_kit::{
+    db, nats,
+    peer::Peer,
+    server::{Foundation, Parts},
+};
 use sqlx::{migrate::Migrator, PgPool};
 use std::time::Duration;
 
@@ -50,16 +54,30 @@ pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     let cancel = rt.cancel.clone();
-    let pool = db::prepare(&settings.database, SCHEMA, "org-billing", &MIGRATOR).await?;
+    let mut f = Foundation::start(
+        Parts {
+            name: "org-billing",
+            audience: SERVICE,
+            schema: SCHEMA,
+            migrator: &MIGRATOR,
+            database: &settings.database,
+            nats: &settings.nats,
+            assertion: &settings.assertion,
+            relay: (
+                Duration::from_millis(settings.jobs.outbox_poll_ms),
+                Duration::from_millis(settings.jobs.outbox_linger_ms),
+            ),
+        },
+        &rt,
+    )
+    .await?;
+    let pool = f.pool.clone();
+    let js = f.js.clone();
+    let naming = f.naming.clone();
+    let outbox = f.outbox.clone();
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
     }
-    let nats_client = nats::connect(&settings.nats, "org-billing").await?;
-    let js = async_nats::jetstream::new(nats_client.clone());
-    nats::ensure_streams(&js, &settings.nats).await?;
-    let naming = settings.nats.naming();
-    let outbox = Outbox::new(pool.clone(), js.clone());
-    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
     let (wallets, mut tasks) = ledger::Writer::spawn(
         ledger::WriterDb {
             // Postgres cancels (and rolls back) a batch that runs too long,
@@ -90,11 +108,6 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         orgs: settings.orgs.clone(),
     });
 
-    tasks.push(outbox.spawn_relay(
-        cancel.clone(),
-        Duration::from_millis(settings.jobs.outbox_poll_ms),
-        Duration::from_millis(settings.jobs.outbox_linger_ms),
-    ));
     let replica_pool = pool.clone();
     let kyc_state = state.clone();
     tasks.push(nats::spawn_consumer::<KycChanged, _, _>(
@@ -130,19 +143,6 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         ));
     }
 
-    service_kit::server::serve(
-        &settings.http,
-        service_kit::server::Service {
-            name: "org-billing",
-            verifier,
-            db: pool,
-            nats: nats_client,
-            naming: settings.nats.naming(),
-            state,
-            routes: configure,
-            tasks,
-            listener: rt.listener.take(),
-        },
-        cancel,
-    )
+    f.tasks.extend(tasks);
+    f.serve(&settings.http, state, configure)
 }

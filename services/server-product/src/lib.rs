@@ -18,7 +18,11 @@ pub use routes::configure;
 pub use settings::Settings;
 
 use actix_web::web;
-use service_kit::{assertion, db, nats, outbox::Outbox, sealed::Sealer};
+use service_kit::{
+    db,
+    sealed::Sealer,
+    server::{Foundation, Parts},
+};
 use sqlx::migrate::Migrator;
 use std::{sync::Arc, time::Duration};
 
@@ -55,15 +59,28 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         "provider.kind {:?} is not a driver this build has (sandbox)",
         settings.provider.kind
     );
-    let pool = db::prepare(&settings.database, SCHEMA, "server-product", &MIGRATOR).await?;
+    let mut f = Foundation::start(
+        Parts {
+            name: "server-product",
+            audience: SERVICE,
+            schema: SCHEMA,
+            migrator: &MIGRATOR,
+            database: &settings.database,
+            nats: &settings.nats,
+            assertion: &settings.assertion,
+            relay: (
+                Duration::from_millis(settings.jobs.outbox_poll_ms),
+                Duration::from_millis(settings.jobs.outbox_linger_ms),
+            ),
+        },
+        &rt,
+    )
+    .await?;
+    let pool = f.pool.clone();
+    let outbox = f.outbox.clone();
     if settings.seed.skus {
         seed::skus(&pool).await?;
     }
-    let nats_client = nats::connect(&settings.nats, "server-product").await?;
-    let js = async_nats::jetstream::new(nats_client.clone());
-    nats::ensure_streams(&js, &settings.nats).await?;
-    let outbox = Outbox::new(pool.clone(), js);
-    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
     let state = web::Data::new(state::AppState {
         pool: pool.clone(),
         outbox: outbox.clone(),
@@ -77,11 +94,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         clock: rt.clock.clone(),
         pages: settings.pages.clone(),
     });
-    let mut tasks = vec![outbox.spawn_relay(
-        cancel.clone(),
-        Duration::from_millis(settings.jobs.outbox_poll_ms),
-        Duration::from_millis(settings.jobs.outbox_linger_ms),
-    )];
+    let mut tasks = Vec::new();
     if settings.provider.worker {
         tasks.push(worker::spawn(
             state.clone(),
@@ -90,19 +103,6 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             cancel.clone(),
         ));
     }
-    service_kit::server::serve(
-        &settings.http,
-        service_kit::server::Service {
-            name: "server-product",
-            verifier,
-            db: pool,
-            nats: nats_client,
-            naming: settings.nats.naming(),
-            state,
-            routes: configure,
-            tasks,
-            listener: rt.listener.take(),
-        },
-        cancel,
-    )
+    f.tasks.extend(tasks);
+    f.serve(&settings.http, state, configure)
 }

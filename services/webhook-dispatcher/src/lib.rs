@@ -14,7 +14,11 @@ pub use routes::configure;
 pub use settings::Settings;
 
 use actix_web::web;
-use service_kit::{assertion, db, nats, outbox::Outbox, sealed::Sealer};
+use service_kit::{
+    db, nats,
+    sealed::Sealer,
+    server::{Foundation, Parts},
+};
 use sqlx::migrate::Migrator;
 use std::{sync::Arc, time::Duration};
 
@@ -41,12 +45,26 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     let cancel = rt.cancel.clone();
     let sealer = Sealer::new(&settings.sealing.keys)?;
-    let pool = db::prepare(&settings.database, SCHEMA, "webhook-dispatcher", &MIGRATOR).await?;
-    let nats_client = nats::connect(&settings.nats, "webhook-dispatcher").await?;
-    let js = async_nats::jetstream::new(nats_client.clone());
-    nats::ensure_streams(&js, &settings.nats).await?;
-    let outbox = Outbox::new(pool.clone(), js.clone());
-    let verifier = assertion::Verifier::new(SERVICE, &settings.assertion)?;
+    let mut f = Foundation::start(
+        Parts {
+            name: "webhook-dispatcher",
+            audience: SERVICE,
+            schema: SCHEMA,
+            migrator: &MIGRATOR,
+            database: &settings.database,
+            nats: &settings.nats,
+            assertion: &settings.assertion,
+            relay: (
+                Duration::from_millis(settings.jobs.outbox_poll_ms),
+                Duration::from_millis(settings.jobs.outbox_linger_ms),
+            ),
+        },
+        &rt,
+    )
+    .await?;
+    let pool = f.pool.clone();
+    let js = f.js.clone();
+    let outbox = f.outbox.clone();
     let state = web::Data::new(state::AppState {
         pool: pool.clone(),
         outbox: outbox.clone(),
@@ -57,11 +75,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         clock: rt.clock.clone(),
         wake: Arc::default(),
     });
-    let mut tasks = vec![outbox.spawn_relay(
-        cancel.clone(),
-        Duration::from_millis(settings.jobs.outbox_poll_ms),
-        Duration::from_millis(settings.jobs.outbox_linger_ms),
-    )];
+    let mut tasks = Vec::new();
     let fan = state.clone();
     tasks.push(nats::spawn_raw_batch_consumer(
         js,
@@ -91,19 +105,6 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             .await?;
         tasks.extend(worker::spawn(state.clone(), worker_pool, cancel.clone())?);
     }
-    service_kit::server::serve(
-        &settings.http,
-        service_kit::server::Service {
-            name: "webhook-dispatcher",
-            verifier,
-            db: pool,
-            nats: nats_client,
-            naming: settings.nats.naming(),
-            state,
-            routes: configure,
-            tasks,
-            listener: rt.listener.take(),
-        },
-        cancel,
-    )
+    f.tasks.extend(tasks);
+    f.serve(&settings.http, state, configure)
 }
