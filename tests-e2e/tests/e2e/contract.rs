@@ -23,6 +23,17 @@ async fn act(
     .await
 }
 
+async fn usage_of(s: &TestStack, token: &str, org: &str) -> tests_e2e::Resp {
+    p_call(
+        s,
+        "GET",
+        &format!("/v1/service-contract/usage?org_id={org}"),
+        Some(token),
+        None,
+    )
+    .await
+}
+
 #[tokio::test]
 async fn every_transition_of_the_contract_and_its_409s() {
     let s = TestStack::spawn().await;
@@ -105,14 +116,7 @@ async fn every_transition_of_the_contract_and_its_409s() {
         (r.status, r.body["plan"].as_str(), r.body["state"].as_str()),
         (200, Some("vps-large"), Some("active"))
     );
-    let usage = p_call(
-        &s,
-        "GET",
-        &format!("/v1/service-contract/usage?org_id={org}"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let usage = usage_of(&s, &owner, &org).await;
     let u = &usage.body[0];
     assert_eq!(u["periods"].as_array().map(Vec::len), Some(2), "{u}");
     assert_eq!(
@@ -125,14 +129,7 @@ async fn every_transition_of_the_contract_and_its_409s() {
     assert!(u["periods"][0]["ended_at"].is_string() && u["periods"][1]["ended_at"].is_null());
     // Time passes: totals count it.
     s.clock.advance(time::Duration::hours(2));
-    let usage = p_call(
-        &s,
-        "GET",
-        &format!("/v1/service-contract/usage?org_id={org}"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let usage = usage_of(&s, &owner, &org).await;
     assert!(
         usage.body[0]["total_seconds"]
             .as_i64()
@@ -307,22 +304,8 @@ async fn transfer_needs_the_owner_of_both_and_moves_access_at_once() {
         (Some(to.as_str()), Some("active"))
     );
     // Usage splits between the organizations.
-    let u_from = p_call(
-        &s,
-        "GET",
-        &format!("/v1/service-contract/usage?org_id={from}"),
-        Some(&owner),
-        None,
-    )
-    .await;
-    let u_to = p_call(
-        &s,
-        "GET",
-        &format!("/v1/service-contract/usage?org_id={to}"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let u_from = usage_of(&s, &owner, &from).await;
+    let u_to = usage_of(&s, &owner, &to).await;
     assert!(u_from.body[0]["periods"][0]["ended_at"].is_string());
     let to_periods = u_to
         .body

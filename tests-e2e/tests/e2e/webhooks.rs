@@ -81,6 +81,25 @@ async fn endpoint(s: &TestStack, token: &str, org: &str, url: &str) -> tests_e2e
     .await
 }
 
+/// A new endpoint's id.
+async fn endpoint_id(s: &TestStack, token: &str, org: &str, url: &str) -> String {
+    let r = endpoint(s, token, org, url).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    r.body["id"].as_str().unwrap_or_default().to_owned()
+}
+
+/// `GET /v1/webhooks/{ep}/deliveries` as `token`.
+async fn delivery_log(s: &TestStack, token: &str, ep: &str) -> tests_e2e::Resp {
+    p_call(
+        s,
+        "GET",
+        &format!("/v1/webhooks/{ep}/deliveries"),
+        Some(token),
+        None,
+    )
+    .await
+}
+
 /// Publish a product event for `org` on the stack's PRODUCT stream, as
 /// server-product's outbox would; returns its id.
 async fn publish_event(s: &TestStack, org: &str, kind: &str) -> String {
@@ -260,14 +279,7 @@ async fn every_server_event_arrives_with_both_signatures_valid() {
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let log = p_call(
-        &s,
-        "GET",
-        &format!("/v1/webhooks/{ep}/deliveries"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let log = delivery_log(&s, &owner, &ep).await;
     assert!(
         log.body
             .as_array()
@@ -286,10 +298,7 @@ async fn a_failing_receiver_gets_exactly_three_attempts() {
     let s = TestStack::spawn().await;
     let (owner, org) = s.org_with_owner("hooks-fail@example.com").await;
     let rx = Receiver::start(500);
-    let ep = endpoint(&s, &owner, &org, &rx.url).await.body["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
     let event = publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 3, 10).await);
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -303,14 +312,7 @@ async fn a_failing_receiver_gets_exactly_three_attempts() {
         ids.iter().all(|i| *i == event),
         "the same event id on each attempt"
     );
-    let log = p_call(
-        &s,
-        "GET",
-        &format!("/v1/webhooks/{ep}/deliveries"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let log = delivery_log(&s, &owner, &ep).await;
     let d = &log.body[0];
     assert_eq!(
         (
@@ -341,14 +343,7 @@ async fn a_failing_receiver_gets_exactly_three_attempts() {
     );
     assert!(until_count(&rx, 4, 10).await);
     let delivered = eventually(Duration::from_secs(5), || async {
-        let log = p_call(
-            &s,
-            "GET",
-            &format!("/v1/webhooks/{ep}/deliveries"),
-            Some(&owner),
-            None,
-        )
-        .await;
+        let log = delivery_log(&s, &owner, &ep).await;
         (log.body[0]["status"] == "delivered").then_some(log.body)
     })
     .await
@@ -399,23 +394,13 @@ async fn the_log_holds_the_last_fifty_newest_first() {
     let s = TestStack::spawn().await;
     let (owner, org) = s.org_with_owner("hooks-log@example.com").await;
     let rx = Receiver::start(200);
-    let ep = endpoint(&s, &owner, &org, &rx.url).await.body["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
     let mut ids = Vec::new();
     for _ in 0..55 {
         ids.push(publish_event(&s, &org, "server.created").await);
     }
     assert!(until_count(&rx, 55, 20).await, "{}", rx.count());
-    let log = p_call(
-        &s,
-        "GET",
-        &format!("/v1/webhooks/{ep}/deliveries"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let log = delivery_log(&s, &owner, &ep).await;
     let rows = log.body.as_array().cloned().unwrap_or_default();
     assert_eq!(rows.len(), 50);
     let times: Vec<&str> = rows
@@ -495,10 +480,7 @@ async fn deleting_an_endpoint_stops_its_deliveries() {
     .await;
     let (owner, org) = s.org_with_owner("hooks-delete@example.com").await;
     let rx = Receiver::start(500);
-    let ep = endpoint(&s, &owner, &org, &rx.url).await.body["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 1, 10).await);
     let r = p_call(
@@ -609,20 +591,10 @@ async fn redirects_are_not_followed() {
     // Every receiver's answer carries `Location: http://127.0.0.1:9/elsewhere`:
     // followed, the attempt would fail to connect (no status) instead of 302.
     let redirecting = Receiver::start(302);
-    let ep = endpoint(&s, &owner, &org, &redirecting.url).await.body["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let ep = endpoint_id(&s, &owner, &org, &redirecting.url).await;
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&redirecting, 3, 10).await);
-    let log = p_call(
-        &s,
-        "GET",
-        &format!("/v1/webhooks/{ep}/deliveries"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let log = delivery_log(&s, &owner, &ep).await;
     assert_eq!(
         (
             log.body[0]["status"].as_str(),
@@ -643,10 +615,7 @@ async fn a_restart_between_attempts_loses_nothing_and_sends_nothing_twice() {
     .await;
     let (owner, org) = s.org_with_owner("hooks-restart@example.com").await;
     let rx = Receiver::start(500);
-    let ep = endpoint(&s, &owner, &org, &rx.url).await.body["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
     let settings = s.webhook_settings("[delivery]\nbackoff_ms = [2500, 2500]\n");
     let first = tokio_util::sync::CancellationToken::new();
     let app = webhook_dispatcher::build(settings.clone(), service_kit::Runtime::new(first.clone()))
