@@ -6,8 +6,8 @@ use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
 use std::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// What an internal service hands over to be served.
-pub struct Service<S> {
+/// What an internal service hands over to be served (through [`Foundation`]).
+struct Service<S> {
     pub name: &'static str,
     pub verifier: assertion::Verifier,
     pub db: sqlx::PgPool,
@@ -24,7 +24,7 @@ pub struct Service<S> {
 
 /// Serve `svc` on `settings` (port 0 picks one) with readiness on its Postgres
 /// and NATS; stop gracefully when `cancel` fires.
-pub fn serve<S: Send + Sync + 'static>(
+fn serve<S: Send + Sync + 'static>(
     settings: &HttpSettings,
     svc: Service<S>,
     cancel: CancellationToken,
@@ -107,7 +107,7 @@ pub struct Running {
 }
 
 impl Running {
-    pub fn new(port: u16, server: Server, tasks: Vec<tokio::task::JoinHandle<()>>) -> Running {
+    fn new(port: u16, server: Server, tasks: Vec<tokio::task::JoinHandle<()>>) -> Running {
         Running {
             port,
             server,
