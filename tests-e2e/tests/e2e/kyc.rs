@@ -694,3 +694,47 @@ async fn two_replicas_sweeping_at_once_purge_every_row_exactly_once() {
             .expect("left");
     assert_eq!(left, 0);
 }
+
+#[tokio::test]
+async fn bad_decision_bodies_are_json_4xx_and_decide_nothing() {
+    let s = TestStack::spawn().await;
+    let (owner, corp) = org(&s, "kyc-baddecision@example.com", "corporate").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let sub = id(&submit(&s, &owner, &corp, corporate("Bad Input AS")).await);
+    let url = format!("{}/v1/admin/kyc/{sub}/approve", s.core());
+    for (body, status) in [
+        ("{\"notes\":".to_owned(), 400),
+        ("[1,2]".to_owned(), 400),
+        ("{\"notes\": 42}".to_owned(), 400),
+        ("{\"verdict\": \"yes\"}".to_owned(), 400),
+        (format!("{{\"notes\":\"{}\"}}", "n".repeat(70_000)), 413),
+    ] {
+        let r = s
+            .http
+            .post(&url)
+            .bearer_auth(&staff)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(
+            r.status().as_u16(),
+            status,
+            "{}",
+            &body[..body.len().min(40)]
+        );
+        let v: Value = r.json().await.unwrap_or(Value::Null);
+        assert!(v["error"].is_string(), "{v}");
+    }
+    let bad_id = s
+        .post("/v1/admin/kyc/not-a-uuid/approve", Some(&staff), json!({}))
+        .await;
+    assert_eq!(bad_id.status, 400);
+    // Still pending: nothing was decided.
+    assert_eq!(detail(&s, &owner, &corp).await["kyc_status"], "pending");
+    assert_eq!(
+        decide(&s, &staff, &sub, "approve", json!({})).await.status,
+        200
+    );
+}
