@@ -40,6 +40,8 @@ pub struct StackOptions {
     pub server_product_toml: String,
     /// Extra TOML for webhook-dispatcher's settings.
     pub webhook_toml: String,
+    /// Extra TOML for the agent's settings.
+    pub agent_toml: String,
     /// Connect org-billing (its role) to Postgres through this local port (a
     /// relay a test controls) instead of directly.
     pub org_billing_database_port: Option<u16>,
@@ -55,6 +57,7 @@ impl Default for StackOptions {
             kyc_toml: String::new(),
             server_product_toml: String::new(),
             webhook_toml: String::new(),
+            agent_toml: String::new(),
             org_billing_database_port: None,
         }
     }
@@ -64,10 +67,6 @@ pub struct Gateway {
     pub core: String,
     pub product: String,
 }
-
-/// The key this harness signs with when it plays a service that is not built
-/// yet (the agent) calling org-billing's internal routes.
-pub const TEST_AGENT_KEY: &str = "test-agent-to-org-billing-key-0123";
 
 pub struct TestStack {
     pub gateways: Vec<Gateway>,
@@ -81,6 +80,11 @@ pub struct TestStack {
     pub server_product: String,
     /// webhook-dispatcher's own address.
     pub webhook_dispatcher: String,
+    /// the agent's own address.
+    pub agent: String,
+    /// The agent's caller keys and its peers' addresses (for another agent
+    /// replica on this stack).
+    agent_layer: String,
     pub database_url: String,
     /// A pool on the stack's database as its administrator, search_path
     /// `identity,org_billing`.
@@ -93,6 +97,8 @@ pub struct TestStack {
     pub assertion_key: String,
     /// org-billing's caller key at identity.
     pub billing_to_identity_key: String,
+    /// The agent's caller key at org-billing.
+    pub agent_to_billing_key: String,
     gateway_keys: std::collections::BTreeMap<String, String>,
     /// The layer every service got, and the sealing key (to build another
     /// server-product instance on the same database).
@@ -195,8 +201,7 @@ log_format = "pretty"
             ],
         );
         let mut billing = vec![format!(
-            "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n\
-             [assertion.callers.agent]\nkeys = [{TEST_AGENT_KEY:?}]\n"
+            "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n"
         )];
         if let Some(port) = opts.org_billing_database_port {
             let mut url =
@@ -245,6 +250,14 @@ log_format = "pretty"
                 opts.webhook_toml,
             ],
         );
+        // Scheduled curation only where a test runs it (its own replicas).
+        extra.insert(
+            "agent".to_owned(),
+            vec![
+                "[curation]\ninterval_secs = 86400\n[jobs]\noutbox_poll_ms = 100\n".to_owned(),
+                opts.agent_toml,
+            ],
+        );
         extra.insert(
             "gateway".to_owned(),
             vec![
@@ -267,6 +280,7 @@ log_format = "pretty"
         .await?;
         let assertion_key = stack.key("gateway", "identity").unwrap_or_default();
         let billing_to_identity_key = stack.key("org_billing", "identity").unwrap_or_default();
+        let agent_to_billing_key = stack.key("agent", "org_billing").unwrap_or_default();
         let gateway_keys = hub_stack::SERVICES
             .iter()
             .filter_map(|e| Some((e.name.to_owned(), stack.key("gateway", e.name)?)))
@@ -279,6 +293,18 @@ log_format = "pretty"
                 product: product.clone(),
             })
             .collect();
+        let mut agent_layer = String::new();
+        for (peer, section) in hub_stack::SERVICES
+            .iter()
+            .find(|e| e.name == "agent")
+            .map_or(&[][..], |e| e.calls)
+        {
+            agent_layer += &format!(
+                "[{section}]\nurl = {:?}\nkey = {:?}\n",
+                stack.services.get(peer).cloned().unwrap_or_default(),
+                stack.key("agent", peer).unwrap_or_default()
+            );
+        }
         let services = stack.spawn();
         let url = |name: &str| services.get(name).cloned().unwrap_or_default();
 
@@ -289,7 +315,7 @@ log_format = "pretty"
                     .parse::<sqlx::postgres::PgConnectOptions>()?
                     .options([(
                         "search_path",
-                        "identity,org_billing,kyc,server_product,webhook_dispatcher",
+                        "identity,org_billing,kyc,server_product,webhook_dispatcher,agent",
                     )]),
             )
             .await?;
@@ -304,6 +330,8 @@ log_format = "pretty"
             kyc: url("kyc"),
             server_product: url("server_product"),
             webhook_dispatcher: url("webhook_dispatcher"),
+            agent: url("agent"),
+            agent_layer,
             database_url,
             db,
             nats,
@@ -311,6 +339,7 @@ log_format = "pretty"
             clock,
             assertion_key,
             billing_to_identity_key,
+            agent_to_billing_key,
             gateway_keys,
             common,
             sealing_key,
@@ -343,6 +372,17 @@ log_format = "pretty"
             self.database_url, self.sealing_key
         );
         webhook_dispatcher::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
+    }
+
+    /// Settings for another agent replica on this stack's database, NATS and
+    /// services, plus `extra` TOML.
+    pub fn agent_settings(&self, extra: &str) -> agent::Settings {
+        let role = hub_stack::role_url(&self.database_url, "hub_agent").expect("role url");
+        let own = format!(
+            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n{}",
+            self.database_url, self.agent_layer
+        );
+        agent::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
     }
 
     /// The gateway's assertion key for `service` (only the stack knows it).
@@ -578,7 +618,7 @@ impl TestStack {
         .await
     }
 
-    /// Call org-billing's internal routes as the agent would (signed with the
+    /// Call org-billing's internal routes as the agent does (signed with the
     /// agent's caller key), for the caller behind `token`.
     pub async fn internal_call(
         &self,
@@ -594,7 +634,7 @@ impl TestStack {
         let minter = service_kit::assertion::Minter::new(
             "agent",
             "org_billing",
-            &secrecy::SecretString::from(TEST_AGENT_KEY.to_owned()),
+            &secrecy::SecretString::from(self.agent_to_billing_key.clone()),
         )
         .expect("minter");
         let bytes = body.to_string();

@@ -14,6 +14,8 @@ pub enum ApiError {
     BadRequest(String),
     /// 401: no usable credential.
     Unauthorized(String),
+    /// 402: a prepaid balance (AI tokens, a personal token limit) is exhausted.
+    PaymentRequired(String),
     /// 403: a role or the staff flag is missing; the message names it.
     Forbidden(String),
     /// 404: not found, or not the caller's (never says which).
@@ -62,6 +64,7 @@ impl ApiError {
             ApiError::BadRequest(m)
             | ApiError::Unauthorized(m)
             | ApiError::Forbidden(m)
+            | ApiError::PaymentRequired(m)
             | ApiError::Conflict(m)
             | ApiError::Unprocessable(m)
             | ApiError::BadGateway(m)
@@ -92,6 +95,7 @@ impl ResponseError for ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::PaymentRequired(_) => StatusCode::PAYMENT_REQUIRED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,

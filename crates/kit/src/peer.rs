@@ -54,6 +54,19 @@ impl Peer {
         caller: Option<&Caller>,
         body: Option<&serde_json::Value>,
     ) -> anyhow::Result<reqwest::Response> {
+        self.request(method, path, caller, body, None).await
+    }
+
+    /// [`send`](Self::send) with an `Idempotency-Key` (bound in the assertion
+    /// like everything else), for calls a retry must not repeat.
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        caller: Option<&Caller>,
+        body: Option<&serde_json::Value>,
+        idempotency_key: Option<&str>,
+    ) -> anyhow::Result<reqwest::Response> {
         let minter = self
             .minter
             .as_ref()
@@ -71,7 +84,7 @@ impl Peer {
                 method: method.as_str(),
                 path_and_query: path,
                 body: &body,
-                idempotency_key: None,
+                idempotency_key,
                 ip: caller.map_or("", |c| c.ip.as_str()),
                 request_id: &request_id,
                 deadline_ms: None,
@@ -84,6 +97,9 @@ impl Peer {
             .header(SIGNATURE_HEADER, sig)
             .header(REQUEST_ID_HEADER, request_id)
             .timeout(self.timeout);
+        if let Some(k) = idempotency_key {
+            rb = rb.header(crate::assertion::IDEMPOTENCY_HEADER, k);
+        }
         if !body.is_empty() {
             rb = rb.header("content-type", "application/json").body(body);
         }

@@ -177,6 +177,27 @@ pub const SERVICES: &[Entry] = &[
         },
     },
     Entry {
+        name: agent::SERVICE,
+        target: "agent",
+        schema: Some(agent::SCHEMA),
+        calls: &[
+            (identity::SERVICE, "identity"),
+            (org_billing::SERVICE, "org_billing"),
+            (kyc::SERVICE, "kyc"),
+            (server_product::SERVICE, "server_product"),
+        ],
+        gateway: false,
+        load_telemetry: |l, src| Ok(load::<agent::Settings>(l, src)?.telemetry),
+        load_http: |l, src| Ok(load::<agent::Settings>(l, src)?.http),
+        start: |l, src, rt| {
+            async move {
+                let app = agent::build(load::<agent::Settings>(&l, &src)?, rt).await?;
+                Ok(svc_started(app.port(), app.run_until_stopped()))
+            }
+            .boxed()
+        },
+    },
+    Entry {
         name: "gateway",
         target: "core_api_gateway",
         schema: None,

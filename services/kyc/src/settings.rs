@@ -44,6 +44,7 @@ impl Layered for Settings {
     const LIST_KEYS: &'static [&'static str] = &[
         "assertion.keys",
         "assertion.callers.org_billing.keys",
+        "assertion.callers.agent.keys",
         "sealing.keys",
     ];
 }

@@ -1,4 +1,6 @@
-//! Wallet moves, applied in batches by `apply_wallet_moves` (see its migration).
+//! Wallet and AI-token moves, applied in batches by `apply_wallet_moves` and
+//! `apply_token_moves` (see their migrations): the two ledgers share this one
+//! mechanism, each with writers of its own ([`Book`]).
 //!
 //! Every move locks its wallet row until it commits, so one busy wallet admits
 //! one commit at a time however many requests wait. The [`Writer`] takes the
@@ -36,6 +38,20 @@ pub const BELOW_ZERO: &str = "the balance would go below zero";
 pub const OVERFLOW: &str =
     "amount_minor would take the balance past the largest amount a wallet holds";
 pub const NOT_APPLIED: &str = "the wallet is busy: the credit was not applied; retry";
+pub const TOKENS_SHORT: &str = "the organization has not enough AI tokens";
+pub const TOKEN_OVERFLOW: &str =
+    "amount would take the token balance past the largest balance an organization holds";
+pub const MEMBER_LIMIT: &str = "your personal AI-token limit in this organization is exhausted";
+pub const AI_DISABLED: &str = "AI is disabled for you in this organization";
+
+/// Which ledger a move changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Book {
+    /// The organization's wallet (minor units of its currency).
+    Wallet,
+    /// The organization's AI tokens (and, for a spend, the member's usage).
+    Tokens,
+}
 
 /// One balance change with its audit event (already serialized, so that the
 /// event carries the request's trace context).
@@ -46,6 +62,9 @@ pub struct Move {
     pub kind: &'static str,
     pub note: String,
     pub actor_user_id: UserId,
+    /// Token spends only: the member the spend is attributed to (their AI must
+    /// be enabled and their personal limit must hold it).
+    pub member: Option<UserId>,
     pub event_id: Uuid,
     pub subject: String,
     pub payload: String,
@@ -60,11 +79,11 @@ pub fn batch_limit(batch_timeout: Duration) -> Duration {
     batch_timeout + Duration::from_millis(200) + batch_timeout / 10
 }
 
-/// The wallet after an accepted move.
+/// The balance after an accepted move (`currency` for wallets only).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
     pub balance_minor: i64,
-    pub currency: String,
+    pub currency: Option<String>,
     pub transaction_id: i64,
 }
 
@@ -76,16 +95,22 @@ struct Outcome {
     transaction_id: Option<i64>,
 }
 
-/// Apply `moves` in one statement (so in the caller's transaction, or in a
-/// transaction of its own): the outcome of each, in order.
+const WALLET_SQL: &str = "SELECT outcome, balance_after, currency, transaction_id \
+     FROM apply_wallet_moves($1, $2, $3, $4, $5, $6, $7, $8, $9) ORDER BY ord";
+const TOKEN_SQL: &str = "SELECT outcome, balance_after, NULL::text AS currency, transaction_id \
+     FROM apply_token_moves($1, $2, $3, $4, $5, $10, $6, $7, $8, $9) ORDER BY ord";
+
+/// Apply `moves` to `book` in one statement (so in the caller's transaction,
+/// or in a transaction of its own): the outcome of each, in order.
 pub async fn apply(
     conn: &mut PgConnection,
+    book: Book,
     moves: &[Move],
 ) -> sqlx::Result<Vec<Result<Applied, ApiError>>> {
-    let rows: Vec<Outcome> = sqlx::query_as(
-        "SELECT outcome, balance_after, currency, transaction_id \
-         FROM apply_wallet_moves($1, $2, $3, $4, $5, $6, $7, $8, $9) ORDER BY ord",
-    )
+    let q = sqlx::query_as::<_, Outcome>(match book {
+        Book::Wallet => WALLET_SQL,
+        Book::Tokens => TOKEN_SQL,
+    })
     .bind(moves.iter().map(|m| m.org_id).collect::<Vec<_>>())
     .bind(moves.iter().map(|m| m.delta).collect::<Vec<_>>())
     .bind(moves.iter().map(|m| m.kind).collect::<Vec<_>>())
@@ -99,7 +124,11 @@ pub async fn apply(
             .iter()
             .map(|m| m.traceparent.as_deref())
             .collect::<Vec<_>>(),
-    )
+    );
+    let rows = match book {
+        Book::Wallet => q,
+        Book::Tokens => q.bind(moves.iter().map(|m| m.member).collect::<Vec<_>>()),
+    }
     .fetch_all(&mut *conn)
     .await?;
     if rows.len() != moves.len() {
@@ -118,18 +147,24 @@ pub async fn apply(
                 o.currency,
                 o.transaction_id,
             ) {
-                ("applied", Some(balance_minor), Some(currency), Some(transaction_id)) => {
+                ("applied", Some(balance_minor), currency, Some(transaction_id))
+                    if currency.is_some() == (book == Book::Wallet) =>
+                {
                     Ok(Applied {
                         balance_minor,
                         currency,
                         transaction_id,
                     })
                 }
-                ("below_zero", ..) => Err(ApiError::conflict(BELOW_ZERO)),
-                ("overflow", ..) => Err(ApiError::bad_request(OVERFLOW)),
+                ("below_zero", ..) if book == Book::Wallet => Err(ApiError::conflict(BELOW_ZERO)),
+                ("below_zero", ..) => Err(ApiError::PaymentRequired(TOKENS_SHORT.into())),
+                ("overflow", ..) if book == Book::Wallet => Err(ApiError::bad_request(OVERFLOW)),
+                ("overflow", ..) => Err(ApiError::bad_request(TOKEN_OVERFLOW)),
+                ("member_limit", ..) => Err(ApiError::PaymentRequired(MEMBER_LIMIT.into())),
+                ("ai_disabled", ..) => Err(ApiError::forbidden(AI_DISABLED)),
                 ("not_found", ..) => Err(ApiError::NotFound),
                 (other, ..) => Err(ApiError::Internal(anyhow::anyhow!(
-                    "apply_wallet_moves: unexpected outcome {other:?}"
+                    "{book:?} moves: unexpected outcome {other:?}"
                 ))),
             }
         })
@@ -160,9 +195,9 @@ impl BatchError {
     }
 }
 
-/// Group commit for wallet moves: `writers` tasks, each owning the wallets whose
-/// id falls in its shard, each applying up to `max_batch` waiting moves per
-/// transaction.
+/// Group commit for the moves of one [`Book`]: `writers` tasks, each owning the
+/// organizations whose id falls in its shard, each applying up to `max_batch`
+/// waiting moves per transaction.
 #[derive(Clone)]
 pub struct Writer {
     shards: Arc<[mpsc::Sender<Job>]>,
@@ -174,6 +209,7 @@ impl Writer {
     /// no pool checkout. They stop when every `Writer` clone is gone (after
     /// finishing what was queued), or at the latest `grace` after `cancel` fires.
     pub fn spawn(
+        book: Book,
         db: WriterDb,
         outbox: Outbox,
         writers: usize,
@@ -186,6 +222,7 @@ impl Writer {
             .map(|_| {
                 let (tx, rx) = mpsc::channel::<Job>(max_batch * 4);
                 let task = tokio::spawn(run(
+                    book,
                     db.clone(),
                     outbox.clone(),
                     rx,
@@ -247,6 +284,7 @@ async fn ready(
 }
 
 async fn run(
+    book: Book,
     db: WriterDb,
     outbox: Outbox,
     mut rx: mpsc::Receiver<Job>,
@@ -274,7 +312,7 @@ async fn run(
             .drain(..)
             .filter(|(m, reply)| {
                 if reply.is_closed() {
-                    tracing::info!(org_id = %m.org_id, "caller gone; wallet move dropped unapplied");
+                    tracing::info!(org_id = %m.org_id, ?book, "caller gone; move dropped unapplied");
                     false
                 } else {
                     true
@@ -298,8 +336,11 @@ async fn run(
             // Postgres cancels the statement at batch_timeout; the rest of
             // batch_limit covers a connection that does not answer at all.
             Ok(mut c) => {
-                match tokio::time::timeout(batch_limit(db.batch_timeout), apply(&mut c, &moves))
-                    .await
+                match tokio::time::timeout(
+                    batch_limit(db.batch_timeout),
+                    apply(&mut c, book, &moves),
+                )
+                .await
                 {
                     Ok(outcomes) => {
                         // After an error the connection's state is unknown: the
@@ -318,11 +359,12 @@ async fn run(
             tracing::debug!(
                 moves = moves.len(),
                 elapsed_us = started.elapsed().as_micros() as u64,
-                "wallet batch committed"
+                ?book,
+                "batch committed"
             )
         })
         .unwrap_or_else(|e| {
-            tracing::error!(error = %e, moves = moves.len(), "wallet batch failed");
+            tracing::error!(error = %e, moves = moves.len(), ?book, "batch failed");
             moves.iter().map(|_| Err(e.to_api())).collect()
         });
         if outcomes.iter().any(Result::is_ok) {

@@ -78,27 +78,40 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
     }
+    let writer_db = ledger::WriterDb {
+        // Postgres cancels (and rolls back) a batch that runs too long, lock
+        // waits included.
+        options: db::options(&settings.database, SCHEMA, "org-billing-ledger")?.options([(
+            "statement_timeout",
+            settings.ledger.batch_timeout_ms.to_string(),
+        )]),
+        connect_timeout: Duration::from_millis(settings.database.acquire_timeout_ms),
+        ping_if_idle: Duration::from_millis(settings.ledger.ping_if_idle_ms),
+        batch_timeout: Duration::from_millis(settings.ledger.batch_timeout_ms),
+    };
     let (wallets, mut tasks) = ledger::Writer::spawn(
-        ledger::WriterDb {
-            // Postgres cancels (and rolls back) a batch that runs too long,
-            // lock waits included.
-            options: db::options(&settings.database, SCHEMA, "org-billing-ledger")?.options([(
-                "statement_timeout",
-                settings.ledger.batch_timeout_ms.to_string(),
-            )]),
-            connect_timeout: Duration::from_millis(settings.database.acquire_timeout_ms),
-            ping_if_idle: Duration::from_millis(settings.ledger.ping_if_idle_ms),
-            batch_timeout: Duration::from_millis(settings.ledger.batch_timeout_ms),
-        },
+        ledger::Book::Wallet,
+        writer_db.clone(),
         outbox.clone(),
         settings.ledger.writers,
         settings.ledger.max_batch,
         cancel.clone(),
         Duration::from_secs(15),
     );
+    let (tokens, token_tasks) = ledger::Writer::spawn(
+        ledger::Book::Tokens,
+        writer_db,
+        outbox.clone(),
+        settings.ledger.token_writers,
+        settings.ledger.max_batch,
+        cancel.clone(),
+        Duration::from_secs(15),
+    );
+    tasks.extend(token_tasks);
     let state = web::Data::new(state::AppState {
         pool: pool.clone(),
         wallets,
+        tokens,
         queue_timeout: Duration::from_millis(settings.ledger.queue_timeout_ms),
         batch_limit: ledger::batch_limit(Duration::from_millis(settings.ledger.batch_timeout_ms)),
         outbox: outbox.clone(),

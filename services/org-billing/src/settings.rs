@@ -31,6 +31,7 @@ pub struct Settings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct LedgerSettings {
     pub writers: usize,
+    pub token_writers: usize,
     pub max_batch: usize,
     pub ping_if_idle_ms: u64,
     pub queue_timeout_ms: u64,

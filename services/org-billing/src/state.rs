@@ -9,6 +9,8 @@ pub struct AppState {
     pub pool: PgPool,
     /// Group commit for wallet moves without an Idempotency-Key.
     pub wallets: crate::ledger::Writer,
+    /// The same group commit for token grants and spends.
+    pub tokens: crate::ledger::Writer,
     /// A queued move not in a batch this long after its request arrived is dropped.
     pub queue_timeout: std::time::Duration,
     /// The longest a batch can take, abandoned connections included.

@@ -639,7 +639,10 @@ async fn ai_tokens_are_granted_by_staff_and_spent_never_below_zero() {
             json!({"amount": 601, "reason": "chat"}),
         )
         .await;
-    assert_eq!((over.status, over.error()), (409, "not enough AI tokens"));
+    assert_eq!(
+        (over.status, over.error()),
+        (402, "the organization has not enough AI tokens")
+    );
     let outsider = s.sign_in("outsider@example.com").await;
     let foreign = s
         .internal_call(

@@ -19,3 +19,37 @@ pub async fn creator_owner(
         memberships::ensure_creator_owner(&state, path.into_inner(), caller.user_id()).await?;
     Ok(HttpResponse::Ok().json(json!({ "created": inserted })))
 }
+
+/// The most users one timezone lookup names.
+pub const MAX_TIMEZONE_LOOKUP: usize = 1000;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimezoneLookup {
+    user_ids: Vec<hub_domain::UserId>,
+}
+
+/// POST /internal/v1/users/timezones (agent): `{user_ids}` (at most 1000) to
+/// `{timezones: {user_id: IANA name}}`, for memory curation in each user's
+/// local night. Unknown ids are left out.
+pub async fn timezones(
+    state: web::Data<AppState>,
+    _ctx: service_kit::assertion::RequestCtx,
+    body: web::Json<TimezoneLookup>,
+) -> ApiResult<HttpResponse> {
+    if body.user_ids.len() > MAX_TIMEZONE_LOOKUP {
+        return Err(service_kit::ApiError::BadRequest(format!(
+            "at most {MAX_TIMEZONE_LOOKUP} user_ids"
+        )));
+    }
+    let rows: Vec<(uuid::Uuid, String)> =
+        sqlx::query_as("SELECT id, timezone FROM users WHERE id = ANY($1)")
+            .bind(&body.user_ids)
+            .fetch_all(&state.pool)
+            .await?;
+    let map: serde_json::Map<String, serde_json::Value> = rows
+        .into_iter()
+        .map(|(id, tz)| (id.to_string(), serde_json::Value::String(tz)))
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({ "timezones": map })))
+}

@@ -50,6 +50,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/internal/v1/organizations/{id}/owner",
             web::post().to(internal::creator_owner),
+        )
+        .route(
+            "/internal/v1/users/timezones",
+            web::post().to(internal::timezones),
         );
 }
 

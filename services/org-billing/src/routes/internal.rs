@@ -36,3 +36,55 @@ pub async fn kyc_state(
     let applied = kyc::apply(&state, path.into_inner(), &body).await?;
     Ok(HttpResponse::Ok().json(json!({"applied": applied})))
 }
+
+#[derive(serde::Deserialize)]
+pub struct LookupQuery {
+    q: String,
+}
+
+#[derive(serde::Serialize, sqlx::FromRow)]
+struct Found {
+    id: OrgId,
+    name: String,
+    legal_type: String,
+    country: String,
+    kyc_status: String,
+    wallet_currency: Option<String>,
+}
+
+/// GET /internal/v1/organizations/lookup?q= (agent): up to 10 organizations
+/// whose id is `q`, or whose name is `q` (case-insensitive) or starts with it,
+/// exact matches first. The agent filters the answer to the caller's
+/// memberships unless the caller is staff; nothing here is shown to users
+/// directly.
+pub async fn lookup(
+    state: web::Data<AppState>,
+    _ctx: RequestCtx,
+    query: web::Query<LookupQuery>,
+) -> ApiResult<HttpResponse> {
+    let q = query.q.trim();
+    if q.is_empty() || q.chars().count() > 200 {
+        return Err(ApiError::bad_request("q must be 1 to 200 characters"));
+    }
+    let id = uuid::Uuid::parse_str(q).ok();
+    let pattern = format!(
+        "{}%",
+        q.to_lowercase()
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_")
+    );
+    let rows: Vec<Found> = sqlx::query_as(
+        "SELECT o.id, o.name, o.legal_type, o.country::text AS country, o.kyc_status, \
+                w.currency AS wallet_currency \
+         FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id \
+         WHERE o.id = $1 OR lower(o.name) LIKE $2 \
+         ORDER BY (o.id = $1) DESC NULLS LAST, (lower(o.name) = $3) DESC, o.name, o.id LIMIT 10",
+    )
+    .bind(id)
+    .bind(pattern)
+    .bind(q.to_lowercase())
+    .fetch_all(&state.pool)
+    .await?;
+    Ok(HttpResponse::Ok().json(rows))
+}

@@ -1,6 +1,7 @@
 //! org-billing's HTTP surface.
 
 mod internal;
+pub mod member_ai;
 mod orgs;
 mod tokens;
 mod wallet;
@@ -17,15 +18,6 @@ async fn require_org(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<()> {
         .fetch_optional(conn)
         .await?;
     found.map(|_| ()).ok_or(ApiError::NotFound)
-}
-
-/// Why a guarded balance move matched no row: the organization is missing (404),
-/// or the move would leave the balance out of bounds (409 `conflict`).
-async fn refused_move(conn: &mut PgConnection, org_id: OrgId, conflict: &str) -> ApiError {
-    match require_org(conn, org_id).await {
-        Ok(()) => ApiError::conflict(conflict),
-        Err(e) => e,
-    }
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -49,6 +41,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/internal/v1/organizations/{id}/tokens/spend",
             web::post().to(tokens::spend),
+        )
+        .route(
+            "/v1/organizations/{id}/members/{user_id}/ai",
+            web::get().to(member_ai::get),
+        )
+        .route(
+            "/v1/organizations/{id}/members/{user_id}/ai",
+            web::patch().to(member_ai::update),
+        )
+        .route(
+            "/internal/v1/organizations/{id}/ai-allowance",
+            web::get().to(member_ai::allowance),
+        )
+        .route(
+            "/internal/v1/organizations/lookup",
+            web::get().to(internal::lookup),
         )
         .route(
             "/internal/v1/organizations/{id}/profile",

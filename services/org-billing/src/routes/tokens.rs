@@ -1,17 +1,23 @@
 //! AI-token balances: an append-only token ledger, staff grants, and the spend
-//! operation for the agent (internal), which never goes below zero. Tokens
-//! never convert to money: nothing here touches the wallet.
+//! operation for the agent (internal), which never goes below zero. Grants and
+//! spends go through the same group commit as wallet moves ([`ledger`], book
+//! [`Book::Tokens`]). Tokens never convert to money: nothing here touches the
+//! wallet. Each member's AI settings and usage are in [`crate::routes::member_ai`].
 
-use crate::{idempotency, state::AppState};
+use crate::{
+    idempotency,
+    ledger::{self, Applied, Book, Move},
+    state::AppState,
+};
 use actix_web::{web, HttpRequest, HttpResponse};
-use hub_domain::{Capability, OrgId};
+use event_contracts::{AuditRecorded, Envelope, Event};
+use hub_domain::{Capability, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
     assertion::{Caller, StaffCaller},
     ApiError, ApiResult,
 };
-use sqlx::PgConnection;
 
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
 pub const REASON_MAX: usize = 500;
@@ -58,44 +64,51 @@ fn validate(body: &Amount) -> ApiResult<()> {
     Ok(())
 }
 
-/// Move the balance by `delta` (never below zero) and append the ledger row.
-async fn apply(
-    conn: &mut PgConnection,
+/// A token move (grant: positive, no member; spend: negative, attributed to
+/// `member`) with its audit event; the writer adds the ledger row's id and
+/// the balance after it to the event.
+fn token_move(
+    state: &AppState,
     caller: &Caller,
     org_id: OrgId,
     delta: i64,
-    kind: &str,
     reason: &str,
-) -> Result<(i64, i64), ApiError> {
-    let moved: Option<i64> = sqlx::query_scalar(
-        "UPDATE token_balances SET balance = balance + $2, updated_at = now() \
-         WHERE org_id = $1 AND balance::numeric + $2 BETWEEN 0 AND 9223372036854775807 \
-         RETURNING balance",
-    )
-    .bind(org_id)
-    .bind(delta)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(balance) = moved else {
-        return Err(super::refused_move(conn, org_id, "not enough AI tokens").await);
+    member: Option<UserId>,
+) -> ApiResult<Move> {
+    let (kind, action) = if member.is_some() {
+        ("spend", "tokens.spent")
+    } else {
+        ("grant", "tokens.granted")
     };
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO token_transactions (org_id, delta, balance_after, kind, reason, actor_user_id) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-    )
-    .bind(org_id)
-    .bind(delta)
-    .bind(balance)
-    .bind(kind)
-    .bind(reason)
-    .bind(caller.user_id())
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok((balance, id))
+    let event = Envelope::new(service_kit::outbox::audit_event(
+        caller,
+        action,
+        org_id,
+        json!({"org_id": org_id, "amount": delta.unsigned_abs(), "reason": reason}),
+    ));
+    Ok(Move {
+        org_id,
+        delta,
+        kind,
+        note: reason.to_owned(),
+        actor_user_id: caller.user_id(),
+        member,
+        event_id: event.id,
+        subject: state.naming.subject(AuditRecorded::SUBJECT),
+        payload: serde_json::to_string(&event).map_err(anyhow::Error::from)?,
+        traceparent: service_kit::telemetry::current_traceparent(),
+        deadline: state.move_deadline(caller),
+    })
+}
+
+fn balance(org_id: OrgId, a: Applied) -> Value {
+    json!({"org_id": org_id, "balance": a.balance_minor})
 }
 
 /// POST /v1/organizations/{id}/tokens/grant (staff): `{org_id, balance}`.
-/// The staff check comes before the body (403 whatever a non-staff caller sent).
+/// The staff check comes before the body (403 whatever a non-staff caller
+/// sent). Without an Idempotency-Key the grant joins the group commit; with
+/// one it runs in its own transaction with the key's record.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn grant(
     caller: StaffCaller,
@@ -109,36 +122,33 @@ pub async fn grant(
     let body = body.into_inner();
     validate(&body)?;
     let key = idempotency::key_of(&req)?;
+    let m = token_move(&state, &caller, org_id, body.amount, &body.reason, None)?;
+    let Some(k) = key.as_deref() else {
+        return state
+            .tokens
+            .apply(m)
+            .await
+            .map(|a| HttpResponse::Ok().json(balance(org_id, a)));
+    };
     let scope = format!("token_grant:{org_id}");
     let mut tx = state.pool.begin().await?;
-    if let Some(k) = &key {
-        if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
-            return Ok(replayed);
-        }
+    if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
+        return Ok(replayed);
     }
-    let outcome: Result<Value, ApiError> = async {
-        let (balance, id) =
-            apply(&mut tx, &caller, org_id, body.amount, "grant", &body.reason).await?;
-        service_kit::outbox::audit(
-            &mut tx,
-            &state.naming,
-            &caller,
-            "tokens.granted",
-            org_id,
-            json!({"org_id": org_id, "amount": body.amount, "balance": balance,
-                       "reason": body.reason, "transaction_id": id}),
-        )
-        .await?;
-        Ok(json!({"org_id": org_id, "balance": balance}))
-    }
-    .await;
-    let resp = idempotency::settle(tx, key.as_deref(), &scope, outcome).await;
+    let outcome = ledger::apply(&mut tx, Book::Tokens, std::slice::from_ref(&m))
+        .await?
+        .pop()
+        .unwrap_or(Err(ApiError::NotFound))
+        .map(|a| balance(org_id, a));
+    let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
     state.outbox.kick();
     resp
 }
 
-/// POST /internal/v1/organizations/{id}/tokens/spend: the agent spends tokens on
-/// behalf of a member (the asserted caller). 409 when the balance is short.
+/// POST /internal/v1/organizations/{id}/tokens/spend: the agent spends tokens
+/// on behalf of a member (the asserted caller), through the group commit.
+/// 402 when the organization's balance or the member's personal limit cannot
+/// hold it, 403 when AI is disabled for the member, 404 for a non-member.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn spend(
     state: web::Data<AppState>,
@@ -149,16 +159,14 @@ pub async fn spend(
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Read)?;
     validate(&body)?;
-    let mut tx = state.pool.begin().await?;
-    let (balance, _) = apply(
-        &mut tx,
+    let m = token_move(
+        &state,
         &caller,
         org_id,
         -body.amount,
-        "spend",
         &body.reason,
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(HttpResponse::Ok().json(json!({"org_id": org_id, "balance": balance})))
+        Some(caller.user_id()),
+    )?;
+    let a = state.tokens.apply(m).await?;
+    Ok(HttpResponse::Ok().json(balance(org_id, a)))
 }

@@ -137,7 +137,7 @@ pub async fn credit(
     if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
         return Ok(replayed);
     }
-    let outcome = ledger::apply(&mut tx, std::slice::from_ref(&m))
+    let outcome = ledger::apply(&mut tx, ledger::Book::Wallet, std::slice::from_ref(&m))
         .await?
         .pop()
         .unwrap_or(Err(ApiError::NotFound))
@@ -179,6 +179,7 @@ fn wallet_move(
         kind,
         note,
         actor_user_id: caller.user_id(),
+        member: None,
         event_id: event.id,
         subject: state.naming.subject(AuditRecorded::SUBJECT),
         payload: serde_json::to_string(&event).map_err(anyhow::Error::from)?,

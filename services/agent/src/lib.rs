@@ -1,0 +1,119 @@
+//! agent: the assistant. Owns the Postgres schema `agent`.
+//!
+//! `POST /v1/agent` answers with a model provider when one is configured and
+//! reachable, else with the rule-based matcher ([`engine`], [`rules`]); both
+//! use the same operations in the same tiers ([`tools`]): reads at once,
+//! job-title and bio updates at once and audited, and create_org,
+//! credit_wallet, grant_tokens and revoke_session only staged until their
+//! owner confirms ([`staged`]). Every action goes through the owning service's
+//! public route with the caller's own authority. Conversations
+//! ([`conversations`]) and memory documents ([`memory`]) are kept here; the
+//! user's activity arrives as audit events on NATS.
+
+pub mod audit;
+pub mod conversations;
+pub mod countries;
+pub mod engine;
+pub mod memory;
+pub mod model;
+pub mod money;
+mod routes;
+pub mod rules;
+pub mod settings;
+pub mod staged;
+pub mod state;
+pub mod tools;
+
+pub use routes::configure;
+pub use settings::Settings;
+
+use actix_web::web;
+use event_contracts::AuditRecorded;
+use service_kit::{
+    db, nats,
+    peer::Peer,
+    server::{Foundation, Parts},
+};
+use sqlx::migrate::Migrator;
+use std::time::Duration;
+
+pub const SCHEMA: &str = "agent";
+/// This service's name in assertions (their audience and, when it calls, issuer).
+pub const SERVICE: &str = "agent";
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/agent");
+
+/// The running service (port, server, background tasks).
+pub use service_kit::server::Running as Application;
+
+/// Apply agent's migrations and return (the `migrate` subcommand).
+pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
+    db::prepare(&settings.database, SCHEMA, "agent-migrate", &MIGRATOR).await?;
+    Ok(())
+}
+
+/// Config in, running server out: migrate, connect, consume activity, run
+/// the nightly curation, serve.
+pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
+    let cancel = rt.cancel.clone();
+    let mut f = Foundation::start(
+        Parts {
+            name: "agent",
+            audience: SERVICE,
+            schema: SCHEMA,
+            migrator: &MIGRATOR,
+            database: &settings.database,
+            nats: &settings.nats,
+            assertion: &settings.assertion,
+            relay: (
+                Duration::from_millis(settings.jobs.outbox_poll_ms),
+                Duration::from_millis(settings.jobs.outbox_linger_ms),
+            ),
+        },
+        &rt,
+    )
+    .await?;
+    let pool = f.pool.clone();
+    let state = web::Data::new(state::AppState {
+        pool: pool.clone(),
+        outbox: f.outbox.clone(),
+        naming: settings.nats.naming(),
+        peers: state::Peers {
+            identity: Peer::new(SERVICE, "identity", &settings.identity)?,
+            org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing)?,
+            kyc: Peer::new(SERVICE, "kyc", &settings.kyc)?,
+            server_product: Peer::new(SERVICE, "server_product", &settings.server_product)?,
+        },
+        model: settings.model.clone(),
+        agent: settings.agent.clone(),
+        curation: settings.curation.clone(),
+        http: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .build()?,
+        clock: rt.clock.clone(),
+    });
+    let activity_pool = pool.clone();
+    f.tasks
+        .push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
+            f.js.clone(),
+            settings.nats.clone(),
+            "agent-activity",
+            256,
+            Duration::from_millis(20),
+            cancel.clone(),
+            move |envs| {
+                let pool = activity_pool.clone();
+                async move { memory::store_activity(&pool, envs).await }
+            },
+        ));
+    let nightly = state.clone();
+    f.tasks.push(service_kit::shutdown::spawn_periodic(
+        "agent-curation",
+        Duration::from_secs(settings.curation.interval_secs),
+        cancel.clone(),
+        move || {
+            let state = nightly.clone();
+            async move { memory::scheduled_pass(&state).await }
+        },
+    ));
+    f.serve(&settings.http, state, configure)
+}

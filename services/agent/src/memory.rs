@@ -1,0 +1,350 @@
+//! Memory documents: `soul_md` the user writes, `memory_md` the agent curates
+//! from the user's activity.
+//!
+//! Activity is the audit events on NATS (`core.v1.audit.recorded`), consumed
+//! durably; each is stored once by its event id, so a redelivery is a no-op.
+//! Curation marks the user's unprocessed activity processed in one statement
+//! and rewrites `memory_md`: a model-written summary when a provider is
+//! configured and answers, otherwise a rule-based count of the user's
+//! activity by action. It runs on demand (`POST /v1/memory/curate`) and on a
+//! schedule: every `curation.interval_secs` each replica looks for users whose
+//! local time (their profile timezone, from identity) is in the night window
+//! (02:00-05:00) and claims each for that local date with a conditional
+//! UPDATE, so a user is curated once per night however many replicas run.
+
+use crate::{model, state::AppState};
+use chrono::{TimeZone, Timelike};
+use event_contracts::{AuditRecorded, Envelope};
+use reqwest::Method;
+use serde::Serialize;
+use serde_json::json;
+use service_kit::{ApiError, ApiResult};
+use std::collections::BTreeMap;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+pub const SOUL_MAX_CHARS: usize = 20_000;
+
+#[derive(Debug, Serialize, sqlx::FromRow)]
+pub struct MemoryDoc {
+    pub soul_md: String,
+    pub memory_md: String,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_curated_at: Option<OffsetDateTime>,
+    pub curation_count: i32,
+}
+
+pub async fn get(state: &AppState, user: Uuid) -> ApiResult<MemoryDoc> {
+    let doc: Option<MemoryDoc> = sqlx::query_as(
+        "SELECT soul_md, memory_md, last_curated_at, curation_count FROM memory_docs WHERE user_id = $1",
+    )
+    .bind(user)
+    .fetch_optional(&state.pool)
+    .await?;
+    Ok(doc.unwrap_or(MemoryDoc {
+        soul_md: String::new(),
+        memory_md: String::new(),
+        last_curated_at: None,
+        curation_count: 0,
+    }))
+}
+
+/// (soul_md, memory_md) for the model's context.
+pub async fn texts(state: &AppState, user: Uuid) -> sqlx::Result<(String, String)> {
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT soul_md, memory_md FROM memory_docs WHERE user_id = $1")
+            .bind(user)
+            .fetch_optional(&state.pool)
+            .await?;
+    Ok(row.unwrap_or_default())
+}
+
+/// Validate a soul: at most 20,000 characters (not bytes), no NUL.
+pub fn validate_soul(soul: &str) -> ApiResult<()> {
+    if soul.chars().count() > SOUL_MAX_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "soul_md must be at most {SOUL_MAX_CHARS} characters"
+        )));
+    }
+    if soul.contains('\0') {
+        return Err(ApiError::bad_request("soul_md must not contain NUL"));
+    }
+    Ok(())
+}
+
+pub async fn set_soul(state: &AppState, user: Uuid, soul: &str) -> ApiResult<MemoryDoc> {
+    validate_soul(soul)?;
+    sqlx::query(
+        "INSERT INTO memory_docs (user_id, soul_md) VALUES ($1, $2) \
+         ON CONFLICT (user_id) DO UPDATE SET soul_md = EXCLUDED.soul_md",
+    )
+    .bind(user)
+    .bind(soul)
+    .execute(&state.pool)
+    .await?;
+    get(state, user).await
+}
+
+/// Store audit events as activity (idempotent by event id). Events without
+/// an actor are nobody's activity.
+pub async fn store_activity(
+    pool: &sqlx::PgPool,
+    envs: Vec<Envelope<AuditRecorded>>,
+) -> anyhow::Result<()> {
+    let envs: Vec<_> = envs
+        .into_iter()
+        .filter(|e| e.data.actor_user_id.is_some())
+        .collect();
+    if envs.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO activity (event_id, user_id, action, subject, at) \
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
+         ON CONFLICT (event_id) DO NOTHING",
+    )
+    .bind(envs.iter().map(|e| e.id).collect::<Vec<_>>())
+    .bind(
+        envs.iter()
+            .filter_map(|e| e.data.actor_user_id.map(|u| u.as_uuid()))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        envs.iter()
+            .map(|e| e.data.action.clone())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        envs.iter()
+            .map(|e| e.data.subject.clone())
+            .collect::<Vec<_>>(),
+    )
+    .bind(envs.iter().map(|e| e.occurred_at).collect::<Vec<_>>())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The rule-based memory: the user's activity counted by action.
+pub fn counted(counts: &[(String, i64)], now: OffsetDateTime) -> String {
+    let total: i64 = counts.iter().map(|(_, n)| n).sum();
+    let mut s = format!(
+        "# Activity\nCurated {} (UTC): {total} recorded action{}.\n",
+        now.date(),
+        if total == 1 { "" } else { "s" }
+    );
+    for (action, n) in counts {
+        s.push_str(&format!("- {action}: {n}\n"));
+    }
+    s
+}
+
+/// Curate one user now: mark their new activity processed and rewrite
+/// memory_md. Returns how many entries this run processed.
+pub async fn curate(state: &AppState, user: Uuid) -> ApiResult<i64> {
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    // Serialize curations of one user (on-demand and scheduled, any replica).
+    sqlx::query("INSERT INTO memory_docs (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING")
+        .bind(user)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("SELECT 1 FROM memory_docs WHERE user_id = $1 FOR UPDATE")
+        .bind(user)
+        .execute(&mut *tx)
+        .await?;
+    let processed: i64 = sqlx::query_scalar(
+        "WITH done AS (UPDATE activity SET curated_at = $2 WHERE user_id = $1 AND curated_at IS NULL RETURNING 1) \
+         SELECT count(*) FROM done",
+    )
+    .bind(user)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?;
+    let counts: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT action, count(*) FROM activity WHERE user_id = $1 GROUP BY action ORDER BY count(*) DESC, action",
+    )
+    .bind(user)
+    .fetch_all(&mut *tx)
+    .await?;
+    let memory = match summarize(state, &counts).await {
+        Some(m) => m,
+        None => counted(&counts, now),
+    };
+    sqlx::query(
+        "UPDATE memory_docs SET memory_md = $2, last_curated_at = $3, curation_count = curation_count + 1 \
+         WHERE user_id = $1",
+    )
+    .bind(user)
+    .bind(memory)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(processed)
+}
+
+async fn summarize(state: &AppState, counts: &[(String, i64)]) -> Option<String> {
+    if !state.provider() {
+        return None;
+    }
+    let listed: Vec<String> = counts.iter().map(|(a, n)| format!("{a}: {n}")).collect();
+    let messages = [
+        json!({"role": "system", "content": "Write a short Markdown memory (at most 150 words) of this user's activity on the hub, from these counts of recorded actions. No personal data beyond what is given."}),
+        json!({"role": "user", "content": listed.join("\n")}),
+    ];
+    let name = model::current(state).await.ok()?;
+    match model::complete(state, &name, &messages, None).await {
+        Ok(c) if !c.content.trim().is_empty() => Some(c.content),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "memory summary by the model failed; rule-based count");
+            None
+        }
+    }
+}
+
+/// Is `now` inside the night window in `tz`, and which local date is it?
+pub fn local_night(
+    now: OffsetDateTime,
+    tz: &str,
+    start_hour: u32,
+    end_hour: u32,
+) -> Option<chrono::NaiveDate> {
+    let tz: chrono_tz::Tz = tz.parse().ok()?;
+    let utc = chrono::Utc
+        .timestamp_opt(now.unix_timestamp(), 0)
+        .single()?;
+    let local = utc.with_timezone(&tz);
+    (start_hour..end_hour)
+        .contains(&local.hour())
+        .then(|| local.date_naive())
+}
+
+/// Learn the candidates' timezones from identity (users with a memory doc or
+/// uncurated activity), then curate each one whose night it is and who was not
+/// curated this local night. Returns how many users were curated.
+pub async fn scheduled_pass(state: &AppState) -> anyhow::Result<u64> {
+    let users: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT user_id FROM (SELECT user_id FROM memory_docs \
+           UNION SELECT DISTINCT user_id FROM activity WHERE curated_at IS NULL) u \
+         ORDER BY user_id LIMIT $1",
+    )
+    .bind(state.curation.batch_users)
+    .fetch_all(&state.pool)
+    .await?;
+    if users.is_empty() {
+        return Ok(0);
+    }
+    let zones = timezones(state, &users).await?;
+    let now = state.clock.now();
+    let mut curated = 0;
+    for user in users {
+        let tz = zones.get(&user).map_or("UTC", String::as_str);
+        sqlx::query(
+            "INSERT INTO memory_docs (user_id, timezone) VALUES ($1, $2) \
+             ON CONFLICT (user_id) DO UPDATE SET timezone = EXCLUDED.timezone",
+        )
+        .bind(user)
+        .bind(tz)
+        .execute(&state.pool)
+        .await?;
+        let Some(night) = local_night(
+            now,
+            tz,
+            state.curation.window_start_hour,
+            state.curation.window_end_hour,
+        ) else {
+            continue;
+        };
+        let night = time::Date::parse(
+            &night.format("%Y-%m-%d").to_string(),
+            time::macros::format_description!("[year]-[month]-[day]"),
+        )?;
+        // The claim: one replica wins each user's night.
+        let claimed = sqlx::query(
+            "UPDATE memory_docs SET last_night = $2 WHERE user_id = $1 AND last_night IS DISTINCT FROM $2",
+        )
+        .bind(user)
+        .bind(night)
+        .execute(&state.pool)
+        .await?
+        .rows_affected();
+        if claimed == 1 {
+            curate(state, user)
+                .await
+                .map_err(|e| anyhow::anyhow!("curating {user}: {e}"))?;
+            curated += 1;
+        }
+    }
+    Ok(curated)
+}
+
+/// The users' profile timezones, from identity (in batches of 1000).
+async fn timezones(state: &AppState, users: &[Uuid]) -> anyhow::Result<BTreeMap<Uuid, String>> {
+    let mut out = BTreeMap::new();
+    for chunk in users.chunks(1000) {
+        let resp = state
+            .peers
+            .identity
+            .request(
+                Method::POST,
+                "/internal/v1/users/timezones",
+                None,
+                Some(&json!({ "user_ids": chunk })),
+                None,
+            )
+            .await?;
+        anyhow::ensure!(
+            resp.status().is_success(),
+            "identity answered {} to a timezone lookup",
+            resp.status()
+        );
+        let body: serde_json::Value = resp.json().await?;
+        if let Some(map) = body["timezones"].as_object() {
+            for (k, v) in map {
+                if let (Ok(id), Some(tz)) = (Uuid::parse_str(k), v.as_str()) {
+                    out.insert(id, tz.to_owned());
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn souls_are_counted_in_characters() {
+        assert!(validate_soul(&"ş".repeat(SOUL_MAX_CHARS)).is_ok());
+        assert!(validate_soul(&"ş".repeat(SOUL_MAX_CHARS + 1)).is_err());
+        assert!(validate_soul("a\0b").is_err());
+    }
+
+    #[test]
+    fn the_night_window_is_local() {
+        let now = datetime!(2026-11-23 00:30 UTC);
+        // Istanbul is UTC+3: 03:30 local.
+        assert_eq!(
+            local_night(now, "Europe/Istanbul", 2, 5).map(|d| d.to_string()),
+            Some("2026-11-23".into())
+        );
+        assert_eq!(local_night(now, "UTC", 2, 5), None);
+        // New York is UTC-5: 19:30 the day before.
+        assert_eq!(local_night(now, "America/New_York", 2, 5), None);
+        assert_eq!(local_night(now, "Not/AZone", 2, 5), None);
+    }
+
+    #[test]
+    fn the_rule_based_memory_counts_by_action() {
+        let m = counted(
+            &[("tokens.spent".into(), 3), ("org.created".into(), 1)],
+            datetime!(2026-11-23 03:00 UTC),
+        );
+        assert!(m.contains("4 recorded actions"), "{m}");
+        assert!(m.contains("- tokens.spent: 3"));
+    }
+}

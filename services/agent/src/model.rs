@@ -1,0 +1,330 @@
+//! The model-backed engine's provider: OpenAI-compatible chat completions with
+//! tool calling (`POST {base_url}/chat/completions`). The tools offered are
+//! exactly the [`Op`]s the rule-based matcher uses; staff tools only to staff.
+
+use crate::{state::AppState, tools::Op};
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Why the provider gave no usable answer (the rules answer instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("the model provider did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the model provider is unreachable: {0}")]
+    Unreachable(String),
+    #[error("the model provider answered {0}")]
+    Status(u16),
+    #[error("the model provider's answer is malformed: {0}")]
+    Malformed(String),
+}
+
+/// One completion: the assistant message and its cost.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The assistant message as the provider gave it (kept for the next round).
+    pub message: Value,
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens the call used (the provider's count, else an estimate).
+    pub tokens: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+fn function(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required,
+                       "additionalProperties": false}}})
+}
+
+/// The tools offered to the model (staff tools only for staff).
+pub fn tools(staff: bool) -> Vec<Value> {
+    let org = json!({"type": "string", "description": "organization name or id; omit for the request's organization"});
+    let mut t = vec![
+        function(
+            "wallet_balance",
+            "The wallet balance of an organization (finance role).",
+            json!({"org": org}),
+            &[],
+        ),
+        function(
+            "token_balance",
+            "The AI-token balance of an organization.",
+            json!({"org": org}),
+            &[],
+        ),
+        function(
+            "list_organizations",
+            "The caller's organizations with role, country and KYC status.",
+            json!({}),
+            &[],
+        ),
+        function(
+            "kyc_status",
+            "The KYC status of an organization.",
+            json!({"org": org}),
+            &[],
+        ),
+        function(
+            "list_sessions",
+            "The caller's active sessions.",
+            json!({}),
+            &[],
+        ),
+        function("profile", "The caller's profile.", json!({}), &[]),
+        function(
+            "set_job_title",
+            "Set the caller's job title (runs at once, audited).",
+            json!({"text": {"type": "string"}}),
+            &["text"],
+        ),
+        function(
+            "set_bio",
+            "Set the caller's bio (runs at once, audited).",
+            json!({"text": {"type": "string"}}),
+            &["text"],
+        ),
+        function(
+            "create_org",
+            "Prepare creating an organization; the user must confirm.",
+            json!({
+            "name": {"type": "string"},
+            "country": {"type": "string", "description": "country name or ISO alpha-2 code"},
+            "legal_type": {"type": "string", "enum": ["corporate", "individual"]}}),
+            &["name", "country"],
+        ),
+        function(
+            "credit_wallet",
+            "Prepare a wallet credit; the user must confirm.",
+            json!({
+            "org": {"type": "string"},
+            "amount": {"type": "string", "description": "amount in major units, e.g. 1500.00"},
+            "currency": {"type": "string", "description": "TRY, EUR or USD"}}),
+            &["org", "amount", "currency"],
+        ),
+        function(
+            "grant_tokens",
+            "Prepare an AI-token grant; the user must confirm.",
+            json!({
+            "org": {"type": "string"}, "amount": {"type": "string"}}),
+            &["org", "amount"],
+        ),
+        function(
+            "revoke_session",
+            "Prepare revoking one of the caller's sessions; the user must confirm.",
+            json!({"session_id": {"type": "string"}}),
+            &["session_id"],
+        ),
+    ];
+    if staff {
+        t.push(function(
+            "kyc_queue",
+            "Staff: KYC submissions pending review.",
+            json!({}),
+            &[],
+        ));
+        t.push(function(
+            "find_organization",
+            "Staff: any organization by name or id.",
+            json!({"query": {"type": "string"}}),
+            &["query"],
+        ));
+        t.push(function(
+            "fulfilment_queue",
+            "Staff: manual server orders waiting for fulfilment.",
+            json!({}),
+            &[],
+        ));
+    }
+    t
+}
+
+/// The operation a tool call names, if it is one of ours with usable arguments.
+pub fn op_of(call: &ToolCall) -> Option<Op> {
+    let a = &call.arguments;
+    let s = |k: &str| a[k].as_str().map(str::to_owned);
+    let n = |k: &str| match &a[k] {
+        Value::String(v) => Some(v.clone()),
+        Value::Number(v) => Some(v.to_string()),
+        _ => None,
+    };
+    Some(match call.name.as_str() {
+        "wallet_balance" => Op::WalletBalance { org: s("org") },
+        "token_balance" => Op::TokenBalance { org: s("org") },
+        "list_organizations" => Op::ListOrgs,
+        "kyc_status" => Op::KycStatus { org: s("org") },
+        "list_sessions" => Op::ListSessions,
+        "profile" => Op::Profile,
+        "set_job_title" => Op::SetJobTitle { text: s("text")? },
+        "set_bio" => Op::SetBio { text: s("text")? },
+        "create_org" => Op::CreateOrg {
+            name: s("name")?,
+            country: s("country")?,
+            legal_type: s("legal_type"),
+        },
+        "credit_wallet" => Op::CreditWallet {
+            org: s("org")?,
+            amount: n("amount")?,
+            currency: s("currency")?,
+        },
+        "grant_tokens" => Op::GrantTokens {
+            org: s("org")?,
+            amount: n("amount")?,
+        },
+        "revoke_session" => Op::RevokeSession {
+            session_id: s("session_id")?,
+        },
+        "kyc_queue" => Op::KycQueue,
+        "find_organization" => Op::FindOrg { query: s("query")? },
+        "fulfilment_queue" => Op::FulfilmentQueue,
+        _ => return None,
+    })
+}
+
+#[derive(Deserialize)]
+struct Response {
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Value,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    total_tokens: Option<i64>,
+}
+
+/// One chat-completions call with `messages` (and the tools, when given).
+pub async fn complete(
+    state: &AppState,
+    model: &str,
+    messages: &[Value],
+    tools: Option<&[Value]>,
+) -> Result<Completion, ProviderError> {
+    let timeout = Duration::from_millis(state.model.timeout_ms);
+    let url = format!(
+        "{}/chat/completions",
+        state.model.base_url.trim_end_matches('/')
+    );
+    let mut body =
+        json!({"model": model, "messages": messages, "max_tokens": state.model.max_tokens});
+    if let Some(t) = tools {
+        body["tools"] = json!(t);
+        body["tool_choice"] = json!("auto");
+    }
+    let mut rb = state.http.post(&url).timeout(timeout).json(&body);
+    if let Some(k) = &state.model.api_key {
+        rb = rb.bearer_auth(k.expose_secret());
+    }
+    let resp = rb.send().await.map_err(|e| {
+        if e.is_timeout() {
+            ProviderError::Timeout(timeout)
+        } else {
+            ProviderError::Unreachable(e.without_url().to_string())
+        }
+    })?;
+    if !resp.status().is_success() {
+        return Err(ProviderError::Status(resp.status().as_u16()));
+    }
+    let bytes = resp.bytes().await.map_err(|e| {
+        if e.is_timeout() {
+            ProviderError::Timeout(timeout)
+        } else {
+            ProviderError::Unreachable(e.without_url().to_string())
+        }
+    })?;
+    let r: Response =
+        serde_json::from_slice(&bytes).map_err(|e| ProviderError::Malformed(e.to_string()))?;
+    let message = r
+        .choices
+        .into_iter()
+        .next()
+        .map(|c| c.message)
+        .ok_or_else(|| ProviderError::Malformed("no choices".into()))?;
+    let content = message["content"].as_str().unwrap_or("").to_owned();
+    let tool_calls = message["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| ToolCall {
+                    id: c["id"].as_str().unwrap_or("").to_owned(),
+                    name: c["function"]["name"].as_str().unwrap_or("").to_owned(),
+                    // The protocol sends arguments as a JSON string.
+                    arguments: c["function"]["arguments"]
+                        .as_str()
+                        .and_then(|a| serde_json::from_str(a).ok())
+                        .unwrap_or(Value::Null),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let estimate = || {
+        let chars: usize =
+            messages.iter().map(|m| m.to_string().len()).sum::<usize>() + message.to_string().len();
+        (chars / 4).max(1) as i64
+    };
+    let tokens = r
+        .usage
+        .and_then(|u| u.total_tokens)
+        .filter(|t| *t > 0)
+        .unwrap_or_else(estimate);
+    Ok(Completion {
+        message,
+        content,
+        tool_calls,
+        tokens,
+    })
+}
+
+/// The model to use: staff's choice, else configuration's.
+pub async fn current(state: &AppState) -> sqlx::Result<String> {
+    let chosen: Option<String> = sqlx::query_scalar("SELECT model FROM model_choice")
+        .fetch_optional(&state.pool)
+        .await?;
+    Ok(chosen.unwrap_or_else(|| state.model.model.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_maps_to_an_operation() {
+        for t in tools(true) {
+            let name = t["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let args = json!({"org": "Acme", "text": "x", "name": "A", "country": "DE",
+                              "amount": "5", "currency": "EUR", "session_id": "s", "query": "q"});
+            let call = ToolCall {
+                id: "1".into(),
+                name: name.clone(),
+                arguments: args,
+            };
+            assert!(op_of(&call).is_some(), "{name}");
+        }
+        assert_eq!(tools(false).len() + 3, tools(true).len());
+        let unknown = ToolCall {
+            id: "1".into(),
+            name: "drop_tables".into(),
+            arguments: json!({}),
+        };
+        assert!(op_of(&unknown).is_none());
+    }
+}

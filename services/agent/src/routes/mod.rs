@@ -1,0 +1,195 @@
+//! agent's HTTP surface (every route needs a session).
+
+use crate::{conversations, engine, memory, model, staged, state::AppState};
+use actix_web::{web, HttpResponse};
+use hub_domain::OrgId;
+use serde::Deserialize;
+use serde_json::json;
+use service_kit::{
+    assertion::{SessionCaller, StaffCaller},
+    ApiError, ApiResult,
+};
+use uuid::Uuid;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v1/agent", web::post().to(ask))
+        .route("/v1/agent/confirm", web::post().to(confirm))
+        .route("/v1/agent/reject", web::post().to(reject))
+        .route("/v1/agent/conversations", web::get().to(list_conversations))
+        .route(
+            "/v1/agent/conversations/{id}/messages",
+            web::get().to(conversation_messages),
+        )
+        .route(
+            "/v1/agent/conversations/{id}/close",
+            web::post().to(close_conversation),
+        )
+        .route("/v1/agent/model", web::get().to(get_model))
+        .route("/v1/agent/model", web::put().to(set_model))
+        .route("/v1/memory", web::get().to(get_memory))
+        .route("/v1/memory/soul", web::patch().to(set_soul))
+        .route("/v1/memory/curate", web::post().to(curate));
+}
+
+/// A JSON body of type `T`, or a 400 that says what is wrong with it.
+fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let msg = e.to_string();
+        // serde's message names the field; the position adds nothing.
+        let msg = msg
+            .split(" at line ")
+            .next()
+            .unwrap_or("malformed JSON body");
+        ApiError::BadRequest(format!("invalid body: {msg}"))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ask {
+    message: String,
+    #[serde(default)]
+    org_id: Option<OrgId>,
+    #[serde(default)]
+    conversation_id: Option<Uuid>,
+}
+
+/// POST /v1/agent (session): AgentReply.
+#[tracing::instrument(skip_all)]
+async fn ask(
+    caller: SessionCaller,
+    state: web::Data<AppState>,
+    bytes: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    let b: Ask = body(&bytes)?;
+    let reply = engine::answer(&state, &caller, &b.message, b.org_id, b.conversation_id).await?;
+    Ok(HttpResponse::Ok().json(reply))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Decision {
+    confirmation_id: Uuid,
+}
+
+/// POST /v1/agent/confirm (session): `{confirmation_id}`.
+#[tracing::instrument(skip_all)]
+async fn confirm(
+    caller: SessionCaller,
+    state: web::Data<AppState>,
+    bytes: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    let d: Decision = body(&bytes)?;
+    staged::confirm(&state, &caller, d.confirmation_id).await
+}
+
+/// POST /v1/agent/reject (session): `{confirmation_id}`.
+#[tracing::instrument(skip_all)]
+async fn reject(
+    caller: SessionCaller,
+    state: web::Data<AppState>,
+    bytes: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    let d: Decision = body(&bytes)?;
+    staged::reject(&state, &caller, d.confirmation_id).await
+}
+
+async fn list_conversations(
+    caller: SessionCaller,
+    state: web::Data<AppState>,
+) -> ApiResult<HttpResponse> {
+    Ok(HttpResponse::Ok().json(conversations::list(&state, &caller).await?))
+}
+
+async fn conversation_messages(
+    caller: SessionCaller,
+    state: web::Data<AppState>,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    Ok(HttpResponse::Ok().json(conversations::messages(&state, &caller, path.into_inner()).await?))
+}
+
+async fn close_conversation(
+    caller: SessionCaller,
+    state: web::Data<AppState>,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    Ok(HttpResponse::Ok().json(conversations::close(&state, &caller, path.into_inner()).await?))
+}
+
+/// GET /v1/agent/model (staff): the model in use and whether a provider is set.
+async fn get_model(_staff: StaffCaller, state: web::Data<AppState>) -> ApiResult<HttpResponse> {
+    let current = model::current(&state).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "model": current, "provider_configured": state.provider(),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelChoice {
+    model: String,
+}
+
+/// PUT /v1/agent/model (staff): `{model}`, 1 to 100 visible ASCII characters.
+async fn set_model(
+    staff: StaffCaller,
+    state: web::Data<AppState>,
+    bytes: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    let m: ModelChoice = body(&bytes)?;
+    let name = m.model.trim();
+    if name.is_empty() || name.len() > 100 || !name.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::bad_request(
+            "model must be 1 to 100 visible ASCII characters",
+        ));
+    }
+    let mut tx = state.pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO model_choice (id, model, set_by, updated_at) VALUES (true, $1, $2, $3) \
+         ON CONFLICT (id) DO UPDATE SET model = EXCLUDED.model, set_by = EXCLUDED.set_by, updated_at = EXCLUDED.updated_at",
+    )
+    .bind(name)
+    .bind(staff.user_id())
+    .bind(state.clock.now())
+    .execute(&mut *tx)
+    .await?;
+    crate::audit::record(
+        &mut tx,
+        &state,
+        &staff,
+        "agent.model_set",
+        json!({"model": name}),
+    )
+    .await?;
+    tx.commit().await?;
+    state.outbox.kick();
+    Ok(HttpResponse::Ok().json(json!({"model": name, "provider_configured": state.provider()})))
+}
+
+async fn get_memory(caller: SessionCaller, state: web::Data<AppState>) -> ApiResult<HttpResponse> {
+    Ok(HttpResponse::Ok().json(memory::get(&state, caller.user_id().as_uuid()).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Soul {
+    soul_md: String,
+}
+
+/// PATCH /v1/memory/soul (session): `{soul_md}`, at most 20,000 characters.
+async fn set_soul(
+    caller: SessionCaller,
+    state: web::Data<AppState>,
+    bytes: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    let s: Soul = body(&bytes)?;
+    Ok(HttpResponse::Ok()
+        .json(memory::set_soul(&state, caller.user_id().as_uuid(), &s.soul_md).await?))
+}
+
+/// POST /v1/memory/curate (session): curate now.
+async fn curate(caller: SessionCaller, state: web::Data<AppState>) -> ApiResult<HttpResponse> {
+    let n = memory::curate(&state, caller.user_id().as_uuid()).await?;
+    Ok(HttpResponse::Ok().json(json!({"status": "curated", "entries_processed": n})))
+}

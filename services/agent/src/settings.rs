@@ -1,0 +1,109 @@
+//! agent's settings; `defaults.toml` (beside Cargo.toml) documents every key.
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use service_kit::settings::{
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
+    TelemetrySettings,
+};
+
+pub use service_kit::settings::Layered;
+
+pub const DEFAULTS: &str = include_str!("../defaults.toml");
+pub const DEV: &str = include_str!("../dev.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub http: HttpSettings,
+    pub database: DatabaseSettings,
+    pub nats: NatsSettings,
+    pub assertion: AssertionSettings,
+    pub telemetry: TelemetrySettings,
+    /// The services the assistant acts through, each with agent's caller key.
+    pub identity: PeerSettings,
+    pub org_billing: PeerSettings,
+    pub kyc: PeerSettings,
+    pub server_product: PeerSettings,
+    pub model: ModelSettings,
+    pub agent: AgentSettings,
+    pub curation: CurationSettings,
+    pub jobs: JobSettings,
+}
+
+/// The model provider (OpenAI-compatible chat completions with tool calling).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ModelSettings {
+    /// e.g. `https://api.openai.com/v1`; empty: no provider, rules answer.
+    pub base_url: String,
+    /// Secret bearer key for the provider.
+    #[serde(default)]
+    pub api_key: Option<SecretString>,
+    /// The model until staff choose one (`PUT /v1/agent/model`).
+    pub model: String,
+    /// One provider call; past it the rules answer instead.
+    pub timeout_ms: u64,
+    /// Tool-calling rounds per message before the model must answer.
+    pub max_rounds: usize,
+    /// Largest answer asked of the model, in tokens.
+    pub max_tokens: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct AgentSettings {
+    /// A staged action expires this long after it was prepared.
+    pub confirm_ttl_secs: i64,
+    /// Longest accepted message, in characters.
+    pub max_message_chars: usize,
+    /// Earlier messages of the conversation given to the model.
+    pub history_messages: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CurationSettings {
+    /// How often each replica looks for users in their local night window.
+    pub interval_secs: u64,
+    /// The local night window, hours [start, end).
+    pub window_start_hour: u32,
+    pub window_end_hour: u32,
+    /// Users looked at per pass.
+    pub batch_users: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobSettings {
+    pub outbox_poll_ms: u64,
+    pub outbox_linger_ms: u64,
+}
+
+impl Layered for Settings {
+    const SERVICE: &'static str = "agent";
+    const DEFAULTS: &'static str = DEFAULTS;
+    const DEV: &'static str = DEV;
+    const LIST_KEYS: &'static [&'static str] = &["assertion.keys"];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn production_defaults_hold_no_key_and_no_provider() {
+        let s = Settings::from_layers(&[]).expect("defaults parse");
+        assert!(s.assertion.keys.is_empty());
+        assert!(s.org_billing.key.is_none() && s.identity.key.is_none());
+        assert!(s.model.base_url.is_empty() && s.model.api_key.is_none());
+        assert_eq!(s.agent.confirm_ttl_secs, 900);
+        assert_eq!(
+            (s.curation.window_start_hour, s.curation.window_end_hour),
+            (2, 5)
+        );
+    }
+
+    #[test]
+    fn the_dev_profile_has_every_peer_key() {
+        let s = Settings::from_layers(&[DEV]).expect("dev parses");
+        for p in [&s.identity, &s.org_billing, &s.kyc, &s.server_product] {
+            assert!(p.key.is_some(), "{}", p.url);
+        }
+    }
+}

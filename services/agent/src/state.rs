@@ -1,0 +1,36 @@
+//! Shared handler state: the pool, the services the assistant acts through,
+//! the model provider, the clock.
+
+use crate::settings::{AgentSettings, CurationSettings, ModelSettings};
+use event_contracts::Naming;
+use service_kit::{outbox::Outbox, peer::Peer, Clock};
+use sqlx::PgPool;
+
+/// The services the assistant calls, each with agent's own caller key.
+pub struct Peers {
+    pub identity: Peer,
+    pub org_billing: Peer,
+    pub kyc: Peer,
+    pub server_product: Peer,
+}
+
+pub struct AppState {
+    pub pool: PgPool,
+    pub outbox: Outbox,
+    pub naming: Naming,
+    pub peers: Peers,
+    pub model: ModelSettings,
+    pub agent: AgentSettings,
+    pub curation: CurationSettings,
+    /// The provider's HTTP client (its own timeouts per call).
+    pub http: reqwest::Client,
+    /// Expiry, conversations and curation take "now" from here (tests move it).
+    pub clock: Clock,
+}
+
+impl AppState {
+    /// Is a model provider configured?
+    pub fn provider(&self) -> bool {
+        !self.model.base_url.trim().is_empty()
+    }
+}
