@@ -718,9 +718,10 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
                 .take(20)
                 .map(|s| {
                     format!(
-                        "- server {} ({}) for organization {}, due {}",
+                        "- server {} ({}, {}) for organization {}, due {}",
                         s["id"].as_str().unwrap_or(""),
-                        s["sku"].as_str().unwrap_or(""),
+                        s["hostname"].as_str().unwrap_or(""),
+                        s["sku_id"].as_str().unwrap_or(""),
                         s["org_id"].as_str().unwrap_or(""),
                         s["due_at"].as_str().unwrap_or("")
                     )

@@ -2,6 +2,7 @@
 //! Postgres and NATS. Each test starts its own stack (own database, own NATS
 //! prefix and streams).
 
+mod agent;
 mod api_keys;
 mod audit;
 mod auth;
