@@ -3,7 +3,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/hub-target
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: run test deps build lint fmt clean-test-dbs bench-auth bench-ledger bench-webhooks helm-check
+.PHONY: run test deps build lint fmt clean-test-dbs bench-auth bench-ledger bench-webhooks bench-agent helm-check
 
 run: deps
 	scripts/run.sh
@@ -39,3 +39,6 @@ helm-check:
 
 bench-webhooks: deps
 	scripts/bench-webhooks.sh
+
+bench-agent: deps
+	scripts/bench-agent.sh

@@ -39,6 +39,10 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 - name: {{ .svc.envPrefix }}__SEALING__KEYS
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: {{ .svc.binary }}-sealing-keys } }
 {{- end }}
+{{- if eq .svc.assertionName "agent" }}
+- name: {{ .svc.envPrefix }}__MODEL__API_KEY
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: agent-model-api-key, optional: true } }
+{{- end }}
 {{- range $call := .svc.calls | default list }}
 - name: {{ $.svc.envPrefix }}__{{ $call.envSection }}__KEY
   valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: caller-key-{{ $callee }}-to-{{ $call.service }} } }
