@@ -261,7 +261,8 @@ async fn ai_summary(state: &AppState, all: &[(String, String)]) -> Option<String
         json!({"role": "user", "content": transcript.join("\n")}),
     ];
     let name = model::current(state).await.ok()?;
-    match model::complete(state, &name, &messages, None).await {
+    let timeout = std::time::Duration::from_millis(state.model.timeout_ms);
+    match model::complete(state, &name, &messages, None, timeout).await {
         Ok(c) if !c.content.trim().is_empty() => Some(c.content),
         Ok(_) => None,
         Err(e) => {

@@ -18,6 +18,7 @@ use reqwest::Method;
 use serde::Serialize;
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
+use std::time::Duration;
 use uuid::Uuid;
 
 pub const RULES_ENGINE: &str = "rules";
@@ -322,7 +323,11 @@ async fn with_model(
     let mut said: Vec<String> = Vec::new();
     let mut logged = false;
     for _ in 0..state.model.max_rounds.max(1) {
-        let c = model::complete(state, &name, &messages, Some(&tools))
+        // Every round within the gateway's deadline: past it, the rules answer.
+        let timeout = model::budget(state, caller.time_left()).ok_or(Fallback::Provider(
+            model::ProviderError::Timeout(Duration::ZERO),
+        ))?;
+        let c = model::complete(state, &name, &messages, Some(&tools), timeout)
             .await
             .map_err(Fallback::Provider)?;
         // Paid before anything it asks for runs.

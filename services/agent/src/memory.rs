@@ -194,7 +194,8 @@ async fn summarize(state: &AppState, counts: &[(String, i64)]) -> Option<String>
         json!({"role": "user", "content": listed.join("\n")}),
     ];
     let name = model::current(state).await.ok()?;
-    match model::complete(state, &name, &messages, None).await {
+    let timeout = std::time::Duration::from_millis(state.model.timeout_ms);
+    match model::complete(state, &name, &messages, None, timeout).await {
         Ok(c) if !c.content.trim().is_empty() => Some(c.content),
         Ok(_) => None,
         Err(e) => {

@@ -208,14 +208,27 @@ struct Usage {
     total_tokens: Option<i64>,
 }
 
-/// One chat-completions call with `messages` (and the tools, when given).
+/// What is left of the caller's wait for a provider call: the gateway's
+/// deadline less a second for the rest of the request, at most
+/// `model.timeout_ms`. None when too little is left to try.
+pub fn budget(state: &AppState, time_left: Option<Duration>) -> Option<Duration> {
+    let configured = Duration::from_millis(state.model.timeout_ms);
+    let budget = match time_left {
+        Some(left) => configured.min(left.saturating_sub(Duration::from_secs(1))),
+        None => configured,
+    };
+    (budget >= Duration::from_millis(100)).then_some(budget)
+}
+
+/// One chat-completions call with `messages` (and the tools, when given),
+/// given up after `timeout`.
 pub async fn complete(
     state: &AppState,
     model: &str,
     messages: &[Value],
     tools: Option<&[Value]>,
+    timeout: Duration,
 ) -> Result<Completion, ProviderError> {
-    let timeout = Duration::from_millis(state.model.timeout_ms);
     let url = format!(
         "{}/chat/completions",
         state.model.base_url.trim_end_matches('/')
