@@ -9,7 +9,12 @@
 //!   and answers, otherwise extractive (the user's own requests, in order).
 //!   Closing twice is a 409; a closed conversation takes no more messages.
 
-use crate::{model, state::AppState, tools::Staged, tools::Tier};
+use crate::{
+    journal::Exchange,
+    model,
+    state::AppState,
+    tools::{Staged, Tier},
+};
 use serde::Serialize;
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
@@ -76,8 +81,8 @@ pub struct Saved {
     pub confirmation_id: Option<Uuid>,
 }
 
-/// Store one exchange in one transaction: the conversation (when new), the
-/// staged action (if any) and both messages.
+/// Store one exchange (through the group commit of [`crate::journal`]): the
+/// conversation (when new), the staged action (if any) and both messages.
 #[allow(clippy::too_many_arguments)]
 pub async fn record_exchange(
     state: &AppState,
@@ -90,53 +95,27 @@ pub async fn record_exchange(
     staged: Option<&Staged>,
 ) -> ApiResult<Saved> {
     let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    let conversation_id = match conversation {
-        Some(id) => {
-            // Closed meanwhile? Then this exchange is refused, not lost silently.
-            let open: Option<Uuid> = sqlx::query_scalar(
-                "SELECT id FROM conversations WHERE id = $1 AND user_id = $2 AND closed_at IS NULL FOR SHARE",
-            )
-            .bind(id)
-            .bind(caller.user_id())
-            .fetch_optional(&mut *tx)
-            .await?;
-            open.ok_or_else(|| ApiError::conflict("this conversation is closed; start a new one"))?
-        }
-        None => {
-            let id = Uuid::now_v7();
-            sqlx::query("INSERT INTO conversations (id, user_id, created_at) VALUES ($1, $2, $3)")
-                .bind(id)
-                .bind(caller.user_id())
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            id
-        }
+    let staged = staged.map(|s| {
+        (
+            Uuid::new_v4(),
+            s.clone(),
+            now + time::Duration::seconds(state.agent.confirm_ttl_secs),
+        )
+    });
+    let confirmation_id = staged.as_ref().map(|s| s.0);
+    let e = Exchange {
+        user_id: caller.user_id().as_uuid(),
+        continues: conversation,
+        new_conversation: Uuid::now_v7(),
+        message: message.to_owned(),
+        reply: reply.to_owned(),
+        engine: engine.to_owned(),
+        tier,
+        staged,
+        at: now,
     };
-    let confirmation_id = match staged {
-        Some(s) => {
-            Some(crate::staged::stage(&mut tx, state, caller, conversation_id, s, now).await?)
-        }
-        None => None,
-    };
-    let tier = serde_json::to_value(tier)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned));
-    sqlx::query(
-        "INSERT INTO messages (conversation_id, role, content, engine, tier, confirmation_id, created_at) \
-         VALUES ($1, 'user', $2, NULL, NULL, NULL, $4), ($1, 'assistant', $3, $5, $6, $7, $4)",
-    )
-    .bind(conversation_id)
-    .bind(message)
-    .bind(reply)
-    .bind(now)
-    .bind(engine)
-    .bind(tier)
-    .bind(confirmation_id)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
+    let conversation_id = e.conversation_id();
+    state.journal.record(e).await?;
     Ok(Saved {
         conversation_id,
         confirmation_id,

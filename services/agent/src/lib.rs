@@ -14,6 +14,7 @@ pub mod audit;
 pub mod conversations;
 pub mod countries;
 pub mod engine;
+pub mod journal;
 pub mod memory;
 pub mod model;
 pub mod money;
@@ -73,10 +74,18 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     )
     .await?;
     let pool = f.pool.clone();
+    let (journal, journal_tasks) = journal::Journal::spawn(
+        pool.clone(),
+        settings.agent.journal_writers,
+        settings.agent.journal_batch,
+        cancel.clone(),
+    );
+    f.tasks.extend(journal_tasks);
     let state = web::Data::new(state::AppState {
         pool: pool.clone(),
         outbox: f.outbox.clone(),
         naming: settings.nats.naming(),
+        journal,
         peers: state::Peers {
             identity: Peer::new(SERVICE, "identity", &settings.identity)?,
             org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing)?,

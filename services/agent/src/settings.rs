@@ -56,6 +56,9 @@ pub struct AgentSettings {
     pub max_message_chars: usize,
     /// Earlier messages of the conversation given to the model.
     pub history_messages: i64,
+    /// Group commit of exchanges: writer tasks, and exchanges per transaction.
+    pub journal_writers: usize,
+    pub journal_batch: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

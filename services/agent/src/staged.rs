@@ -1,4 +1,5 @@
-//! Staged actions: create_org, credit_wallet, grant_tokens and revoke_session
+//! Staged actions (stored with their exchange, see [`crate::journal`]):
+//! create_org, credit_wallet, grant_tokens and revoke_session
 //! are prepared by `POST /v1/agent` and run only when their owner confirms.
 //!
 //! - A staged action belongs to its caller (404 to anyone else) and expires
@@ -13,46 +14,13 @@
 //! - credit_wallet and grant_tokens carry `Idempotency-Key: agent-<id>`, so even
 //!   a crash between the call and the bookkeeping cannot credit twice.
 
-use crate::{
-    audit,
-    state::AppState,
-    tools::{self, Staged},
-};
+use crate::{audit, state::AppState, tools};
 use actix_web::{http::StatusCode, HttpResponse};
 use reqwest::Method;
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, ApiError, ApiResult};
-use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
-
-/// Store a prepared action in the exchange's transaction; its id is the
-/// confirmation_id.
-pub async fn stage(
-    conn: &mut PgConnection,
-    state: &AppState,
-    caller: &Caller,
-    conversation_id: Uuid,
-    s: &Staged,
-    now: OffsetDateTime,
-) -> ApiResult<Uuid> {
-    let id = Uuid::new_v4();
-    sqlx::query(
-        "INSERT INTO staged_actions (id, user_id, conversation_id, kind, args, summary, created_at, expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(id)
-    .bind(caller.user_id())
-    .bind(conversation_id)
-    .bind(&s.kind)
-    .bind(&s.args)
-    .bind(&s.summary)
-    .bind(now)
-    .bind(now + time::Duration::seconds(state.agent.confirm_ttl_secs))
-    .execute(conn)
-    .await?;
-    Ok(id)
-}
 
 #[derive(sqlx::FromRow)]
 struct Taken {

@@ -19,6 +19,8 @@ pub struct AppState {
     pub outbox: Outbox,
     pub naming: Naming,
     pub peers: Peers,
+    /// Group commit of exchanges (messages, replies, staged actions).
+    pub journal: crate::journal::Journal,
     pub model: ModelSettings,
     pub agent: AgentSettings,
     pub curation: CurationSettings,

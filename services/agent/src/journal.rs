@@ -1,0 +1,236 @@
+//! Group commit for exchanges (a user's message, the reply, and the staged
+//! action it prepared): every answer is stored before it is sent, and storing
+//! each in a transaction of its own would make the commit the cost of every
+//! answer. `agent.journal_writers` tasks each take the exchanges waiting at that
+//! moment (up to `agent.journal_batch`) and store them in one transaction: the
+//! open-conversation check for continued conversations, then one multi-row
+//! INSERT each for new conversations, staged actions and messages. An exchange
+//! is answered only after the commit that holds it; one whose conversation was
+//! closed meanwhile is refused (409) without affecting the others. Exchanges of
+//! one user go to one writer, so their order is kept.
+
+use crate::tools::{Staged, Tier};
+use service_kit::ApiError;
+use sqlx::PgPool;
+use std::{collections::HashSet, sync::Arc};
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+pub const CLOSED: &str = "this conversation is closed; start a new one";
+
+/// One exchange to store.
+#[derive(Debug)]
+pub struct Exchange {
+    pub user_id: Uuid,
+    /// The conversation to continue; None starts `new_conversation`.
+    pub continues: Option<Uuid>,
+    pub new_conversation: Uuid,
+    pub message: String,
+    pub reply: String,
+    pub engine: String,
+    pub tier: Tier,
+    /// The staged action and its confirmation id and expiry.
+    pub staged: Option<(Uuid, Staged, OffsetDateTime)>,
+    pub at: OffsetDateTime,
+}
+
+impl Exchange {
+    pub fn conversation_id(&self) -> Uuid {
+        self.continues.unwrap_or(self.new_conversation)
+    }
+}
+
+type Job = (Exchange, oneshot::Sender<Result<(), ApiError>>);
+
+#[derive(Clone)]
+pub struct Journal {
+    shards: Arc<[mpsc::Sender<Job>]>,
+}
+
+impl Journal {
+    /// Start the writers; they stop when every `Journal` clone is gone (after
+    /// storing what was queued), or when `cancel` fires.
+    pub fn spawn(
+        pool: PgPool,
+        writers: usize,
+        max_batch: usize,
+        cancel: CancellationToken,
+    ) -> (Journal, Vec<tokio::task::JoinHandle<()>>) {
+        let max_batch = max_batch.max(1);
+        let (senders, tasks): (Vec<_>, Vec<_>) = (0..writers.max(1))
+            .map(|_| {
+                let (tx, rx) = mpsc::channel::<Job>(max_batch * 4);
+                let task = tokio::spawn(run(pool.clone(), rx, max_batch, cancel.clone()));
+                (tx, task)
+            })
+            .unzip();
+        (
+            Journal {
+                shards: senders.into(),
+            },
+            tasks,
+        )
+    }
+
+    /// Store `e` with whatever else is waiting; returns once committed.
+    pub async fn record(&self, e: Exchange) -> Result<(), ApiError> {
+        let shard = (e.user_id.as_u128() % self.shards.len() as u128) as usize;
+        let (reply, answer) = oneshot::channel();
+        self.shards[shard]
+            .send((e, reply))
+            .await
+            .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?;
+        answer
+            .await
+            .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?
+    }
+}
+
+async fn run(
+    pool: PgPool,
+    mut rx: mpsc::Receiver<Job>,
+    max_batch: usize,
+    cancel: CancellationToken,
+) {
+    let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut jobs, max_batch) => if n == 0 { return },
+            _ = cancel.cancelled() => return,
+        }
+        let batch: Vec<Job> = std::mem::take(&mut jobs);
+        match store(&pool, &batch).await {
+            Ok(open) => {
+                for ((_, reply), ok) in batch.into_iter().zip(open) {
+                    let _ = reply.send(if ok {
+                        Ok(())
+                    } else {
+                        Err(ApiError::conflict(CLOSED))
+                    });
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, exchanges = batch.len(), "storing exchanges failed");
+                for (_, reply) in batch {
+                    let _ = reply.send(Err(ApiError::Internal(anyhow::anyhow!(
+                        "storing the exchange failed"
+                    ))));
+                }
+            }
+        }
+    }
+}
+
+/// Store the batch in one transaction; for each exchange, whether it was
+/// stored (false: its conversation is not open, or not its user's).
+async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
+    let mut tx = pool.begin().await?;
+    let continued: Vec<(Uuid, Uuid)> = batch
+        .iter()
+        .filter_map(|(e, _)| e.continues.map(|c| (c, e.user_id)))
+        .collect();
+    let open: HashSet<Uuid> = if continued.is_empty() {
+        HashSet::new()
+    } else {
+        // FOR SHARE: a concurrent close waits for this commit (and then its
+        // summary sees these messages).
+        sqlx::query_scalar::<_, Uuid>(
+            "SELECT c.id FROM conversations c \
+             JOIN unnest($1::uuid[], $2::uuid[]) AS w(id, user_id) ON c.id = w.id AND c.user_id = w.user_id \
+             WHERE c.closed_at IS NULL FOR SHARE OF c",
+        )
+        .bind(continued.iter().map(|(c, _)| *c).collect::<Vec<_>>())
+        .bind(continued.iter().map(|(_, u)| *u).collect::<Vec<_>>())
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect()
+    };
+    let keep: Vec<bool> = batch
+        .iter()
+        .map(|(e, _)| e.continues.is_none_or(|c| open.contains(&c)))
+        .collect();
+    let kept: Vec<&Exchange> = batch
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|((e, _), _)| e)
+        .collect();
+    let new: Vec<&&Exchange> = kept.iter().filter(|e| e.continues.is_none()).collect();
+    if !new.is_empty() {
+        sqlx::query(
+            "INSERT INTO conversations (id, user_id, created_at) \
+             SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[])",
+        )
+        .bind(new.iter().map(|e| e.new_conversation).collect::<Vec<_>>())
+        .bind(new.iter().map(|e| e.user_id).collect::<Vec<_>>())
+        .bind(new.iter().map(|e| e.at).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await?;
+    }
+    let staged: Vec<(&Exchange, &(Uuid, Staged, OffsetDateTime))> = kept
+        .iter()
+        .filter_map(|e| e.staged.as_ref().map(|s| (*e, s)))
+        .collect();
+    if !staged.is_empty() {
+        sqlx::query(
+            "INSERT INTO staged_actions (id, user_id, conversation_id, kind, args, summary, created_at, expires_at) \
+             SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], $6::text[], \
+                                  $7::timestamptz[], $8::timestamptz[])",
+        )
+        .bind(staged.iter().map(|(_, s)| s.0).collect::<Vec<_>>())
+        .bind(staged.iter().map(|(e, _)| e.user_id).collect::<Vec<_>>())
+        .bind(staged.iter().map(|(e, _)| e.conversation_id()).collect::<Vec<_>>())
+        .bind(staged.iter().map(|(_, s)| s.1.kind.clone()).collect::<Vec<_>>())
+        .bind(staged.iter().map(|(_, s)| s.1.args.clone()).collect::<Vec<_>>())
+        .bind(staged.iter().map(|(_, s)| s.1.summary.clone()).collect::<Vec<_>>())
+        .bind(staged.iter().map(|(e, _)| e.at).collect::<Vec<_>>())
+        .bind(staged.iter().map(|(_, s)| s.2).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await?;
+    }
+    if !kept.is_empty() {
+        // Two rows per exchange, the user's first: ids keep their order.
+        let mut conv = Vec::with_capacity(kept.len() * 2);
+        let mut role = Vec::with_capacity(kept.len() * 2);
+        let mut content = Vec::with_capacity(kept.len() * 2);
+        let mut engine: Vec<Option<&str>> = Vec::with_capacity(kept.len() * 2);
+        let mut tier: Vec<Option<&str>> = Vec::with_capacity(kept.len() * 2);
+        let mut confirmation: Vec<Option<Uuid>> = Vec::with_capacity(kept.len() * 2);
+        let mut at = Vec::with_capacity(kept.len() * 2);
+        for e in &kept {
+            conv.extend([e.conversation_id(); 2]);
+            role.extend(["user", "assistant"]);
+            content.extend([e.message.as_str(), e.reply.as_str()]);
+            engine.extend([None, Some(e.engine.as_str())]);
+            tier.extend([None, Some(tier_name(e.tier))]);
+            confirmation.extend([None, e.staged.as_ref().map(|s| s.0)]);
+            at.extend([e.at; 2]);
+        }
+        sqlx::query(
+            "INSERT INTO messages (conversation_id, role, content, engine, tier, confirmation_id, created_at) \
+             SELECT c, r, t, e, ti, ci, a FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                                  $6::uuid[], $7::timestamptz[]) WITH ORDINALITY AS m(c, r, t, e, ti, ci, a, n) ORDER BY n",
+        )
+        .bind(conv)
+        .bind(role)
+        .bind(content)
+        .bind(engine)
+        .bind(tier)
+        .bind(confirmation)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(keep)
+}
+
+fn tier_name(t: Tier) -> &'static str {
+    match t {
+        Tier::FullOrLoggedAutonomy => "full_or_logged_autonomy",
+        Tier::ConfirmationRequired => "confirmation_required",
+    }
+}
