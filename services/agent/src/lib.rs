@@ -95,6 +95,10 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         model: settings.model.clone(),
         agent: settings.agent.clone(),
         curation: settings.curation.clone(),
+        lookups: moka::sync::Cache::builder()
+            .time_to_live(Duration::from_secs(settings.agent.lookup_cache_secs))
+            .max_capacity(100_000)
+            .build(),
         http: reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(3))
             .build()?,

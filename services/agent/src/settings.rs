@@ -59,6 +59,8 @@ pub struct AgentSettings {
     /// Group commit of exchanges: writer tasks, and exchanges per transaction.
     pub journal_writers: usize,
     pub journal_batch: usize,
+    /// How long an organization lookup is reused.
+    pub lookup_cache_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -15,6 +15,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, peer::Peer, ApiError};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Longest job title and bio the assistant sets (identity's own limits apply
@@ -207,9 +208,33 @@ pub async fn resolve_org(
             }
         },
     };
+    // A cached answer is used only when it names the organization: ids, names
+    // and wallet currencies never change, so it can only lack organizations
+    // created since, and then it is asked again.
+    let cached = ctx.state.lookups.get(&query.to_lowercase());
+    let chosen = match cached {
+        Some(found) => match pick(ctx, &query, &found).await {
+            Ok(o) => Ok(o),
+            Err(_) => pick(ctx, &query, &lookup(ctx, &query).await?).await,
+        },
+        None => pick(ctx, &query, &lookup(ctx, &query).await?).await,
+    }?;
+    if let (Some(scope), Some(_)) = (ctx.scope, &named) {
+        if chosen.id != scope {
+            return Err(Ok(format!(
+                "This request is scoped to organization {scope}; {} is another one.",
+                chosen.name
+            )));
+        }
+    }
+    Ok(chosen)
+}
+
+/// Ask org-billing for the organizations `query` names (and cache the answer).
+async fn lookup(ctx: &Ctx<'_>, query: &str) -> Result<Arc<Vec<OrgRef>>, Result<String, ApiError>> {
     let path = format!(
         "/internal/v1/organizations/lookup?q={}",
-        encode_query(&query)
+        encode_query(query)
     );
     let r = call(
         &ctx.state.peers.org_billing,
@@ -232,19 +257,33 @@ pub async fn resolve_org(
             "organization lookup: {e}"
         )))
     })?;
+    let found = Arc::new(found);
+    ctx.state
+        .lookups
+        .insert(query.to_lowercase(), found.clone());
+    Ok(found)
+}
+
+/// The one organization among `found` that `query` names exactly and the
+/// caller may see.
+async fn pick(
+    ctx: &Ctx<'_>,
+    query: &str,
+    found: &[OrgRef],
+) -> Result<OrgRef, Result<String, ApiError>> {
     let staff = ctx.caller.identity.staff;
     let mut visible: Vec<OrgRef> = Vec::new();
     for o in found {
         let mine = ctx.caller.identity.role_in(o.id).is_some()
             || (ctx.caller.memberships_truncated && member_by_api(ctx, o.id).await);
         if staff || mine {
-            visible.push(o);
+            visible.push(o.clone());
         }
     }
-    let by_id = Uuid::parse_str(&query).ok();
+    let by_id = Uuid::parse_str(query).ok();
     let exact: Vec<OrgRef> = visible
         .iter()
-        .filter(|o| Some(o.id.as_uuid()) == by_id || o.name.eq_ignore_ascii_case(&query))
+        .filter(|o| Some(o.id.as_uuid()) == by_id || o.name.eq_ignore_ascii_case(query))
         .cloned()
         .collect();
     let chosen = match exact.as_slice() {
@@ -262,14 +301,6 @@ pub async fn resolve_org(
             )));
         }
     };
-    if let (Some(scope), Some(_)) = (ctx.scope, &named) {
-        if chosen.id != scope {
-            return Err(Ok(format!(
-                "This request is scoped to organization {scope}; {} is another one.",
-                chosen.name
-            )));
-        }
-    }
     Ok(chosen)
 }
 

@@ -74,17 +74,27 @@ pub async fn lookup(
             .replace('%', "\\%")
             .replace('_', "\\_")
     );
-    let rows: Vec<Found> = sqlx::query_as(
-        "SELECT o.id, o.name, o.legal_type, o.country::text AS country, o.kyc_status, \
-                w.currency AS wallet_currency \
-         FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id \
-         WHERE o.id = $1 OR lower(o.name) LIKE $2 \
-         ORDER BY (o.id = $1) DESC NULLS LAST, (lower(o.name) = $3) DESC, o.name, o.id LIMIT 10",
-    )
-    .bind(id)
-    .bind(pattern)
-    .bind(q.to_lowercase())
-    .fetch_all(&state.pool)
-    .await?;
+    // By id, or by name (exact matches first): each on its own index.
+    const SELECT: &str = "SELECT o.id, o.name, o.legal_type, o.country::text AS country, \
+         o.kyc_status, w.currency AS wallet_currency \
+         FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id";
+    let rows: Vec<Found> = match id {
+        Some(id) => {
+            sqlx::query_as(&format!("{SELECT} WHERE o.id = $1"))
+                .bind(id)
+                .fetch_all(&state.pool)
+                .await?
+        }
+        None => {
+            sqlx::query_as(&format!(
+                "{SELECT} WHERE lower(o.name) LIKE $1 \
+                 ORDER BY (lower(o.name) = $2) DESC, o.name, o.id LIMIT 10"
+            ))
+            .bind(pattern)
+            .bind(q.to_lowercase())
+            .fetch_all(&state.pool)
+            .await?
+        }
+    };
     Ok(HttpResponse::Ok().json(rows))
 }
