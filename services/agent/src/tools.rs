@@ -10,7 +10,7 @@
 //! confirms (see [`crate::staged`]).
 
 use crate::{money, state::AppState};
-use hub_domain::{CountryCode, OrgId};
+use hub_domain::OrgId;
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -327,6 +327,33 @@ pub fn encode_query(s: &str) -> String {
     out
 }
 
+/// GET `path` at `peer` as the caller: the body, or the refusal to answer
+/// with.
+async fn read(ctx: &Ctx<'_>, peer: &Peer, path: &str) -> Result<Result<Value, Outcome>, ApiError> {
+    let r = call(peer, ctx.caller, Method::GET, path, None, None).await?;
+    Ok(if r.ok() { Ok(r.body) } else { Err(refusal(&r)) })
+}
+
+macro_rules! read {
+    ($ctx:expr, $peer:expr, $path:expr) => {
+        match read($ctx, $peer, $path).await? {
+            Ok(body) => body,
+            Err(refused) => return Ok(refused),
+        }
+    };
+}
+
+/// "3 things waiting:" and one line per item (the first 20).
+fn listing(items: &[Value], what: &str, line: impl Fn(&Value) -> String) -> String {
+    let lines: Vec<String> = items.iter().take(20).map(line).collect();
+    format!(
+        "{} {what}{}\n{}",
+        items.len(),
+        if items.is_empty() { "." } else { ":" },
+        lines.join("\n")
+    )
+}
+
 macro_rules! resolved {
     ($e:expr) => {
         match $e {
@@ -350,20 +377,13 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
     match op {
         Op::WalletBalance { org } => {
             let o = resolved!(resolve_org(ctx, org.as_deref()).await);
-            let r = call(
+            let body = read!(
+                ctx,
                 &peers.org_billing,
-                caller,
-                Method::GET,
-                &format!("/v1/organizations/{}/wallet", o.id),
-                None,
-                None,
-            )
-            .await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let minor = r.body["balance_minor"].as_i64().unwrap_or(0);
-            let currency = r.body["currency"].as_str().unwrap_or("");
+                &format!("/v1/organizations/{}/wallet", o.id)
+            );
+            let minor = body["balance_minor"].as_i64().unwrap_or(0);
+            let currency = body["currency"].as_str().unwrap_or("");
             Ok(Outcome::Answer(format!(
                 "The wallet of {} holds {}.",
                 o.name,
@@ -372,19 +392,12 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
         }
         Op::TokenBalance { org } => {
             let o = resolved!(resolve_org(ctx, org.as_deref()).await);
-            let r = call(
+            let body = read!(
+                ctx,
                 &peers.org_billing,
-                caller,
-                Method::GET,
-                &format!("/v1/organizations/{}/tokens", o.id),
-                None,
-                None,
-            )
-            .await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let n = r.body["balance"].as_i64().unwrap_or(0);
+                &format!("/v1/organizations/{}/tokens", o.id)
+            );
+            let n = body["balance"].as_i64().unwrap_or(0);
             Ok(Outcome::Answer(format!(
                 "{} has {} AI tokens.",
                 o.name,
@@ -392,19 +405,8 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             )))
         }
         Op::ListOrgs => {
-            let r = call(
-                &peers.org_billing,
-                caller,
-                Method::GET,
-                "/v1/organizations",
-                None,
-                None,
-            )
-            .await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let mut orgs: Vec<Value> = r.body.as_array().cloned().unwrap_or_default();
+            let body = read!(ctx, &peers.org_billing, "/v1/organizations");
+            let mut orgs: Vec<Value> = body.as_array().cloned().unwrap_or_default();
             if let Some(scope) = ctx.scope {
                 orgs.retain(|o| o["id"].as_str() == Some(scope.to_string().as_str()));
             }
@@ -439,39 +441,21 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
         }
         Op::KycStatus { org } => {
             let o = resolved!(resolve_org(ctx, org.as_deref()).await);
-            let r = call(
+            let body = read!(
+                ctx,
                 &peers.org_billing,
-                caller,
-                Method::GET,
-                &format!("/v1/organizations/{}", o.id),
-                None,
-                None,
-            )
-            .await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
+                &format!("/v1/organizations/{}", o.id)
+            );
             Ok(Outcome::Answer(format!(
                 "The KYC status of {} is {} (tier {}).",
                 o.name,
-                r.body["kyc_status"].as_str().unwrap_or("unknown"),
-                r.body["kyc_tier"].as_i64().unwrap_or(0)
+                body["kyc_status"].as_str().unwrap_or("unknown"),
+                body["kyc_tier"].as_i64().unwrap_or(0)
             )))
         }
         Op::ListSessions => {
-            let r = call(
-                &peers.identity,
-                caller,
-                Method::GET,
-                "/v1/auth/sessions",
-                None,
-                None,
-            )
-            .await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let sessions = r.body.as_array().cloned().unwrap_or_default();
+            let body = read!(ctx, &peers.identity, "/v1/auth/sessions");
+            let sessions = body.as_array().cloned().unwrap_or_default();
             let lines: Vec<String> = sessions
                 .iter()
                 .map(|s| {
@@ -496,19 +480,8 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             )))
         }
         Op::Profile => {
-            let r = call(
-                &peers.identity,
-                caller,
-                Method::GET,
-                "/v1/profile",
-                None,
-                None,
-            )
-            .await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let p = &r.body;
+            let body = read!(ctx, &peers.identity, "/v1/profile");
+            let p = &body;
             let f = |k: &str| p[k].as_str().unwrap_or("").to_owned();
             Ok(Outcome::Answer(format!(
                 "Your profile:\n- email: {}\n- name: {}\n- job title: {}\n- phone: {}\n- timezone: {}\n- locale: {}\n- bio: {}",
@@ -639,20 +612,8 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
                         .into(),
                 ));
             };
-            let r = call(
-                &peers.identity,
-                caller,
-                Method::GET,
-                "/v1/auth/sessions",
-                None,
-                None,
-            )
-            .await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let found = r
-                .body
+            let body = read!(ctx, &peers.identity, "/v1/auth/sessions");
+            let found = body
                 .as_array()
                 .and_then(|a| a.iter().find(|s| s["id"].as_str() == Some(&id.to_string())))
                 .cloned();
@@ -675,40 +636,28 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             }))
         }
         Op::KycQueue => {
-            let r = call(&peers.kyc, caller, Method::GET, "/v1/admin/kyc", None, None).await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let items = r.body.as_array().cloned().unwrap_or_default();
-            let lines: Vec<String> = items
-                .iter()
-                .take(20)
-                .map(|k| {
-                    format!(
-                        "- {} ({}), submitted {}; submission {}",
-                        k["org_name"].as_str().unwrap_or(""),
-                        k["legal_type"].as_str().unwrap_or(""),
-                        k["created_at"].as_str().unwrap_or(""),
-                        k["id"].as_str().unwrap_or("")
-                    )
-                })
-                .collect();
-            Ok(Outcome::Answer(format!(
-                "{} KYC submission{} pending review{}\n{}",
-                items.len(),
-                if items.len() == 1 { "" } else { "s" },
-                if items.is_empty() { "." } else { ":" },
-                lines.join("\n")
-            )))
+            let body = read!(ctx, &peers.kyc, "/v1/admin/kyc");
+            let items = body.as_array().cloned().unwrap_or_default();
+            let what = if items.len() == 1 {
+                "KYC submission pending review"
+            } else {
+                "KYC submissions pending review"
+            };
+            Ok(Outcome::Answer(listing(&items, what, |k| {
+                format!(
+                    "- {} ({}), submitted {}; submission {}",
+                    k["org_name"].as_str().unwrap_or(""),
+                    k["legal_type"].as_str().unwrap_or(""),
+                    k["created_at"].as_str().unwrap_or(""),
+                    k["id"].as_str().unwrap_or("")
+                )
+            })))
         }
         Op::FindOrg { query } => {
             let q = clean_name(query);
             let path = format!("/internal/v1/organizations/lookup?q={}", encode_query(&q));
-            let r = call(&peers.org_billing, caller, Method::GET, &path, None, None).await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let found: Vec<OrgRef> = serde_json::from_value(r.body).unwrap_or_default();
+            let body = read!(ctx, &peers.org_billing, &path);
+            let found: Vec<OrgRef> = serde_json::from_value(body).unwrap_or_default();
             if found.is_empty() {
                 return Ok(Outcome::Answer(format!("No organization matches \"{q}\".")));
             }
@@ -731,47 +680,25 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             )))
         }
         Op::FulfilmentQueue => {
-            let r = call(
-                &peers.server_product,
-                caller,
-                Method::GET,
-                "/v1/admin/fulfilment",
-                None,
-                None,
-            )
-            .await?;
-            if !r.ok() {
-                return Ok(refusal(&r));
-            }
-            let items = r.body.as_array().cloned().unwrap_or_default();
-            let lines: Vec<String> = items
-                .iter()
-                .take(20)
-                .map(|s| {
-                    format!(
-                        "- server {} ({}, {}) for organization {}, due {}",
-                        s["id"].as_str().unwrap_or(""),
-                        s["hostname"].as_str().unwrap_or(""),
-                        s["sku_id"].as_str().unwrap_or(""),
-                        s["org_id"].as_str().unwrap_or(""),
-                        s["due_at"].as_str().unwrap_or("")
-                    )
-                })
-                .collect();
-            Ok(Outcome::Answer(format!(
-                "{} manual order{} waiting for fulfilment{}\n{}",
-                items.len(),
-                if items.len() == 1 { "" } else { "s" },
-                if items.is_empty() { "." } else { ":" },
-                lines.join("\n")
-            )))
+            let body = read!(ctx, &peers.server_product, "/v1/admin/fulfilment");
+            let items = body.as_array().cloned().unwrap_or_default();
+            let what = if items.len() == 1 {
+                "manual order waiting for fulfilment"
+            } else {
+                "manual orders waiting for fulfilment"
+            };
+            Ok(Outcome::Answer(listing(&items, what, |s| {
+                format!(
+                    "- server {} ({}, {}) for organization {}, due {}",
+                    s["id"].as_str().unwrap_or(""),
+                    s["hostname"].as_str().unwrap_or(""),
+                    s["sku_id"].as_str().unwrap_or(""),
+                    s["org_id"].as_str().unwrap_or(""),
+                    s["due_at"].as_str().unwrap_or("")
+                )
+            })))
         }
     }
-}
-
-/// The country code must be an assigned ISO 3166-1 alpha-2 code.
-pub fn country_code(code: &str) -> Option<CountryCode> {
-    CountryCode::try_from(code.to_uppercase()).ok()
 }
 
 #[cfg(test)]

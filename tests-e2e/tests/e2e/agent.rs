@@ -176,10 +176,19 @@ async fn every_read_phrasing_is_answered_at_once_by_the_rules() {
     assert_eq!(scoped_foreign.status, 404);
     // An organization created after a lookup was cached is still found.
     let before = say(&s, &owner, "how many AI tokens does Gamma Reader have").await;
-    assert!(reply(&before).contains("could not find"), "{:?}", before.body);
+    assert!(
+        reply(&before).contains("could not find"),
+        "{:?}",
+        before.body
+    );
     named_org(&s, &owner, "Gamma Reader", "DE").await;
     let after = say(&s, &owner, "how many AI tokens does Gamma Reader have").await;
-    assert_eq!(reply(&after), "Gamma Reader has 0 AI tokens.", "{:?}", after.body);
+    assert_eq!(
+        reply(&after),
+        "Gamma Reader has 0 AI tokens.",
+        "{:?}",
+        after.body
+    );
     // Anything else: the list of what the matcher understands.
     let help = say(&s, &owner, "tell me a joke").await;
     assert!(reply(&help).contains("credit <amount> <currency> to <organization>"));
