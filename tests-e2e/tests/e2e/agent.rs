@@ -60,13 +60,7 @@ async fn stage(s: &TestStack, token: &str, message: &str) -> (String, String) {
 }
 
 async fn named_org(s: &TestStack, token: &str, name: &str, country: &str) -> String {
-    let r = s
-        .post(
-            "/v1/organizations",
-            Some(token),
-            json!({"name": name, "legal_type": "corporate", "country": country}),
-        )
-        .await;
+    let r = s.create_org(token, name, country).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
     r.body["id"].as_str().unwrap_or_default().to_owned()
 }
@@ -938,14 +932,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
         denied.error(),
         "AI is disabled for you in this organization"
     );
-    let second = s
-        .post(
-            "/v1/organizations",
-            Some(&owner),
-            json!({"name": "Second Org", "legal_type": "corporate", "country": "TR"}),
-        )
-        .await;
-    assert_eq!(second.status, 201);
+    named_org(&s, &owner, "Second Org", "TR").await;
     // Several organizations and no org_id: the rules answer, with a notice.
     let r = say(&s, &owner, "show my profile").await;
     assert_eq!(r.body["engine"], "rules");
@@ -983,4 +970,22 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     );
     let r = ask(&s, &owner, json!({"message": "MODEL:plain", "org_id": org})).await;
     assert_eq!(r.body["engine"], "model:other-model", "{:?}", r.body);
+    // With a provider, the summary and the memory are the model's.
+    let cid = r.body["conversation_id"].as_str().unwrap_or_default();
+    let closed = s
+        .post(
+            &format!("/v1/agent/conversations/{cid}/close"),
+            Some(&owner),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        closed.body["summary"], "Hello from the model",
+        "{:?}",
+        closed.body
+    );
+    let c = s.post("/v1/memory/curate", Some(&owner), json!({})).await;
+    assert_eq!(c.status, 200);
+    let m = s.get("/v1/memory", Some(&owner)).await;
+    assert_eq!(m.body["memory_md"], "Hello from the model", "{:?}", m.body);
 }

@@ -99,7 +99,12 @@ async fn the_product_host_serves_core_paths_under_core_api() {
 
 #[tokio::test]
 async fn routes_of_services_not_deployed_answer_503_after_authentication() {
-    let s = TestStack::spawn().await;
+    // A gateway without an upstream for the agent (one not deployed).
+    let s = TestStack::spawn_with(tests_e2e::StackOptions {
+        gateway_toml: "[upstreams]\nagent = \"\"\n".into(),
+        ..Default::default()
+    })
+    .await;
     let t = s.sign_in("early@example.com").await;
     assert_eq!(s.get("/v1/agent", None).await.status, 401);
     let r = s.get("/v1/agent", Some(&t)).await;
