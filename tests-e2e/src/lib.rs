@@ -618,6 +618,26 @@ impl TestStack {
         .await
     }
 
+    /// Credit (or correct) a wallet as `token` (staff).
+    pub async fn credit(&self, token: &str, org: &str, amount_minor: i64) -> Resp {
+        self.post(
+            &format!("/v1/organizations/{org}/wallet/credit"),
+            Some(token),
+            serde_json::json!({ "amount_minor": amount_minor }),
+        )
+        .await
+    }
+
+    /// Grant AI tokens as `token` (staff).
+    pub async fn grant(&self, token: &str, org: &str, amount: i64) -> Resp {
+        self.post(
+            &format!("/v1/organizations/{org}/tokens/grant"),
+            Some(token),
+            serde_json::json!({ "amount": amount }),
+        )
+        .await
+    }
+
     /// Call org-billing's internal routes as the agent does (signed with the
     /// agent's caller key), for the caller behind `token`.
     pub async fn internal_call(

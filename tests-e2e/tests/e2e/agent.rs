@@ -86,21 +86,9 @@ async fn every_read_phrasing_is_answered_at_once_by_the_rules() {
     let owner = s.sign_in("reader@example.com").await;
     let org = named_org(&s, &owner, "Acme Reader GmbH", "DE").await;
     let staff = s.sign_in("staff@example.com").await;
-    let credit = s
-        .post(
-            &format!("/v1/organizations/{org}/wallet/credit"),
-            Some(&staff),
-            json!({"amount_minor": 150000}),
-        )
-        .await;
+    let credit = s.credit(&staff, &org, 150000).await;
     assert_eq!(credit.status, 200);
-    let grant = s
-        .post(
-            &format!("/v1/organizations/{org}/tokens/grant"),
-            Some(&staff),
-            json!({"amount": 2500}),
-        )
-        .await;
+    let grant = s.grant(&staff, &org, 2500).await;
     assert_eq!(grant.status, 200);
 
     let cases: Vec<(String, &str)> = vec![
@@ -385,13 +373,7 @@ async fn confirmation_runs_with_the_callers_authority_at_that_moment() {
     let (id, summary) = stage(&s, &owner, "credit 100 TRY to Plain Org").await;
     assert_eq!(summary, "Credit 100.00 TRY to Plain Org's wallet");
     let c = confirm(&s, &owner, &id).await;
-    let direct = s
-        .post(
-            &format!("/v1/organizations/{org}/wallet/credit"),
-            Some(&owner),
-            json!({"amount_minor": 10000}),
-        )
-        .await;
+    let direct = s.credit(&owner, &org, 10000).await;
     assert_eq!((c.status, c.error()), (direct.status, direct.error()));
     assert_eq!(c.status, 403);
     let w = s
@@ -803,13 +785,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     // No tokens yet: 402 before the model runs.
     let broke = ask(&s, &owner, json!({"message": "MODEL:plain hi"})).await;
     assert_eq!(broke.status, 402, "{:?}", broke.body);
-    let g = s
-        .post(
-            &format!("/v1/organizations/{org}/tokens/grant"),
-            Some(&staff),
-            json!({"amount": 1000}),
-        )
-        .await;
+    let g = s.grant(&staff, &org, 1000).await;
     assert_eq!(g.status, 200);
 
     let r = say(&s, &owner, "MODEL:plain hi").await;

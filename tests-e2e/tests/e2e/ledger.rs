@@ -74,16 +74,7 @@ async fn staff_credits_and_corrections_move_the_balance_through_the_ledger() {
         400
     );
     let missing = uuid::Uuid::new_v4();
-    assert_eq!(
-        s.post(
-            &format!("/v1/organizations/{missing}/wallet/credit"),
-            Some(&staff),
-            json!({"amount_minor": 5})
-        )
-        .await
-        .status,
-        404
-    );
+    assert_eq!(s.credit(&staff, &missing.to_string(), 5).await.status, 404);
 
     let w = s
         .get(&format!("/v1/organizations/{org}/wallet"), Some(&owner))
@@ -452,21 +443,9 @@ async fn both_ledgers_are_append_only() {
     let s = TestStack::spawn().await;
     let (_, org) = s.org_with_owner("ledger@example.com").await;
     let staff = s.sign_in("staff@example.com").await;
-    let credit = s
-        .post(
-            &format!("/v1/organizations/{org}/wallet/credit"),
-            Some(&staff),
-            json!({"amount_minor": 10}),
-        )
-        .await;
+    let credit = s.credit(&staff, &org, 10).await;
     assert_eq!(credit.status, 200);
-    let grant = s
-        .post(
-            &format!("/v1/organizations/{org}/tokens/grant"),
-            Some(&staff),
-            json!({"amount": 10}),
-        )
-        .await;
+    let grant = s.grant(&staff, &org, 10).await;
     assert_eq!(grant.status, 200);
     for (table, op, sql) in [
         (
@@ -598,26 +577,8 @@ async fn ai_tokens_are_granted_by_staff_and_spent_never_below_zero() {
         )
         .await;
     assert_eq!((g.status, &g.body["balance"]), (200, &json!(1000)));
-    assert_eq!(
-        s.post(
-            &format!("/v1/organizations/{org}/tokens/grant"),
-            Some(&staff),
-            json!({"amount": 0})
-        )
-        .await
-        .status,
-        400
-    );
-    assert_eq!(
-        s.post(
-            &format!("/v1/organizations/{org}/tokens/grant"),
-            Some(&staff),
-            json!({"amount": -5})
-        )
-        .await
-        .status,
-        400
-    );
+    assert_eq!(s.grant(&staff, &org, 0).await.status, 400);
+    assert_eq!(s.grant(&staff, &org, -5).await.status, 400);
 
     let path = format!("/internal/v1/organizations/{org}/tokens/spend");
     let spend = s
@@ -700,18 +661,8 @@ async fn every_state_change_shows_in_the_actors_audit_history() {
         Some(&owner),
     )
     .await;
-    s.post(
-        &format!("/v1/organizations/{org}/wallet/credit"),
-        Some(&staff),
-        json!({"amount_minor": 10}),
-    )
-    .await;
-    s.post(
-        &format!("/v1/organizations/{org}/tokens/grant"),
-        Some(&staff),
-        json!({"amount": 10}),
-    )
-    .await;
+    s.credit(&staff, &org, 10).await;
+    s.grant(&staff, &org, 10).await;
     let actions_of = |token: String| {
         let s = &s;
         async move {

@@ -203,13 +203,7 @@ async fn a_held_wallet_stalls_its_shard_no_longer_than_the_batch_timeout() {
     let blocked = s.post(&stuck_path, Some(&staff), json!({"amount_minor": 1}));
     let behind = async {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let r = s
-            .post(
-                &format!("/v1/organizations/{other}/wallet/credit"),
-                Some(&staff),
-                json!({"amount_minor": 2}),
-            )
-            .await;
+        let r = s.credit(&staff, &other, 2).await;
         (r, started.elapsed())
     };
     let (blocked, (behind, waited)) = tokio::join!(blocked, behind);

@@ -155,12 +155,6 @@ async fn a_403_names_the_role_needed() {
         (r.status, r.error()),
         (403, "insufficient role: requires owner or manager")
     );
-    let r = s
-        .post(
-            &format!("/v1/organizations/{org}/wallet/credit"),
-            Some(&owner),
-            json!({"amount_minor": 1}),
-        )
-        .await;
+    let r = s.credit(&owner, &org, 1).await;
     assert_eq!((r.status, r.error()), (403, "staff only"));
 }
