@@ -709,3 +709,87 @@ async fn every_state_change_shows_in_the_actors_audit_history() {
         actions_of(staff.clone()).await
     );
 }
+
+#[tokio::test]
+async fn concurrent_spends_never_pass_the_members_limit_or_the_balance() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("spender-owner@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    assert_eq!(s.grant(&staff, &org, 1000).await.status, 200);
+    let dev = s.member(&owner, &org, "developer").await;
+    let dev_id = s.get("/v1/auth/me", Some(&dev)).await.body["user_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let path = format!("/v1/organizations/{org}/members/{dev_id}/ai");
+    let set = eventually(Duration::from_secs(10), || async {
+        let r = s
+            .patch(&path, Some(&owner), json!({"token_limit": 50}))
+            .await;
+        (r.status == 200).then_some(r)
+    })
+    .await
+    .expect("the limit is set");
+    assert_eq!(set.body["token_limit"], 50);
+    // 20 spends of 10 at once, through the group commit: exactly 5 fit.
+    let spend = format!("/internal/v1/organizations/{org}/tokens/spend");
+    let answers = join_all((0..20).map(|_| {
+        s.internal_call(
+            &s.org_billing,
+            "POST",
+            &spend,
+            &dev,
+            json!({"amount": 10, "reason": "race"}),
+        )
+    }))
+    .await;
+    let ok = answers.iter().filter(|r| r.status == 200).count();
+    let refused: Vec<&str> = answers
+        .iter()
+        .filter(|r| r.status == 402)
+        .map(|r| r.error())
+        .collect();
+    assert_eq!((ok, refused.len()), (5, 15));
+    assert!(refused
+        .iter()
+        .all(|e| *e == "your personal AI-token limit in this organization is exhausted"));
+    let after = s.get(&path, Some(&dev)).await;
+    assert_eq!(after.body["tokens_spent"], 50);
+    let t = s
+        .get(&format!("/v1/organizations/{org}/tokens"), Some(&owner))
+        .await;
+    assert_eq!(t.body["balance"], 950);
+    let (sum, spends): (i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(sum(delta), 0)::bigint, count(*) FILTER (WHERE kind = 'spend') \
+         FROM org_billing.token_transactions WHERE org_id = $1::uuid",
+    )
+    .bind(&org)
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or((-1, -1));
+    assert_eq!((sum, spends), (950, 5));
+    // The owner has no personal limit: the organization's balance is the bound.
+    let big = s
+        .internal_call(
+            &s.org_billing,
+            "POST",
+            &spend,
+            &owner,
+            json!({"amount": 951}),
+        )
+        .await;
+    assert_eq!(
+        (big.status, big.error()),
+        (402, "the organization has not enough AI tokens")
+    );
+    // AI disabled: 403, nothing spent.
+    let off = s
+        .patch(&path, Some(&owner), json!({"ai_enabled": false}))
+        .await;
+    assert_eq!(off.status, 200);
+    let denied = s
+        .internal_call(&s.org_billing, "POST", &spend, &dev, json!({"amount": 1}))
+        .await;
+    assert_eq!(denied.status, 403);
+    assert_eq!(s.get(&path, Some(&dev)).await.body["tokens_spent"], 50);
+}
