@@ -90,6 +90,14 @@ impl Outbox {
         self.notify.notify_one();
     }
 
+    /// Commit a transaction that wrote outbox rows, then wake the relay so
+    /// they go out now rather than at its next poll.
+    pub async fn commit(&self, tx: sqlx::Transaction<'_, sqlx::Postgres>) -> sqlx::Result<()> {
+        tx.commit().await?;
+        self.kick();
+        Ok(())
+    }
+
     /// Publish everything pending (rows other relays hold are skipped). Returns
     /// how many rows this call published.
     pub async fn flush(&self) -> anyhow::Result<usize> {

@@ -16,7 +16,6 @@ use crate::{
     tools::{Staged, Tier},
 };
 use serde::Serialize;
-use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -230,25 +229,20 @@ pub async fn close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Con
 
 /// The model's summary, if a provider is configured and answers.
 async fn ai_summary(state: &AppState, all: &[(String, String)]) -> Option<String> {
-    if !state.provider() || all.is_empty() {
+    if all.is_empty() {
         return None;
     }
     let transcript: Vec<String> = all.iter().map(|(r, c)| format!("{r}: {c}")).collect();
-    let messages = [
-        json!({"role": "system", "content": format!(
-            "Summarize this conversation between a user and the hub's assistant in at most {SUMMARY_MAX_WORDS} words. Plain text.")}),
-        json!({"role": "user", "content": transcript.join("\n")}),
-    ];
-    let name = model::current(state).await.ok()?;
-    let timeout = std::time::Duration::from_millis(state.model.timeout_ms);
-    match model::complete(state, &name, &messages, None, timeout).await {
-        Ok(c) if !c.content.trim().is_empty() => Some(c.content),
-        Ok(_) => None,
-        Err(e) => {
-            tracing::warn!(error = %e, "summary by the model failed; extractive summary");
-            None
-        }
-    }
+    let instruction = format!(
+        "Summarize this conversation between a user and the hub's assistant in at most {SUMMARY_MAX_WORDS} words. Plain text."
+    );
+    model::write(
+        state,
+        "conversation summary",
+        &instruction,
+        &transcript.join("\n"),
+    )
+    .await
 }
 
 #[cfg(test)]

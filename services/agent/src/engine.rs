@@ -303,20 +303,24 @@ async fn with_model(
 ) -> Result<Answer, Fallback> {
     let state = ctx.state;
     let caller = ctx.caller;
-    let name = model::current(state).await.map_err(ApiError::from)?;
+    // The model, the user's memory and the conversation so far: three reads at once.
+    let history = async {
+        match conversation {
+            Some(id) => conversations::history(state, id, state.agent.history_messages).await,
+            None => Ok(Vec::new()),
+        }
+    };
+    let (name, (soul, memory), history) = tokio::try_join!(
+        model::current(state),
+        crate::memory::texts(state, caller.user_id().as_uuid()),
+        history,
+    )
+    .map_err(ApiError::from)?;
     let engine = format!("model:{name}");
-    let (soul, memory) = crate::memory::texts(state, caller.user_id().as_uuid())
-        .await
-        .map_err(ApiError::from)?;
     let mut messages =
         vec![json!({"role": "system", "content": system_prompt(caller, &soul, &memory)})];
-    if let Some(id) = conversation {
-        for (role, content) in conversations::history(state, id, state.agent.history_messages)
-            .await
-            .map_err(ApiError::from)?
-        {
-            messages.push(json!({"role": role, "content": content}));
-        }
+    for (role, content) in history {
+        messages.push(json!({"role": role, "content": content}));
     }
     messages.push(json!({"role": "user", "content": message}));
     let tools = model::tools(caller.identity.staff);

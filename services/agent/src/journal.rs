@@ -205,7 +205,7 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
             role.extend(["user", "assistant"]);
             content.extend([e.message.as_str(), e.reply.as_str()]);
             engine.extend([None, Some(e.engine.as_str())]);
-            tier.extend([None, Some(tier_name(e.tier))]);
+            tier.extend([None, Some(e.tier.as_str())]);
             confirmation.extend([None, e.staged.as_ref().map(|s| s.0)]);
             at.extend([e.at; 2]);
         }
@@ -226,11 +226,4 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
     }
     tx.commit().await?;
     Ok(keep)
-}
-
-fn tier_name(t: Tier) -> &'static str {
-    match t {
-        Tier::FullOrLoggedAutonomy => "full_or_logged_autonomy",
-        Tier::ConfirmationRequired => "confirmation_required",
-    }
 }

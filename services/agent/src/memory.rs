@@ -185,24 +185,14 @@ pub async fn curate(state: &AppState, user: Uuid) -> ApiResult<i64> {
 }
 
 async fn summarize(state: &AppState, counts: &[(String, i64)]) -> Option<String> {
-    if !state.provider() {
-        return None;
-    }
     let listed: Vec<String> = counts.iter().map(|(a, n)| format!("{a}: {n}")).collect();
-    let messages = [
-        json!({"role": "system", "content": "Write a short Markdown memory (at most 150 words) of this user's activity on the hub, from these counts of recorded actions. No personal data beyond what is given."}),
-        json!({"role": "user", "content": listed.join("\n")}),
-    ];
-    let name = model::current(state).await.ok()?;
-    let timeout = std::time::Duration::from_millis(state.model.timeout_ms);
-    match model::complete(state, &name, &messages, None, timeout).await {
-        Ok(c) if !c.content.trim().is_empty() => Some(c.content),
-        Ok(_) => None,
-        Err(e) => {
-            tracing::warn!(error = %e, "memory summary by the model failed; rule-based count");
-            None
-        }
-    }
+    model::write(
+        state,
+        "memory",
+        "Write a short Markdown memory (at most 150 words) of this user's activity on the hub, from these counts of recorded actions. No personal data beyond what is given.",
+        &listed.join("\n"),
+    )
+    .await
 }
 
 /// Is `now` inside the night window in `tz`, and which local date is it?

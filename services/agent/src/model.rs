@@ -304,6 +304,29 @@ pub async fn complete(
     })
 }
 
+/// One text the model writes from `instruction` and `input` (no tools), when a
+/// provider is configured and answers with something; None otherwise (the
+/// caller then writes its rule-based text). `what` names it in the log.
+pub async fn write(state: &AppState, what: &str, instruction: &str, input: &str) -> Option<String> {
+    if !state.provider() {
+        return None;
+    }
+    let messages = [
+        json!({"role": "system", "content": instruction}),
+        json!({"role": "user", "content": input}),
+    ];
+    let name = current(state).await.ok()?;
+    let timeout = Duration::from_millis(state.model.timeout_ms);
+    match complete(state, &name, &messages, None, timeout).await {
+        Ok(c) if !c.content.trim().is_empty() => Some(c.content),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, what, "the model did not write it; the rule-based text stands");
+            None
+        }
+    }
+}
+
 /// The model to use: staff's choice, else configuration's.
 pub async fn current(state: &AppState) -> sqlx::Result<String> {
     let chosen: Option<String> = sqlx::query_scalar("SELECT model FROM model_choice")

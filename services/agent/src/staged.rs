@@ -149,8 +149,7 @@ pub async fn confirm(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<H
         json!({"confirmation_id": id, "kind": t.kind, "outcome": status}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     let r = outcome?;
     if !r.ok() {
         let code = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -174,8 +173,7 @@ pub async fn reject(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Ht
         json!({"confirmation_id": id, "kind": t.kind}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(json!({
         "status": "cancelled", "confirmation_id": id, "kind": t.kind, "action_summary": t.summary,
     })))

@@ -78,6 +78,16 @@ pub enum Tier {
     ConfirmationRequired,
 }
 
+impl Tier {
+    /// The tier's name (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::FullOrLoggedAutonomy => "full_or_logged_autonomy",
+            Tier::ConfirmationRequired => "confirmation_required",
+        }
+    }
+}
+
 /// A sensitive action, prepared: exactly the arguments its summary shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Staged {
@@ -711,6 +721,13 @@ mod tests {
         assert_eq!(clean_name("Acme GmbH's wallet"), "Acme GmbH");
         assert_eq!(clean_name("organization Acme"), "Acme");
         assert_eq!(clean_name("Org"), "Org");
+    }
+
+    #[test]
+    fn tier_names_are_their_serialized_names() {
+        for t in [Tier::FullOrLoggedAutonomy, Tier::ConfirmationRequired] {
+            assert_eq!(serde_json::to_value(t).ok(), Some(json!(t.as_str())));
+        }
     }
 
     #[test]

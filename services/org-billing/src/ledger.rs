@@ -38,6 +38,7 @@ pub const BELOW_ZERO: &str = "the balance would go below zero";
 pub const OVERFLOW: &str =
     "amount_minor would take the balance past the largest amount a wallet holds";
 pub const NOT_APPLIED: &str = "the wallet is busy: the credit was not applied; retry";
+pub const TOKENS_NOT_APPLIED: &str = "the AI-token balance is busy: nothing was applied; retry";
 pub const TOKENS_SHORT: &str = "the organization has not enough AI tokens";
 pub const TOKEN_OVERFLOW: &str =
     "amount would take the token balance past the largest balance an organization holds";
@@ -182,15 +183,28 @@ enum BatchError {
     Hung,
 }
 
+impl Book {
+    /// The answer to a move dropped or cancelled before it applied.
+    fn not_applied(self) -> ApiError {
+        ApiError::Unavailable(
+            match self {
+                Book::Wallet => NOT_APPLIED,
+                Book::Tokens => TOKENS_NOT_APPLIED,
+            }
+            .into(),
+        )
+    }
+}
+
 impl BatchError {
-    fn to_api(&self) -> ApiError {
+    fn to_api(&self, book: Book) -> ApiError {
         match self {
             // Cancelled by the statement timeout: rolled back, nothing applied.
             BatchError::Db(sqlx::Error::Database(d)) if d.code().as_deref() == Some("57014") => {
-                ApiError::Unavailable(NOT_APPLIED.into())
+                book.not_applied()
             }
             // Outcome unknown (it may have committed): never retried here.
-            other => ApiError::Internal(anyhow::anyhow!("wallet batch failed: {other}")),
+            other => ApiError::Internal(anyhow::anyhow!("{book:?} batch failed: {other}")),
         }
     }
 }
@@ -320,7 +334,7 @@ async fn run(
             })
             .filter_map(|(m, reply)| {
                 if m.deadline <= now {
-                    let _ = reply.send(Err(ApiError::Unavailable(NOT_APPLIED.into())));
+                    let _ = reply.send(Err(book.not_applied()));
                     None
                 } else {
                     Some((m, reply))
@@ -365,7 +379,7 @@ async fn run(
         })
         .unwrap_or_else(|e| {
             tracing::error!(error = %e, moves = moves.len(), ?book, "batch failed");
-            moves.iter().map(|_| Err(e.to_api())).collect()
+            moves.iter().map(|_| Err(e.to_api(book))).collect()
         });
         if outcomes.iter().any(Result::is_ok) {
             outbox.kick();

@@ -102,8 +102,7 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
                 reschedule(&mut tx, row.id, job.attempts, poll, now, true).await?;
             }
         }
-        tx.commit().await?;
-        state.outbox.kick();
+        state.outbox.commit(tx).await?;
     }
 }
 

@@ -162,8 +162,7 @@ async fn set_model(
         json!({"model": name}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(json!({"model": name, "provider_configured": state.provider()})))
 }
 

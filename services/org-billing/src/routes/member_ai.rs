@@ -192,8 +192,7 @@ pub async fn update(
                "token_limit": after.token_limit}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(after))
 }
 
@@ -208,30 +207,22 @@ pub async fn allowance(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Read)?;
-    let mut conn = state.pool.acquire().await?;
-    let balance: Option<i64> =
-        sqlx::query_scalar("SELECT balance FROM token_balances WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let balance = balance.ok_or(ApiError::NotFound)?;
-    let role = caller
-        .identity
-        .role_in(org_id)
-        .map_or("", |r| r.as_str())
-        .to_owned();
-    let me = load(&mut conn, org_id, caller.user_id(), role).await?;
-    let personal = me
-        .token_limit
-        .map_or(i64::MAX, |l| l.saturating_sub(me.tokens_spent).max(0));
-    let available = if me.ai_enabled {
-        balance.min(personal)
-    } else {
-        0
-    };
+    // One read: the balance with the member's settings (defaults without a row).
+    let row: Option<(i64, bool, Option<i64>, i64)> = sqlx::query_as(
+        "SELECT t.balance, COALESCE(a.ai_enabled, true), a.token_limit, COALESCE(a.tokens_spent, 0) \
+         FROM token_balances t LEFT JOIN member_ai a ON a.org_id = t.org_id AND a.user_id = $2 \
+         WHERE t.org_id = $1",
+    )
+    .bind(org_id)
+    .bind(caller.user_id())
+    .fetch_optional(&state.pool)
+    .await?;
+    let (balance, ai_enabled, token_limit, tokens_spent) = row.ok_or(ApiError::NotFound)?;
+    let personal = token_limit.map_or(i64::MAX, |l| l.saturating_sub(tokens_spent).max(0));
+    let available = if ai_enabled { balance.min(personal) } else { 0 };
     Ok(HttpResponse::Ok().json(json!({
-        "org_id": org_id, "ai_enabled": me.ai_enabled, "org_balance": balance,
-        "token_limit": me.token_limit, "tokens_spent": me.tokens_spent, "available": available,
+        "org_id": org_id, "ai_enabled": ai_enabled, "org_balance": balance,
+        "token_limit": token_limit, "tokens_spent": tokens_spent, "available": available,
     })))
 }
 

@@ -153,8 +153,7 @@ pub async fn create(
     .bind(org_id)
     .fetch_one(&mut *tx)
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     state.make_creator_owner(&caller, org_id).await;
     Ok(HttpResponse::Created()
         .insert_header(service_kit::http::identity_changed(caller.user_id()))

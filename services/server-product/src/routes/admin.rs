@@ -99,8 +99,7 @@ pub async fn complete(
         json!({"server_id": id}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(active.server()))
 }
 

@@ -109,8 +109,7 @@ async fn simple(
         json!({"service_id": id, "from": row.status, "to": moved.status}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(Service::from(&moved)))
 }
 
@@ -197,8 +196,7 @@ pub async fn resize(
         json!({"service_id": id, "from": row.sku_id, "to": body.plan}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(Service::from(&resized)))
 }
 
@@ -268,8 +266,7 @@ pub async fn transfer(
         )
         .await?;
     }
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(Service::from(&moved)))
 }
 

@@ -96,8 +96,7 @@ pub async fn order(
         json!({"server_id": row.id, "sku_id": sku_id, "hostname": hostname}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(row)
 }
 
@@ -274,8 +273,7 @@ pub async fn power(
         json!({"server_id": id, "action": body.action}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(moved.server()))
 }
 
@@ -301,8 +299,7 @@ pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> Ap
         json!({"server_id": id}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     if let Some(reference) = done.provider_ref.as_deref() {
         if let Err(e) = state.provider.delete(reference).await {
             tracing::warn!(error = ?e, server_id = %id, "provider delete failed after termination");

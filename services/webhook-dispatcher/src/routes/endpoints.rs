@@ -85,8 +85,7 @@ pub async fn create(
         json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Created().json(json!({
         "id": e.id, "org_id": e.org_id, "url": e.url, "secret": secret,
         "created_at": e.created_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
@@ -159,8 +158,7 @@ pub async fn delete(
         json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(json!({"status": "deleted"})))
 }
 
@@ -201,8 +199,7 @@ pub async fn rotate(
         json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
     )
     .await?;
-    tx.commit().await?;
-    state.outbox.kick();
+    state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(json!({
         "id": e.id, "secret": secret,
         "previous_valid_until": until.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
