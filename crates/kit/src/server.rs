@@ -186,7 +186,7 @@ pub struct Parts<'a> {
     pub nats: &'a crate::settings::NatsSettings,
     pub assertion: &'a crate::settings::AssertionSettings,
     /// The outbox relay's poll interval and linger after a kick.
-    pub relay: (std::time::Duration, std::time::Duration),
+    pub relay: crate::settings::RelaySettings,
 }
 
 /// What every internal service starts from: its database (provisioned and
@@ -215,9 +215,8 @@ impl Foundation {
         let js = async_nats::jetstream::new(nats.clone());
         crate::nats::ensure_streams(&js, p.nats).await?;
         let outbox = crate::outbox::Outbox::new(pool.clone(), js.clone());
-        let relay = outbox
-            .clone()
-            .spawn_relay(rt.cancel.clone(), p.relay.0, p.relay.1);
+        let (poll, linger) = p.relay.intervals();
+        let relay = outbox.clone().spawn_relay(rt.cancel.clone(), poll, linger);
         Ok(Foundation {
             name: p.name,
             pool,

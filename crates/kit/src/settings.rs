@@ -219,6 +219,25 @@ pub struct CallerSettings {
     pub routes: Vec<String>,
 }
 
+/// The outbox relay of a service (`[jobs]` in its settings).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RelaySettings {
+    /// How often the relay looks for unpublished rows without a kick.
+    pub outbox_poll_ms: u64,
+    /// After a kick, how long it waits so that one pass carries many rows.
+    pub outbox_linger_ms: u64,
+}
+
+impl RelaySettings {
+    /// (poll interval, linger after a kick).
+    pub fn intervals(&self) -> (std::time::Duration, std::time::Duration) {
+        (
+            std::time::Duration::from_millis(self.outbox_poll_ms),
+            std::time::Duration::from_millis(self.outbox_linger_ms),
+        )
+    }
+}
+
 /// Another service this one calls: its address and the caller key this
 /// service signs with (the receiver lists it under `assertion.callers`).
 #[derive(Debug, Clone, Deserialize)]

@@ -65,10 +65,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             database: &settings.database,
             nats: &settings.nats,
             assertion: &settings.assertion,
-            relay: (
-                Duration::from_millis(settings.jobs.outbox_poll_ms),
-                Duration::from_millis(settings.jobs.outbox_linger_ms),
-            ),
+            relay: settings.jobs.clone(),
         },
         &rt,
     )

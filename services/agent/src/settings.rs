@@ -3,7 +3,7 @@
 use secrecy::SecretString;
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings, RelaySettings,
     TelemetrySettings,
 };
 
@@ -27,7 +27,7 @@ pub struct Settings {
     pub model: ModelSettings,
     pub agent: AgentSettings,
     pub curation: CurationSettings,
-    pub jobs: JobSettings,
+    pub jobs: RelaySettings,
 }
 
 /// The model provider (OpenAI-compatible chat completions with tool calling).
@@ -72,12 +72,6 @@ pub struct CurationSettings {
     pub window_end_hour: u32,
     /// Users looked at per pass.
     pub batch_users: i64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct JobSettings {
-    pub outbox_poll_ms: u64,
-    pub outbox_linger_ms: u64,
 }
 
 impl Layered for Settings {

@@ -43,6 +43,16 @@ pub struct JobSettings {
     pub outbox_linger_ms: u64,
 }
 
+impl JobSettings {
+    /// The outbox relay's part of `[jobs]`.
+    pub fn relay(&self) -> service_kit::settings::RelaySettings {
+        service_kit::settings::RelaySettings {
+            outbox_poll_ms: self.outbox_poll_ms,
+            outbox_linger_ms: self.outbox_linger_ms,
+        }
+    }
+}
+
 impl Layered for Settings {
     const SERVICE: &'static str = "identity";
     const DEFAULTS: &'static str = DEFAULTS;

@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings, SealingSettings,
-    TelemetrySettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings, RelaySettings,
+    SealingSettings, TelemetrySettings,
 };
 
 pub use service_kit::settings::Layered;
@@ -22,19 +22,13 @@ pub struct Settings {
     pub org_billing: PeerSettings,
     pub sealing: SealingSettings,
     pub retention: RetentionSettings,
-    pub jobs: JobSettings,
+    pub jobs: RelaySettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct RetentionSettings {
     pub purge_after_days: i64,
     pub sweep_interval_secs: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct JobSettings {
-    pub outbox_poll_ms: u64,
-    pub outbox_linger_ms: u64,
 }
 
 impl Layered for Settings {

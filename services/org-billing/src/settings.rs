@@ -57,6 +57,16 @@ pub struct JobSettings {
     pub sweep_interval_secs: u64,
 }
 
+impl JobSettings {
+    /// The outbox relay's part of `[jobs]`.
+    pub fn relay(&self) -> service_kit::settings::RelaySettings {
+        service_kit::settings::RelaySettings {
+            outbox_poll_ms: self.outbox_poll_ms,
+            outbox_linger_ms: self.outbox_linger_ms,
+        }
+    }
+}
+
 impl Layered for Settings {
     const SERVICE: &'static str = "org-billing";
     const DEFAULTS: &'static str = DEFAULTS;

@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, SealingSettings,
-    TelemetrySettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, RelaySettings,
+    SealingSettings, TelemetrySettings,
 };
 
 pub use service_kit::settings::Layered;
@@ -22,7 +22,7 @@ pub struct Settings {
     pub provider: ProviderSettings,
     pub pages: PageSettings,
     pub seed: SeedSettings,
-    pub jobs: JobSettings,
+    pub jobs: RelaySettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -44,12 +44,6 @@ pub struct PageSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct SeedSettings {
     pub skus: bool,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct JobSettings {
-    pub outbox_poll_ms: u64,
-    pub outbox_linger_ms: u64,
 }
 
 impl Layered for Settings {

@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, SealingSettings,
-    TelemetrySettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, RelaySettings,
+    SealingSettings, TelemetrySettings,
 };
 
 pub use service_kit::settings::Layered;
@@ -21,7 +21,7 @@ pub struct Settings {
     pub sealing: SealingSettings,
     pub delivery: DeliverySettings,
     pub ssrf: SsrfSettings,
-    pub jobs: JobSettings,
+    pub jobs: RelaySettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -42,12 +42,6 @@ pub struct DeliverySettings {
 pub struct SsrfSettings {
     pub allow_loopback: bool,
     pub allow_private: bool,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct JobSettings {
-    pub outbox_poll_ms: u64,
-    pub outbox_linger_ms: u64,
 }
 
 impl Layered for Settings {
