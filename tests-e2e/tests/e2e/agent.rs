@@ -403,7 +403,12 @@ async fn staged_actions_belong_to_their_caller_and_expire_after_15_minutes() {
         )
         .await;
     assert_eq!(bad.status, 400);
-    s.clock.advance(time::Duration::minutes(16));
+    // Still open at 14 minutes (a second action, taken by rejecting it) ...
+    let (second, _) = stage(&s, &owner, "create an organization named Other Org in TR").await;
+    s.clock.advance(time::Duration::minutes(14));
+    assert_eq!(reject(&s, &owner, &second).await.status, 200);
+    // ... and expired past 15.
+    s.clock.advance(time::Duration::minutes(2));
     let late = confirm(&s, &owner, &id).await;
     assert_eq!(
         (late.status, late.error()),
@@ -631,6 +636,58 @@ async fn soul_is_bounded_in_characters_and_curation_counts_activity() {
 }
 
 #[tokio::test]
+async fn a_redelivered_audit_event_is_one_activity_entry() {
+    let s = TestStack::spawn().await;
+    let me = s.sign_in("redelivered@example.com").await;
+    let uid: hub_domain::UserId =
+        serde_json::from_value(s.get("/v1/auth/me", Some(&me)).await.body["user_id"].clone())
+            .expect("a user id");
+    // The same event twice, as a redelivery would bring it (no JetStream dedup).
+    let env = event_contracts::Envelope::new(event_contracts::AuditRecorded {
+        actor_user_id: Some(uid),
+        action: "test.redelivered".into(),
+        subject: format!("user:{uid}"),
+        detail: json!({}),
+        ip: "127.0.0.1".into(),
+    });
+    let js = async_nats::jetstream::new(s.nats.clone());
+    let subject = s
+        .naming
+        .subject(<event_contracts::AuditRecorded as event_contracts::Event>::SUBJECT);
+    for _ in 0..2 {
+        let bytes = serde_json::to_vec(&env).expect("json");
+        js.publish(subject.clone(), bytes.into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    // Stored once, whatever arrives after.
+    let stored = eventually(Duration::from_secs(10), || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent.activity WHERE event_id = $1")
+            .bind(env.id)
+            .fetch_one(&s.db)
+            .await
+            .unwrap_or(0);
+        (n > 0).then_some(n)
+    })
+    .await;
+    assert_eq!(stored, Some(1));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let c = s.post("/v1/memory/curate", Some(&me), json!({})).await;
+    assert_eq!(c.body["entries_processed"], 1, "{:?}", c.body);
+    let memory = s.get("/v1/memory", Some(&me)).await;
+    assert!(
+        memory.body["memory_md"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("- test.redelivered: 1"),
+        "{:?}",
+        memory.body
+    );
+}
+
+#[tokio::test]
 async fn scheduled_curation_runs_once_per_local_night_across_two_replicas() {
     let s = TestStack::spawn().await;
     let me = s.sign_in("nightly@example.com").await;
@@ -752,6 +809,16 @@ fn provider() -> String {
                 .unwrap_or("");
             let seen = system.contains("MARKER-SOUL");
             answer(json!({"role": "assistant", "content": format!("soul seen: {seen}")}))
+        } else if user.starts_with("MODEL:memory") {
+            let system = messages
+                .first()
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or("");
+            let seen = system.contains("What you remember of their activity\nHello from the model");
+            answer(json!({"role": "assistant", "content": format!("memory seen: {seen}")}))
+        } else if user.contains("LONGSUMMARY") {
+            // A summary far over the bound.
+            answer(json!({"role": "assistant", "content": "word ".repeat(400)}))
         } else {
             answer(json!({"role": "assistant", "content": "Hello from the model"}))
         }
@@ -964,4 +1031,30 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     assert_eq!(c.status, 200);
     let m = s.get("/v1/memory", Some(&owner)).await;
     assert_eq!(m.body["memory_md"], "Hello from the model", "{:?}", m.body);
+    // The curated memory reaches the model's context too.
+    let r = ask(
+        &s,
+        &owner,
+        json!({"message": "MODEL:memory", "org_id": org}),
+    )
+    .await;
+    assert_eq!(reply(&r), "memory seen: true", "{:?}", r.body);
+    // A model-written summary is held to 150 words too.
+    let r = ask(
+        &s,
+        &owner,
+        json!({"message": "MODEL:plain LONGSUMMARY", "org_id": org}),
+    )
+    .await;
+    let cid = r.body["conversation_id"].as_str().unwrap_or_default();
+    let closed = s
+        .post(
+            &format!("/v1/agent/conversations/{cid}/close"),
+            Some(&owner),
+            json!({}),
+        )
+        .await;
+    let summary = closed.body["summary"].as_str().unwrap_or_default();
+    assert!(summary.starts_with("word word"), "{summary}");
+    assert_eq!(summary.split_whitespace().count(), 150, "{summary}");
 }
