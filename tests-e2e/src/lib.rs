@@ -725,3 +725,93 @@ where
     tokio::spawn(server);
     format!("http://127.0.0.1:{port}")
 }
+
+/// Send one HTTP/1.1 request with its target exactly as given, byte for byte
+/// (what `curl --path-as-is` sends: no dot-segment resolution, no
+/// re-encoding, backslashes kept), to `base` (`http://host:port`).
+pub async fn raw_request(
+    base: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .unwrap_or_else(|e| panic!("connect {authority}: {e}"));
+    let mut head = format!(
+        "{method} {target} HTTP/1.1\r\nhost: {authority}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head += &format!("{k}: {v}\r\n");
+    }
+    head += "\r\n";
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body);
+    stream.write_all(&out).await.expect("write request");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut raw))
+        .await
+        .expect("response within 30 s")
+        .expect("read response");
+    parse_raw_response(&raw)
+}
+
+fn parse_raw_response(raw: &[u8]) -> Resp {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line in {head:?}"));
+    let mut headers = reqwest::header::HeaderMap::new();
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            if let (Ok(k), Ok(v)) = (
+                reqwest::header::HeaderName::from_bytes(k.trim().as_bytes()),
+                reqwest::header::HeaderValue::from_str(v.trim()),
+            ) {
+                headers.append(k, v);
+            }
+        }
+    }
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .get("transfer-encoding")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    if chunked {
+        let mut decoded = Vec::new();
+        let mut rest = &body[..];
+        while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+            let size = usize::from_str_radix(
+                String::from_utf8_lossy(&rest[..eol])
+                    .split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim(),
+                16,
+            )
+            .unwrap_or(0);
+            if size == 0 || rest.len() < eol + 2 + size {
+                break;
+            }
+            decoded.extend_from_slice(&rest[eol + 2..eol + 2 + size]);
+            rest = &rest[(eol + 4 + size).min(rest.len())..];
+        }
+        body = decoded;
+    }
+    Resp {
+        status,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        headers,
+    }
+}

@@ -8,9 +8,11 @@ mod email;
 mod identity;
 mod ids;
 mod money;
+mod service;
 
 pub use authz::{Capability, Role, CAPABILITIES, ROLES};
 pub use email::{Email, EmailError};
 pub use identity::{Credential, CredentialKind, Identity, Membership};
 pub use ids::{ApiKeyId, OrgId, UserId};
 pub use money::{CountryCode, CountryError, Currency, MinorUnits};
+pub use service::ServiceName;

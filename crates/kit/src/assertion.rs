@@ -17,7 +17,11 @@
 //! service believes. A service that calls another service signs with its own
 //! caller key (issuer = its name); the receiver lists, per calling service, the
 //! keys it accepts and the internal routes that service may call. The gateway's
-//! assertions are refused on `/internal/` routes. Rotation: a receiver accepts
+//! assertions are refused on `/internal/` routes, twice: by the verifier on the
+//! path, and by the `/internal` scope itself ([`internal`]) on the route actix
+//! matched, whatever the spelling. Every path is canonical first
+//! ([`crate::path`]), so both see the same route. An internal handler names the
+//! services it serves in its [`Peer`] extractor. Rotation: a receiver accepts
 //! every key in its lists; the signer uses one.
 //!
 //! HMAC-SHA256 per receiver rather than Ed25519: both meet the goal (a key good
@@ -37,11 +41,13 @@ use actix_web::{
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use hub_domain::{Capability, Credential, CredentialKind, Identity, OrgId, Role, UserId};
+use hub_domain::{
+    Capability, Credential, CredentialKind, Identity, OrgId, Role, ServiceName, UserId,
+};
 use ring::{digest, hmac};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
-use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{future::Future, marker::PhantomData, pin::Pin, sync::Arc, time::Duration};
 use uuid::Uuid;
 
 pub const ASSERTION_HEADER: &str = "x-hub-assertion";
@@ -324,6 +330,7 @@ impl Verifier {
             .split_once('?')
             .map_or(facts.path_and_query, |(p, _)| p);
         let allowed = match &principal.routes {
+            _ if crate::path::check(path).is_err() => false,
             None => !path.starts_with("/internal/"),
             Some(routes) => routes.iter().any(|r| r.matches(facts.method, path)),
         };
@@ -371,6 +378,12 @@ pub async fn require_assertion(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    // Before anything reads the path: one spelling, so that what actix routes
+    // on is what the assertion names and what the route lists match.
+    if let Err(e) = crate::path::check(req.path()) {
+        let resp = json_error(StatusCode::BAD_REQUEST, e.message());
+        return Ok(req.into_response(resp).map_into_right_body());
+    }
     if exempt(req.path()) {
         return Ok(next.call(req).await?.map_into_left_body());
     }
@@ -447,6 +460,110 @@ fn assertion_of(req: &HttpRequest) -> Result<Arc<Assertion>, ApiError> {
 }
 
 type Ready<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;
+
+/// Serve `routes` under `/internal`, for calling services only. The scope's
+/// own middleware refuses the gateway's assertions on whatever request actix
+/// routed into it, so no spelling of a path reaches an internal handler with
+/// the gateway's key (the verifier's check on the path is the first line).
+pub fn internal(cfg: &mut web::ServiceConfig, routes: impl FnOnce(&mut web::ServiceConfig)) {
+    cfg.service(
+        web::scope("/internal")
+            .wrap(actix_web::middleware::from_fn(peers_only))
+            .configure(routes),
+    );
+}
+
+async fn peers_only(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let issuer = req
+        .extensions()
+        .get::<Arc<Assertion>>()
+        .map(|a| a.iss.clone());
+    match issuer {
+        Some(iss) if iss != GATEWAY => Ok(next.call(req).await?.map_into_left_body()),
+        _ => {
+            tracing::warn!(
+                path = req.path(),
+                "refused an internal route to the gateway's assertion"
+            );
+            let resp = json_error(
+                StatusCode::UNAUTHORIZED,
+                VerifyError::RouteNotAllowed.message(),
+            );
+            Ok(req.into_response(resp).map_into_right_body())
+        }
+    }
+}
+
+/// The services an internal route serves: a marker type names them, so that
+/// a handler cannot take an internal request without saying from whom.
+pub trait Callers {
+    const ALLOWED: &'static [ServiceName];
+}
+
+/// Marker types for [`Peer`]: `Peer<from::Kyc>` serves kyc and nobody else.
+pub mod from {
+    use super::Callers;
+    use hub_domain::ServiceName;
+
+    macro_rules! callers {
+        ($($name:ident),*) => {$(
+            #[doc = concat!("Served to ", stringify!($name), " only.")]
+            pub struct $name;
+            impl Callers for $name {
+                const ALLOWED: &'static [ServiceName] = &[ServiceName::$name];
+            }
+        )*};
+    }
+    callers!(
+        Identity,
+        OrgBilling,
+        Kyc,
+        ServerProduct,
+        WebhookDispatcher,
+        Agent
+    );
+}
+
+/// The caller of an internal route: one of the services `C` names, never the
+/// gateway and never some other service holding a valid key; 403 otherwise.
+pub struct Peer<C: Callers> {
+    pub service: ServiceName,
+    assertion: Arc<Assertion>,
+    _callers: PhantomData<C>,
+}
+
+impl<C: Callers> Peer<C> {
+    /// The user the calling service acts for (401 when it asserted none).
+    pub fn caller(&self) -> Result<Caller, ApiError> {
+        Caller::from_assertion(&self.assertion)
+    }
+
+    fn of(a: Arc<Assertion>) -> Result<Peer<C>, ApiError> {
+        match ServiceName::parse(&a.iss) {
+            Some(service) if C::ALLOWED.contains(&service) => Ok(Peer {
+                service,
+                assertion: a,
+                _callers: PhantomData,
+            }),
+            _ => Err(ApiError::forbidden(format!(
+                "this internal route does not serve {}",
+                a.iss
+            ))),
+        }
+    }
+}
+
+impl<C: Callers + 'static> FromRequest for Peer<C> {
+    type Error = ApiError;
+    type Future = Ready<Self>;
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let r = assertion_of(req).and_then(Peer::of);
+        Box::pin(async move { r })
+    }
+}
 
 /// The verified request context: always present behind [`require_assertion`],
 /// with or without an identity.
@@ -816,6 +933,75 @@ mod tests {
             let (p, sig) = minter(GATEWAY, "svc", k).sign(None, None, false, &f);
             assert!(v.verify(&p, &sig, &f, now_unix()).is_ok());
         }
+    }
+
+    fn assertion_from(iss: &str) -> Assertion {
+        Assertion {
+            iss: iss.into(),
+            aud: "svc".into(),
+            identity: Some(identity()),
+            credential: None,
+            memberships_truncated: false,
+            ip: String::new(),
+            request_id: String::new(),
+            jti: Uuid::new_v4(),
+            method: "GET".into(),
+            path: String::new(),
+            body_sha256: String::new(),
+            idempotency_key: None,
+            iat: 0,
+            deadline_ms: None,
+        }
+    }
+
+    /// The `/internal` scope and the `Peer` extractor on their own: the
+    /// request already carries a verified assertion of `iss` (as behind
+    /// `require_assertion`), whatever path checks ran before.
+    async fn internal_status(iss: &'static str, path: &str) -> u16 {
+        use actix_web::{middleware::from_fn, test, App, HttpResponse};
+        async fn served(_peer: Peer<from::Kyc>) -> HttpResponse {
+            HttpResponse::Ok().finish()
+        }
+        let app = test::init_service(
+            App::new()
+                .configure(|c| {
+                    internal(c, |c| {
+                        c.route("/v1/x", web::get().to(served));
+                    })
+                })
+                .route("/v1/x", web::get().to(served))
+                .wrap(from_fn(move |req: ServiceRequest, next: Next<_>| {
+                    req.extensions_mut().insert(Arc::new(assertion_from(iss)));
+                    next.call(req)
+                })),
+        )
+        .await;
+        let req = test::TestRequest::get().uri(path).to_request();
+        test::call_service(&app, req).await.status().as_u16()
+    }
+
+    #[actix_web::test]
+    async fn the_internal_scope_refuses_the_gateway_on_the_matched_route() {
+        assert_eq!(internal_status("kyc", "/internal/v1/x").await, 200);
+        // actix decodes %69 before it routes: the scope still matches, and refuses.
+        for path in ["/internal/v1/x", "/%69nternal/v1/x", "/%69%6E%74ernal/v1/x"] {
+            assert_eq!(internal_status(GATEWAY, path).await, 401, "{path}");
+        }
+        assert_eq!(internal_status("kyc", "/%69nternal/v1/x").await, 200);
+    }
+
+    #[actix_web::test]
+    async fn a_peer_extractor_serves_the_service_it_names_only() {
+        assert_eq!(internal_status("kyc", "/internal/v1/x").await, 200);
+        for other in ["agent", "org_billing", "someone"] {
+            assert_eq!(
+                internal_status(other, "/internal/v1/x").await,
+                403,
+                "{other}"
+            );
+        }
+        // Outside the scope, the extractor alone refuses the gateway too.
+        assert_eq!(internal_status(GATEWAY, "/v1/x").await, 403);
     }
 
     #[test]

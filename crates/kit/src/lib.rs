@@ -8,6 +8,7 @@
 //!   `/healthz` and `/readyz`.
 //! - [`assertion`]: the gateway's signed identity assertion, its middleware and
 //!   the verified-identity extractors.
+//! - [`path`]: the one canonical spelling of a request path (gateway and services).
 //! - [`db`], [`nats`], [`outbox`]: Postgres pool and migrations, NATS and
 //!   JetStream streams, the transactional outbox and its relay, durable consumers.
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
@@ -20,6 +21,7 @@ pub mod error;
 pub mod http;
 pub mod nats;
 pub mod outbox;
+pub mod path;
 pub mod peer;
 pub mod sealed;
 pub mod server;

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 pub const SCHEMA: &str = "agent";
 /// This service's name in assertions (their audience and, when it calls, issuer).
-pub const SERVICE: &str = "agent";
+pub const SERVICE: &str = hub_domain::ServiceName::Agent.as_str();
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/agent");
 
 /// The running service (port, server, background tasks).

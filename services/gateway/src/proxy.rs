@@ -4,7 +4,7 @@ use crate::{
     cache::{self, IdentityCache, Resolved},
     clientip::TrustedProxies,
     flights::Flights,
-    routing::Router,
+    routing::{self, Router},
 };
 use actix_web::{
     http::{header, StatusCode},
@@ -58,8 +58,13 @@ pub fn upstream_client() -> reqwest::Client {
         })
 }
 
-/// Hop-by-hop headers (RFC 9110 7.6.1) and ones the gateway sets itself.
-const DROP_REQUEST: [&str; 13] = [
+/// Hop-by-hop headers (RFC 9110 7.6.1), ones the gateway sets itself, and the
+/// caller's credential: only identity's bearer resolution sees the bearer
+/// (`fetch`); services act on the signed assertion, so none of them (the
+/// webhook-dispatcher talks to the internet) ever holds a live token it could
+/// replay.
+const DROP_REQUEST: [&str; 14] = [
+    "authorization",
     "connection",
     "keep-alive",
     "proxy-authenticate",
@@ -320,6 +325,10 @@ pub async fn handle(
     client: web::Data<reqwest::Client>,
 ) -> HttpResponse {
     let method = req.method().as_str().to_owned();
+    // One spelling of the path before anything reads it (routing included).
+    if let Err(e) = service_kit::path::check(req.path()) {
+        return json_error(StatusCode::BAD_REQUEST, e.message());
+    }
     let Some(target) = gw.router.route(host.product, req.path()) else {
         return json_error(StatusCode::NOT_FOUND, "no such route");
     };
@@ -395,14 +404,12 @@ pub async fn handle(
             headers.append(n, v);
         }
     }
-    // The URL as it will be sent (the parser normalizes path and query): the
-    // assertion binds exactly what the service will receive.
-    let url = match req.query_string() {
-        "" => format!("{base}{path}"),
-        q => format!("{base}{path}?{q}"),
-    };
-    let Ok(url) = reqwest::Url::parse(&url) else {
-        return json_error(StatusCode::BAD_REQUEST, "malformed request target");
+    // The URL as it will be sent: its path is the routed path byte for byte
+    // (else 400), its query as the parser normalized it; the assertion binds
+    // exactly what the service will receive.
+    let url = match routing::forward_url(base, &path, req.query_string()) {
+        Ok(url) => url,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e.message()),
     };
     let path_and_query = match url.query() {
         Some(q) => format!("{}?{q}", url.path()),

@@ -1,6 +1,7 @@
 //! Which service owns a path, and which endpoints are public.
 
 use crate::settings::{RouteRule, Settings};
+use service_kit::path::PathError;
 use std::collections::HashSet;
 
 #[derive(Debug, Clone)]
@@ -107,10 +108,46 @@ impl Router {
     }
 }
 
+/// Why a request target cannot be forwarded as it is.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TargetError {
+    /// The path is not canonical ([`service_kit::path`]).
+    Path(PathError),
+    /// The URL parser would send another path than the one routed.
+    Rewritten,
+}
+
+impl TargetError {
+    pub fn message(&self) -> &'static str {
+        match self {
+            TargetError::Path(e) => e.message(),
+            TargetError::Rewritten => "malformed request target",
+        }
+    }
+}
+
+/// The URL to forward `path` (already routed) and `query` to on `base`. The
+/// path it carries is exactly `path`, or the request is refused: the route
+/// choice, the public-route check, the assertion and the request the service
+/// receives all read the same bytes.
+pub fn forward_url(base: &str, path: &str, query: &str) -> Result<reqwest::Url, TargetError> {
+    service_kit::path::check(path).map_err(TargetError::Path)?;
+    let url = match query {
+        "" => format!("{base}{path}"),
+        q => format!("{base}{path}?{q}"),
+    };
+    let url = reqwest::Url::parse(&url).map_err(|_| TargetError::Rewritten)?;
+    if url.path() != path {
+        return Err(TargetError::Rewritten);
+    }
+    Ok(url)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::settings::Layered;
+    use proptest::prelude::*;
 
     fn router() -> Router {
         let s = Settings::from_layers(&[]).expect("defaults parse");
@@ -175,6 +212,154 @@ mod tests {
         assert_eq!(r.route(true, "/v1/auth/me"), None);
         assert_eq!(r.route(true, "/core-apix/v1/auth/me"), None);
         assert_eq!(r.route(false, "/v1/skus"), None);
+    }
+
+    /// Percent-decode every escape, as actix does before it routes.
+    fn decoded(p: &str) -> String {
+        let b = p.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            let hex = |j: usize| {
+                b.get(j)
+                    .and_then(|c| char::from(*c).to_digit(16))
+                    .map(|d| d as u8)
+            };
+            if b[i] == b'%' {
+                if let (Some(h), Some(l)) = (hex(i + 1), hex(i + 2)) {
+                    out.push(h << 4 | l);
+                    i += 3;
+                    continue;
+                }
+            }
+            out.push(b[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// A path as segments a client might chain: route names, an id,
+    /// traversal spellings and encodings, joined by `/` or an odd separator.
+    fn client_path() -> impl Strategy<Value = String> {
+        let segment = prop::sample::select(vec![
+            "v1",
+            "organizations",
+            "auth",
+            "me",
+            "core-api",
+            "servers",
+            "webhooks",
+            "agent",
+            "kyc",
+            "wallet",
+            "internal",
+            "%69nternal",
+            "lookup",
+            "profile",
+            "3f2a0000-0000-0000-0000-000000000000",
+            ".",
+            "..",
+            "%2e%2e",
+            "%2E%2E",
+            ".%2e",
+            "%2e",
+            "..%2f",
+            "..%2F",
+            "..\\",
+            "..%5c",
+            "",
+            "%20",
+            "%",
+            "%4",
+            "%7e",
+            "%00",
+            "%C3%A7",
+            "%25",
+            "a;b",
+            "x?y=1",
+            "x#f",
+        ]);
+        let sep = prop::sample::select(vec!["/", "/", "/", "/", "/", "//", "\\", "%2f"]);
+        // Mostly from a routed prefix, so that traversals start somewhere real.
+        let prefix = prop::sample::select(vec![
+            "",
+            "/v1/organizations/3f2a0000-0000-0000-0000-000000000000",
+            "/v1/organizations",
+            "/v1/agent",
+            "/v1/profile",
+            "/v1/auth/me",
+            "/core-api/v1/organizations",
+            "/core-api",
+            "/v1/servers",
+            "/v1/webhooks",
+        ]);
+        (prefix, prop::collection::vec((sep, segment), 0..7)).prop_map(|(prefix, parts)| {
+            let mut p = prefix.to_owned();
+            for (sep, seg) in parts {
+                p.push_str(sep);
+                p.push_str(seg);
+            }
+            if p.starts_with('/') {
+                p
+            } else {
+                format!("/{p}")
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+        /// Whatever path a client sends, the owner the gateway chooses and the
+        /// path it forwards never disagree: a path it accepts is forwarded byte
+        /// for byte, names the same owner when the service decodes it, and is
+        /// never an internal route.
+        #[test]
+        fn the_owner_and_the_forwarded_path_never_disagree(
+            path in client_path(),
+            product in any::<bool>(),
+        ) {
+            let r = router();
+            // The request line's path ends at `?` or `#`.
+            let path = path.split(['?', '#']).next().unwrap_or("/").to_owned();
+            let canonical = service_kit::path::check(&path).is_ok();
+            if let (true, Some(target)) = (canonical, r.route(product, &path)) {
+                let url = forward_url("http://upstream:8080", target.path, "x=1");
+                let url = url.expect("a canonical path is forwarded");
+                prop_assert_eq!(url.path(), target.path);
+                let seen = decoded(url.path());
+                // The service reads the same owner's route, never an internal one.
+                prop_assert!(!seen.starts_with("/internal"), "{} -> {}", path, seen);
+                prop_assert_eq!(
+                    r.core.service_for(&seen).or_else(|| r.product.service_for(&seen)),
+                    r.core.service_for(target.path).or_else(|| r.product.service_for(target.path)),
+                    "{} -> {}", path, seen
+                );
+                prop_assert_eq!(
+                    seen.split('/').count(),
+                    target.path.split('/').count(),
+                    "{} -> {}", path, seen
+                );
+            }
+            // And what it refuses is refused before anything routes it.
+            if !canonical {
+                prop_assert!(forward_url("http://upstream:8080", &path, "").is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn forward_url_refuses_what_a_parser_would_rewrite() {
+        let base = "http://upstream:8080";
+        for p in [
+            "/v1/organizations/../../internal/v1/x",
+            "/v1/organizations/%2e%2e/internal",
+            "/v1/a\\b",
+            "/v1//x",
+        ] {
+            assert!(forward_url(base, p, "").is_err(), "{p}");
+        }
+        let ok = forward_url(base, "/v1/organizations", "q=a b").expect("forwarded");
+        assert_eq!(ok.path(), "/v1/organizations");
     }
 
     #[test]

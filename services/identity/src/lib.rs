@@ -32,7 +32,7 @@ use std::{collections::HashSet, time::Duration};
 
 pub const SCHEMA: &str = "identity";
 /// This service's name in assertions (their audience).
-pub const SERVICE: &str = "identity";
+pub const SERVICE: &str = hub_domain::ServiceName::Identity.as_str();
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/identity");
 
 /// The running service (port, server, background tasks).

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 pub const SCHEMA: &str = "kyc";
 /// This service's name in assertions (their audience and, when it calls, issuer).
-pub const SERVICE: &str = "kyc";
+pub const SERVICE: &str = hub_domain::ServiceName::Kyc.as_str();
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/kyc");
 
 /// The running service (port, server, background tasks).

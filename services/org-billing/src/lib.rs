@@ -25,7 +25,7 @@ use std::time::Duration;
 
 pub const SCHEMA: &str = "org_billing";
 /// This service's name in assertions (their audience and, when it calls, issuer).
-pub const SERVICE: &str = "org_billing";
+pub const SERVICE: &str = hub_domain::ServiceName::OrgBilling.as_str();
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/org_billing");
 
 /// The running service (port, server, background tasks).

@@ -28,7 +28,7 @@ use std::{sync::Arc, time::Duration};
 
 pub const SCHEMA: &str = "server_product";
 /// This service's name in assertions (their audience).
-pub const SERVICE: &str = "server_product";
+pub const SERVICE: &str = hub_domain::ServiceName::ServerProduct.as_str();
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/server_product");
 
 /// The running service (port, server, background tasks).

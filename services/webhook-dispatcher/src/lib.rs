@@ -24,7 +24,7 @@ use std::{sync::Arc, time::Duration};
 
 pub const SCHEMA: &str = "webhook_dispatcher";
 /// This service's name in assertions (their audience).
-pub const SERVICE: &str = "webhook_dispatcher";
+pub const SERVICE: &str = hub_domain::ServiceName::WebhookDispatcher.as_str();
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/webhook_dispatcher");
 
 pub use service_kit::server::Running as Application;

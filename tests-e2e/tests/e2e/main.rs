@@ -22,4 +22,5 @@ mod profile;
 mod role_matrix;
 pub mod servers;
 mod sessions;
+mod traversal;
 mod webhooks;

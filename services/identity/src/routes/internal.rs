@@ -5,13 +5,17 @@ use crate::{memberships, state::AppState};
 use actix_web::{web, HttpResponse};
 use hub_domain::OrgId;
 use serde_json::json;
-use service_kit::{assertion::Caller, ApiResult};
+use service_kit::{
+    assertion::{from, Caller, Peer},
+    ApiResult,
+};
 
 /// POST /internal/v1/organizations/{id}/owner: org-billing's read-your-writes
 /// fast path after creating an organization: the asserted caller becomes its
 /// first owner (a no-op once the organization has members).
 pub async fn creator_owner(
     state: web::Data<AppState>,
+    _peer: Peer<from::OrgBilling>,
     caller: Caller,
     path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
@@ -34,7 +38,7 @@ pub struct TimezoneLookup {
 /// local night. Unknown ids are left out.
 pub async fn timezones(
     state: web::Data<AppState>,
-    _ctx: service_kit::assertion::RequestCtx,
+    _peer: Peer<from::Agent>,
     body: web::Json<TimezoneLookup>,
 ) -> ApiResult<HttpResponse> {
     if body.user_ids.len() > MAX_TIMEZONE_LOOKUP {

@@ -46,15 +46,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/v1/organizations/{id}/api-keys/{key_id}",
             web::delete().to(api_keys::revoke),
-        )
-        .route(
-            "/internal/v1/organizations/{id}/owner",
+        );
+    // Calling services only (`/internal/...`).
+    service_kit::assertion::internal(cfg, |c| {
+        c.route(
+            "/v1/organizations/{id}/owner",
             web::post().to(internal::creator_owner),
         )
-        .route(
-            "/internal/v1/users/timezones",
-            web::post().to(internal::timezones),
-        );
+        .route("/v1/users/timezones", web::post().to(internal::timezones));
+    });
 }
 
 pub use auth::{CREDENTIAL_EXPIRES_HEADER, CREDENTIAL_ID_HEADER, CREDENTIAL_KIND_HEADER};

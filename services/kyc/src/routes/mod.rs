@@ -23,11 +23,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route(
         "/v1/admin/kyc/{id}/request-info",
         web::post().to(admin::request_info),
-    )
-    .route(
-        "/internal/v1/organizations/{id}/kyc-state",
-        web::get().to(internal::kyc_state),
     );
+    // Calling services only (`/internal/...`).
+    service_kit::assertion::internal(cfg, |c| {
+        c.route(
+            "/v1/organizations/{id}/kyc-state",
+            web::get().to(internal::kyc_state),
+        );
+    });
 }
 
 /// A JSON body read after authorization (so that a caller without the right

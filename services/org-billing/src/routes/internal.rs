@@ -5,12 +5,15 @@ use crate::{kyc, state::AppState};
 use actix_web::{web, HttpResponse};
 use hub_domain::OrgId;
 use serde_json::json;
-use service_kit::{assertion::RequestCtx, ApiError, ApiResult};
+use service_kit::{
+    assertion::{from, Peer},
+    ApiError, ApiResult,
+};
 
 /// GET /internal/v1/organizations/{id}/profile (kyc): name and legal type.
 pub async fn profile(
     state: web::Data<AppState>,
-    _ctx: RequestCtx,
+    _peer: Peer<from::Kyc>,
     path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let row: Option<(String, String, String)> =
@@ -29,7 +32,7 @@ pub async fn profile(
 /// (the fast path; `applied` is false when it was not newer).
 pub async fn kyc_state(
     state: web::Data<AppState>,
-    _ctx: RequestCtx,
+    _peer: Peer<from::Kyc>,
     path: web::Path<OrgId>,
     body: web::Json<kyc::KycState>,
 ) -> ApiResult<HttpResponse> {
@@ -59,7 +62,7 @@ struct Found {
 /// directly.
 pub async fn lookup(
     state: web::Data<AppState>,
-    _ctx: RequestCtx,
+    _peer: Peer<from::Agent>,
     query: web::Query<LookupQuery>,
 ) -> ApiResult<HttpResponse> {
     let q = query.q.trim();

@@ -202,6 +202,7 @@ pub async fn update(
 #[tracing::instrument(skip_all)]
 pub async fn allowance(
     state: web::Data<AppState>,
+    _peer: service_kit::assertion::Peer<service_kit::assertion::from::Agent>,
     caller: Caller,
     path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {

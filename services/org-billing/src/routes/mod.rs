@@ -39,31 +39,31 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::post().to(tokens::grant),
         )
         .route(
-            "/internal/v1/organizations/{id}/tokens/spend",
-            web::post().to(tokens::spend),
-        )
-        .route(
             "/v1/organizations/{id}/members/{user_id}/ai",
             web::get().to(member_ai::get),
         )
         .route(
             "/v1/organizations/{id}/members/{user_id}/ai",
             web::patch().to(member_ai::update),
+        );
+    // Calling services only (`/internal/...`).
+    service_kit::assertion::internal(cfg, |c| {
+        c.route(
+            "/v1/organizations/{id}/tokens/spend",
+            web::post().to(tokens::spend),
         )
         .route(
-            "/internal/v1/organizations/{id}/ai-allowance",
+            "/v1/organizations/{id}/ai-allowance",
             web::get().to(member_ai::allowance),
         )
+        .route("/v1/organizations/lookup", web::get().to(internal::lookup))
         .route(
-            "/internal/v1/organizations/lookup",
-            web::get().to(internal::lookup),
-        )
-        .route(
-            "/internal/v1/organizations/{id}/profile",
+            "/v1/organizations/{id}/profile",
             web::get().to(internal::profile),
         )
         .route(
-            "/internal/v1/organizations/{id}/kyc-state",
+            "/v1/organizations/{id}/kyc-state",
             web::put().to(internal::kyc_state),
         );
+    });
 }

@@ -152,6 +152,7 @@ pub async fn grant(
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn spend(
     state: web::Data<AppState>,
+    _peer: service_kit::assertion::Peer<service_kit::assertion::from::Agent>,
     caller: Caller,
     path: web::Path<OrgId>,
     body: web::Json<Amount>,
