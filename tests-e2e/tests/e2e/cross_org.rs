@@ -472,6 +472,27 @@ async fn send(s: &TestStack, base: &str, c: &Case, token: &str) -> Resp {
 async fn another_organizations_real_ids_are_not_found_on_every_route_and_host() {
     let s = TestStack::spawn().await;
     let (a, b) = setup(&s).await;
+    // Every id in the table is well formed and taken from a real answer (an
+    // empty or made-up id would let its rows pass for the wrong reason); the
+    // snapshot then reads each of A's as A's owner.
+    for id in [
+        &a.id,
+        &a.key_id,
+        &a.member,
+        &a.server,
+        &a.endpoint,
+        &a.delivery,
+        &a.submission,
+        &a.other_session_id,
+        &a.staged_own,
+        &a.conversation,
+        &a.staged_credit,
+        &b.id,
+        &b.server,
+        &b.endpoint,
+    ] {
+        assert!(uuid::Uuid::parse_str(id).is_ok(), "not an id: {id:?}");
+    }
     let before = snapshot(&s, &a, &b).await;
     for (what, v) in &before {
         let ok = match v {
