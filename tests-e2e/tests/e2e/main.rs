@@ -9,6 +9,7 @@ mod auth;
 mod bad_input;
 mod consumers;
 mod contract;
+mod cross_org;
 mod gateway;
 mod isolation;
 mod kyc;
