@@ -343,7 +343,7 @@ async fn created_before(
 }
 
 /// The user-facing sentence for an action whose outcome is not known.
-pub const NOT_KNOWN_YET: &str = "The outcome is not known yet: it may still happen. Confirm this same action again (the same confirmation_id) to learn it; it will not run twice. Do not ask for it again: a new request would be a second action.";
+pub const NOT_KNOWN_YET: &str = "The outcome is not known yet: it may still happen. Confirm this same action again (the same confirmation_id) to learn it; confirming again does not repeat what already happened. Do not ask for it again: a new request would be a second action.";
 
 /// POST /v1/agent/confirm: run the action once. 200 with the route's answer
 /// when it happened; the route's own status and error when it refused; 202
