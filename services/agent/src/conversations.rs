@@ -5,8 +5,10 @@
 //! - `GET /v1/agent/conversations`: the caller's, newest first (at most 100).
 //! - `GET /v1/agent/conversations/{id}/messages`: its messages, oldest first.
 //! - `POST /v1/agent/conversations/{id}/close`: closes it and writes its
-//!   summary, at most 150 words: model-written when a provider is configured
-//!   and answers, otherwise extractive (the user's own requests, in order).
+//!   summary, at most 150 words: model-written when a provider is configured,
+//!   an organization pays for it (see [`close`]) and the model answers,
+//!   otherwise extractive (the user's own requests, in order). The model gets
+//!   the latest messages, at most `agent.summary_input_chars` characters.
 //!   Closing twice is a 409; a closed conversation takes no more messages.
 
 use crate::{

@@ -11,6 +11,11 @@
 //! local time (their profile timezone, from identity) is in the night window
 //! (02:00-05:00) and claims each for that local date with a conditional
 //! UPDATE, so a user is curated once per night however many replicas run.
+//!
+//! Curation is not charged (memory is the user's, not an organization's), so
+//! the model writes a user's memory at most once per
+//! `curation.model_interval_secs`, from a bounded input, and no database
+//! connection is held while it does (see [`curate`]).
 
 use crate::{model, state::AppState};
 use chrono::{TimeZone, Timelike};
