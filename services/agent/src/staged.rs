@@ -77,8 +77,15 @@ const RUNNING: &str =
 
 /// Why a staged action cannot be taken (after the conditional update missed).
 async fn refusal(state: &AppState, caller: &Caller, id: Uuid, rejecting: bool) -> ApiError {
-    let row: Result<Option<(String, OffsetDateTime, Option<OffsetDateTime>)>, _> = sqlx::query_as(
-        "SELECT status, expires_at, attempt_until FROM staged_actions WHERE id = $1 AND user_id = $2",
+    type Row = (
+        String,
+        OffsetDateTime,
+        Option<OffsetDateTime>,
+        Option<OffsetDateTime>,
+    );
+    let row: Result<Option<Row>, _> = sqlx::query_as(
+        "SELECT status, expires_at, attempt_until, decided_at FROM staged_actions \
+         WHERE id = $1 AND user_id = $2",
     )
     .bind(id)
     .bind(caller.user_id())
@@ -88,15 +95,18 @@ async fn refusal(state: &AppState, caller: &Caller, id: Uuid, rejecting: bool) -
     match row {
         Err(e) => e.into(),
         Ok(None) => ApiError::NotFound,
-        Ok(Some((status, expires_at, attempt_until))) => {
-            let running = status == "executing" && attempt_until.is_some_and(|t| t > now);
+        Ok(Some((status, expires_at, attempt_until, decided_at))) => {
+            let leased = status == "executing" && attempt_until.is_some_and(|t| t > now);
+            let retryable = decided_at
+                .is_some_and(|d| d > now - time::Duration::seconds(state.agent.unknown_retry_secs));
             ApiError::conflict(match status.as_str() {
                 "staged" if expires_at <= now => "this action expired; ask again",
                 "cancelled" => "this action was rejected",
                 "executed" | "failed" => "this action was already confirmed",
-                "staged" => RUNNING,
-                _ if running => RUNNING,
                 _ if rejecting => "this action may already have happened (its outcome is not known yet), so it cannot be rejected; confirm it again to learn its outcome",
+                // Taken by another confirmation (or it was free a moment ago).
+                "staged" => RUNNING,
+                _ if leased || retryable => RUNNING,
                 _ => "the outcome of this action was not settled in time and can no longer be checked here; look at the organization before asking again",
             })
         }
