@@ -5,16 +5,20 @@
 //! - `GET /v1/agent/conversations`: the caller's, newest first (at most 100).
 //! - `GET /v1/agent/conversations/{id}/messages`: its messages, oldest first.
 //! - `POST /v1/agent/conversations/{id}/close`: closes it and writes its
-//!   summary, at most 150 words: model-written when a provider is configured
-//!   and answers, otherwise extractive (the user's own requests, in order).
+//!   summary, at most 150 words: model-written when a provider is configured,
+//!   an organization pays for it (see [`close`]) and the model answers,
+//!   otherwise extractive (the user's own requests, in order). The model gets
+//!   the latest messages, at most `agent.summary_input_chars` characters.
 //!   Closing twice is a 409; a closed conversation takes no more messages.
 
 use crate::{
+    engine,
     journal::Exchange,
     model,
     state::AppState,
     tools::{Staged, Tier},
 };
+use hub_domain::OrgId;
 use serde::Serialize;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use time::OffsetDateTime;
@@ -92,6 +96,7 @@ pub async fn record_exchange(
     engine: &str,
     tier: Tier,
     staged: Option<&Staged>,
+    paid_by: Option<OrgId>,
 ) -> ApiResult<Saved> {
     let now = state.clock.now();
     let staged = staged.map(|s| {
@@ -111,6 +116,7 @@ pub async fn record_exchange(
         engine: engine.to_owned(),
         tier,
         staged,
+        paid_by: paid_by.map(|o| o.as_uuid()),
         at: now,
     };
     let conversation_id = e.conversation_id();
@@ -162,22 +168,56 @@ pub fn clamp_words(text: &str, max: usize) -> String {
 
 /// The extractive summary: the user's requests in order, clamped.
 pub fn extractive(user_messages: &[String]) -> String {
-    if user_messages.is_empty() {
+    extractive_of(user_messages.len(), user_messages)
+}
+
+/// The extractive summary of `requests` user messages of which `first` are
+/// the first ones (150 words never need more than 150 of them).
+pub fn extractive_of(requests: usize, first: &[String]) -> String {
+    if requests == 0 {
         return "An empty conversation.".into();
     }
-    let asked: Vec<String> = user_messages
+    let asked: Vec<String> = first
         .iter()
         .map(|m| m.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
     clamp_words(
         &format!(
             "{} request{}: {}",
-            asked.len(),
-            if asked.len() == 1 { "" } else { "s" },
+            requests,
+            if requests == 1 { "" } else { "s" },
             asked.join(" | ")
         ),
         SUMMARY_MAX_WORDS,
     )
+}
+
+/// Messages read at most for the model's summary.
+pub const SUMMARY_MESSAGES: i64 = 100;
+
+/// The transcript the model summarizes: `latest` (role, content), newest
+/// first, as "role: content" lines oldest first, at most `max_chars`
+/// characters in all (the oldest line kept is cut to fit).
+pub fn bounded_transcript(latest: &[(String, String)], max_chars: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut left = max_chars;
+    for (role, content) in latest {
+        let sep = usize::from(!lines.is_empty());
+        if left <= sep {
+            break;
+        }
+        let line = format!("{role}: {content}");
+        let n = line.chars().count();
+        if n + sep <= left {
+            left -= n + sep;
+            lines.push(line);
+        } else {
+            lines.push(line.chars().take(left - sep).collect());
+            break;
+        }
+    }
+    lines.reverse();
+    lines.join("\n")
 }
 
 /// Close a conversation of the caller's and write its summary.
@@ -204,19 +244,32 @@ pub async fn close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Con
             Some(_) => ApiError::conflict("this conversation is already closed"),
         });
     }
-    let all: Vec<(String, String)> =
-        sqlx::query_as("SELECT role, content FROM messages WHERE conversation_id = $1 ORDER BY id")
-            .bind(id)
-            .fetch_all(&state.pool)
-            .await?;
-    let user_messages: Vec<String> = all
-        .iter()
-        .filter(|(r, _)| r == "user")
-        .map(|(_, c)| c.clone())
-        .collect();
-    let summary = match ai_summary(state, &all).await {
+    let requests: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE conversation_id = $1 AND role = 'user'",
+    )
+    .bind(id)
+    .fetch_one(&state.pool)
+    .await?;
+    let first: Vec<String> = sqlx::query_scalar(
+        "SELECT content FROM messages WHERE conversation_id = $1 AND role = 'user' ORDER BY id LIMIT $2",
+    )
+    .bind(id)
+    .bind(SUMMARY_MAX_WORDS as i64)
+    .fetch_all(&state.pool)
+    .await?;
+    let budget = state.agent.summary_input_chars;
+    let latest: Vec<(String, String)> = sqlx::query_as(
+        "SELECT role, left(content, $3) FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2",
+    )
+    .bind(id)
+    .bind(SUMMARY_MESSAGES)
+    .bind(i32::try_from(budget).unwrap_or(i32::MAX))
+    .fetch_all(&state.pool)
+    .await?;
+    let transcript = bounded_transcript(&latest, budget);
+    let summary = match paid_summary(state, caller, id, &transcript).await {
         Some(s) => clamp_words(&s, SUMMARY_MAX_WORDS),
-        None => extractive(&user_messages),
+        None => extractive_of(usize::try_from(requests).unwrap_or(0), &first),
     };
     Ok(sqlx::query_as(
         "UPDATE conversations SET summary = $2 WHERE id = $1 RETURNING id, summary, closed_at, created_at",
@@ -227,22 +280,53 @@ pub async fn close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Con
     .await?)
 }
 
-/// The model's summary, if a provider is configured and answers.
-async fn ai_summary(state: &AppState, all: &[(String, String)]) -> Option<String> {
-    if all.is_empty() {
+/// The model's summary, paid with AI tokens like an answer: by the
+/// organization that paid for the conversation's latest model-written reply,
+/// else the caller's only organization. None (the extractive summary stands)
+/// without a provider, without such an organization, when its allowance
+/// refuses, when the provider fails, or when the spend is refused (nothing
+/// model-written is kept unpaid). No connection is held while the model works.
+async fn paid_summary(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    transcript: &str,
+) -> Option<String> {
+    if !state.provider() || transcript.is_empty() {
         return None;
     }
-    let transcript: Vec<String> = all.iter().map(|(r, c)| format!("{r}: {c}")).collect();
+    let paid_before: Option<OrgId> = sqlx::query_scalar(
+        "SELECT org_id FROM messages WHERE conversation_id = $1 AND org_id IS NOT NULL ORDER BY id DESC LIMIT 1",
+    )
+    .bind(id)
+    .fetch_optional(&state.pool)
+    .await
+    .map_err(|e| tracing::warn!(error = %e, "cannot read who paid for the conversation"))
+    .ok()?;
+    let org = paid_before.or_else(|| engine::charged_org(caller, None))?;
+    if let Err(e) = engine::check_allowance(state, caller, org).await {
+        tracing::info!(error = %e, "the summary cannot be paid for; the extractive one stands");
+        return None;
+    }
+    let timeout = model::budget(state, caller.time_left())?;
     let instruction = format!(
         "Summarize this conversation between a user and the hub's assistant in at most {SUMMARY_MAX_WORDS} words. Plain text."
     );
-    model::write(
+    let c = model::compose(
         state,
         "conversation summary",
         &instruction,
-        &transcript.join("\n"),
+        transcript,
+        timeout,
     )
-    .await
+    .await?;
+    match engine::spend(state, caller, org, c.tokens).await {
+        Ok(()) => Some(c.content),
+        Err(e) => {
+            tracing::info!(error = %e, "the summary was not paid for; the extractive one stands");
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -260,5 +344,25 @@ mod tests {
         assert_eq!(clamp_words("a b  c", 2), "a b…");
         assert_eq!(clamp_words("a b", 2), "a b");
         assert_eq!(extractive(&[]), "An empty conversation.");
+        // From the first requests only, the same summary.
+        let many: Vec<String> = (0..400).map(|i| format!("m{i}")).collect();
+        assert_eq!(extractive_of(many.len(), &many[..150]), extractive(&many));
+    }
+
+    #[test]
+    fn the_transcript_is_the_latest_messages_within_the_bound() {
+        let newest_first: Vec<(String, String)> = (0..10)
+            .rev()
+            .map(|i| ("user".to_owned(), format!("m{i} {}", "x".repeat(100))))
+            .collect();
+        let t = bounded_transcript(&newest_first, 500);
+        assert!(t.chars().count() <= 500, "{}", t.chars().count());
+        assert!(t.ends_with(&format!("user: m9 {}", "x".repeat(100))), "{t}");
+        // m5 is cut to fit; nothing older is there.
+        assert!(t.starts_with("user: m5 x") && !t.contains("m4 "), "{t}");
+        assert_eq!(bounded_transcript(&newest_first[..1], 7), "user: m");
+        assert_eq!(bounded_transcript(&[], 10), "");
+        let all = bounded_transcript(&newest_first, 100_000);
+        assert!(all.starts_with("user: m0 ") && all.lines().count() == 10);
     }
 }

@@ -43,6 +43,8 @@ struct Answer {
     notice: String,
     staged: Option<Staged>,
     logged: bool,
+    /// The organization whose tokens paid for it (model-written answers).
+    paid_by: Option<OrgId>,
 }
 
 impl Answer {
@@ -54,6 +56,7 @@ impl Answer {
                 notice,
                 staged: None,
                 logged: false,
+                paid_by: None,
             },
             Outcome::Logged(reply) => Answer {
                 reply,
@@ -61,6 +64,7 @@ impl Answer {
                 notice,
                 staged: None,
                 logged: true,
+                paid_by: None,
             },
             Outcome::Staged(s) => Answer {
                 reply: format!(
@@ -71,6 +75,7 @@ impl Answer {
                 notice,
                 staged: Some(s),
                 logged: false,
+                paid_by: None,
             },
         }
     }
@@ -118,7 +123,12 @@ pub async fn answer(
             Some(org) => {
                 check_allowance(state, caller, org).await?;
                 match with_model(&ctx, org, message, conversation).await {
-                    Ok(a) => answer = Some(a),
+                    Ok(a) => {
+                        answer = Some(Answer {
+                            paid_by: Some(org),
+                            ..a
+                        })
+                    }
                     Err(Fallback::Provider(e)) => {
                         tracing::warn!(error = %e, "model provider failed; rules answer");
                         notice = format!(
@@ -163,6 +173,7 @@ pub async fn answer(
         &answer.engine,
         tier,
         answer.staged.as_ref(),
+        answer.paid_by,
     )
     .await?;
     Ok(AgentReply {
@@ -192,7 +203,7 @@ async fn with_rules(ctx: &Ctx<'_>, message: &str, notice: String) -> ApiResult<A
 }
 
 /// The organization whose tokens pay: the request's, else the caller's only one.
-fn charged_org(caller: &Caller, scope: Option<OrgId>) -> Option<OrgId> {
+pub(crate) fn charged_org(caller: &Caller, scope: Option<OrgId>) -> Option<OrgId> {
     scope.or(match caller.identity.memberships.as_slice() {
         [only] if !caller.memberships_truncated => Some(only.org_id),
         _ => None,
@@ -211,7 +222,11 @@ fn token_refusal(r: &tools::Reply) -> ApiError {
 
 /// Before the model runs: 403 when AI is disabled for the member, 402 when the
 /// organization or the member's limit has nothing left.
-async fn check_allowance(state: &AppState, caller: &Caller, org: OrgId) -> ApiResult<()> {
+pub(crate) async fn check_allowance(
+    state: &AppState,
+    caller: &Caller,
+    org: OrgId,
+) -> ApiResult<()> {
     let path = format!("/internal/v1/organizations/{org}/ai-allowance");
     let r = tools::call(
         &state.peers.org_billing,
@@ -243,7 +258,12 @@ async fn check_allowance(state: &AppState, caller: &Caller, org: OrgId) -> ApiRe
     Ok(())
 }
 
-async fn spend(state: &AppState, caller: &Caller, org: OrgId, tokens: i64) -> ApiResult<()> {
+pub(crate) async fn spend(
+    state: &AppState,
+    caller: &Caller,
+    org: OrgId,
+    tokens: i64,
+) -> ApiResult<()> {
     let path = format!("/internal/v1/organizations/{org}/tokens/spend");
     let body = json!({"amount": tokens, "reason": "assistant"});
     let r = tools::call(
@@ -348,6 +368,7 @@ async fn with_model(
                 notice: String::new(),
                 staged: None,
                 logged,
+                paid_by: None,
             });
         }
         messages.push(c.message.clone());
@@ -381,5 +402,6 @@ async fn with_model(
         notice: "The model used all its tool rounds; these are the tools' answers.".into(),
         staged: None,
         logged,
+        paid_by: None,
     })
 }

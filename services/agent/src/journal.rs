@@ -33,6 +33,8 @@ pub struct Exchange {
     pub tier: Tier,
     /// The staged action and its confirmation id and expiry.
     pub staged: Option<(Uuid, Staged, OffsetDateTime)>,
+    /// The organization whose AI tokens paid for a model-written reply.
+    pub paid_by: Option<Uuid>,
     pub at: OffsetDateTime,
 }
 
@@ -199,6 +201,7 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
         let mut engine: Vec<Option<&str>> = Vec::with_capacity(kept.len() * 2);
         let mut tier: Vec<Option<&str>> = Vec::with_capacity(kept.len() * 2);
         let mut confirmation: Vec<Option<Uuid>> = Vec::with_capacity(kept.len() * 2);
+        let mut paid_by: Vec<Option<Uuid>> = Vec::with_capacity(kept.len() * 2);
         let mut at = Vec::with_capacity(kept.len() * 2);
         for e in &kept {
             conv.extend([e.conversation_id(); 2]);
@@ -207,12 +210,13 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
             engine.extend([None, Some(e.engine.as_str())]);
             tier.extend([None, Some(e.tier.as_str())]);
             confirmation.extend([None, e.staged.as_ref().map(|s| s.0)]);
+            paid_by.extend([None, e.paid_by]);
             at.extend([e.at; 2]);
         }
         sqlx::query(
-            "INSERT INTO messages (conversation_id, role, content, engine, tier, confirmation_id, created_at) \
-             SELECT c, r, t, e, ti, ci, a FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
-                                  $6::uuid[], $7::timestamptz[]) WITH ORDINALITY AS m(c, r, t, e, ti, ci, a, n) ORDER BY n",
+            "INSERT INTO messages (conversation_id, role, content, engine, tier, confirmation_id, created_at, org_id) \
+             SELECT c, r, t, e, ti, ci, a, o FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                                  $6::uuid[], $7::timestamptz[], $8::uuid[]) WITH ORDINALITY AS m(c, r, t, e, ti, ci, a, o, n) ORDER BY n",
         )
         .bind(conv)
         .bind(role)
@@ -221,6 +225,7 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
         .bind(tier)
         .bind(confirmation)
         .bind(at)
+        .bind(paid_by)
         .execute(&mut *tx)
         .await?;
     }

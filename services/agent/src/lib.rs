@@ -100,6 +100,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             .connect_timeout(Duration::from_secs(3))
             .build()?,
         clock: rt.clock.clone(),
+        attempt_lease: staged::attempt_lease(&settings),
     });
     let activity_pool = pool.clone();
     f.tasks

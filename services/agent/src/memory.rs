@@ -11,6 +11,11 @@
 //! local time (their profile timezone, from identity) is in the night window
 //! (02:00-05:00) and claims each for that local date with a conditional
 //! UPDATE, so a user is curated once per night however many replicas run.
+//!
+//! Curation is not charged (memory is the user's, not an organization's), so
+//! the model writes a user's memory at most once per
+//! `curation.model_interval_secs`, from a bounded input, and no database
+//! connection is held while it does (see [`curate`]).
 
 use crate::{model, state::AppState};
 use chrono::{TimeZone, Timelike};
@@ -139,8 +144,19 @@ pub fn counted(counts: &[(String, i64)], now: OffsetDateTime) -> String {
     s
 }
 
+/// Actions named to the model at most (the most frequent; the others are
+/// counted together).
+pub const MODEL_ACTIONS: usize = 50;
+
 /// Curate one user now: mark their new activity processed and rewrite
 /// memory_md. Returns how many entries this run processed.
+///
+/// One short transaction marks, counts, advances the count and, when a
+/// provider is configured and the user's model interval has passed, claims the
+/// model's turn; the model then writes with no connection held, and its text
+/// is stored only if no later turn was claimed meanwhile. Without a provider
+/// the count is the memory; with one, curations between the model's turns
+/// leave the memory as the model wrote it.
 pub async fn curate(state: &AppState, user: Uuid) -> ApiResult<i64> {
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
@@ -149,10 +165,12 @@ pub async fn curate(state: &AppState, user: Uuid) -> ApiResult<i64> {
         .bind(user)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("SELECT 1 FROM memory_docs WHERE user_id = $1 FOR UPDATE")
-        .bind(user)
-        .execute(&mut *tx)
-        .await?;
+    let last_model: Option<OffsetDateTime> = sqlx::query_scalar(
+        "SELECT model_curated_at FROM memory_docs WHERE user_id = $1 FOR UPDATE",
+    )
+    .bind(user)
+    .fetch_one(&mut *tx)
+    .await?;
     let processed: i64 = sqlx::query_scalar(
         "WITH done AS (UPDATE activity SET curated_at = $2 WHERE user_id = $1 AND curated_at IS NULL RETURNING 1) \
          SELECT count(*) FROM done",
@@ -167,30 +185,58 @@ pub async fn curate(state: &AppState, user: Uuid) -> ApiResult<i64> {
     .bind(user)
     .fetch_all(&mut *tx)
     .await?;
-    let memory = match summarize(state, &counts).await {
-        Some(m) => m,
-        None => counted(&counts, now),
-    };
-    sqlx::query(
-        "UPDATE memory_docs SET memory_md = $2, last_curated_at = $3, curation_count = curation_count + 1 \
-         WHERE user_id = $1",
+    let provider = state.provider();
+    let interval = time::Duration::seconds(state.curation.model_interval_secs);
+    let model_turn = provider && last_model.is_none_or(|t| t <= now - interval);
+    let rules = counted(&counts, now);
+    let claim: Option<OffsetDateTime> = sqlx::query_scalar(
+        "UPDATE memory_docs SET last_curated_at = $2, curation_count = curation_count + 1, \
+                memory_md = CASE WHEN $3 THEN memory_md ELSE $4 END, \
+                model_curated_at = CASE WHEN $5 THEN $2 ELSE model_curated_at END \
+         WHERE user_id = $1 RETURNING model_curated_at",
     )
     .bind(user)
-    .bind(memory)
     .bind(now)
-    .execute(&mut *tx)
+    .bind(provider)
+    .bind(&rules)
+    .bind(model_turn)
+    .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
+    if model_turn {
+        let memory = summarize(state, &counts).await.unwrap_or(rules);
+        sqlx::query(
+            "UPDATE memory_docs SET memory_md = $2 WHERE user_id = $1 AND model_curated_at = $3",
+        )
+        .bind(user)
+        .bind(memory)
+        .bind(claim)
+        .execute(&state.pool)
+        .await?;
+    }
     Ok(processed)
 }
 
+/// What the model is given: the most frequent actions, the rest summed.
+pub fn model_input(counts: &[(String, i64)]) -> String {
+    let mut listed: Vec<String> = counts
+        .iter()
+        .take(MODEL_ACTIONS)
+        .map(|(a, n)| format!("{}: {n}", a.chars().take(100).collect::<String>()))
+        .collect();
+    let rest: i64 = counts.iter().skip(MODEL_ACTIONS).map(|(_, n)| n).sum();
+    if rest > 0 {
+        listed.push(format!("other actions: {rest}"));
+    }
+    listed.join("\n")
+}
+
 async fn summarize(state: &AppState, counts: &[(String, i64)]) -> Option<String> {
-    let listed: Vec<String> = counts.iter().map(|(a, n)| format!("{a}: {n}")).collect();
     model::write(
         state,
         "memory",
         "Write a short Markdown memory (at most 150 words) of this user's activity on the hub, from these counts of recorded actions. No personal data beyond what is given.",
-        &listed.join("\n"),
+        &model_input(counts),
     )
     .await
 }
@@ -337,5 +383,14 @@ mod tests {
         );
         assert!(m.contains("4 recorded actions"), "{m}");
         assert!(m.contains("- tokens.spent: 3"));
+    }
+
+    #[test]
+    fn the_model_is_given_a_bounded_list() {
+        let many: Vec<(String, i64)> = (0..80).map(|i| (format!("a{i}"), 2)).collect();
+        let input = model_input(&many);
+        assert_eq!(input.lines().count(), MODEL_ACTIONS + 1, "{input}");
+        assert!(input.ends_with("other actions: 60"), "{input}");
+        assert_eq!(model_input(&many[..2]), "a0: 2\na1: 2");
     }
 }

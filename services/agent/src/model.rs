@@ -308,6 +308,22 @@ pub async fn complete(
 /// provider is configured and answers with something; None otherwise (the
 /// caller then writes its rule-based text). `what` names it in the log.
 pub async fn write(state: &AppState, what: &str, instruction: &str, input: &str) -> Option<String> {
+    let timeout = Duration::from_millis(state.model.timeout_ms);
+    compose(state, what, instruction, input, timeout)
+        .await
+        .map(|c| c.content)
+}
+
+/// [`write`] with its cost (the completion), given up after `timeout`. No
+/// database connection is held while the provider works (only the model's
+/// name is read, before).
+pub async fn compose(
+    state: &AppState,
+    what: &str,
+    instruction: &str,
+    input: &str,
+    timeout: Duration,
+) -> Option<Completion> {
     if !state.provider() {
         return None;
     }
@@ -316,9 +332,8 @@ pub async fn write(state: &AppState, what: &str, instruction: &str, input: &str)
         json!({"role": "user", "content": input}),
     ];
     let name = current(state).await.ok()?;
-    let timeout = Duration::from_millis(state.model.timeout_ms);
     match complete(state, &name, &messages, None, timeout).await {
-        Ok(c) if !c.content.trim().is_empty() => Some(c.content),
+        Ok(c) if !c.content.trim().is_empty() => Some(c),
         Ok(_) => None,
         Err(e) => {
             tracing::warn!(error = %e, what, "the model did not write it; the rule-based text stands");

@@ -61,6 +61,13 @@ pub struct AgentSettings {
     pub journal_batch: usize,
     /// How long an organization lookup is reused.
     pub lookup_cache_secs: u64,
+    /// How long after its first confirmation an action whose outcome is not
+    /// known may be confirmed again (re-sent with the same Idempotency-Key).
+    /// Keep it below org-billing's key retention (7 days).
+    pub unknown_retry_secs: i64,
+    /// The most of a conversation's transcript (its latest messages) sent to
+    /// the model for its summary, in characters.
+    pub summary_input_chars: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -72,6 +79,9 @@ pub struct CurationSettings {
     pub window_end_hour: u32,
     /// Users looked at per pass.
     pub batch_users: i64,
+    /// The model writes a user's memory at most once in this many seconds
+    /// (on demand or scheduled); curations in between leave it as it is.
+    pub model_interval_secs: i64,
 }
 
 impl Layered for Settings {
@@ -92,6 +102,8 @@ mod tests {
         assert!(s.org_billing.key.is_none() && s.identity.key.is_none());
         assert!(s.model.base_url.is_empty() && s.model.api_key.is_none());
         assert_eq!(s.agent.confirm_ttl_secs, 900);
+        // An unknown outcome is re-sent only while org-billing keeps its key.
+        assert!(s.agent.unknown_retry_secs < 7 * 86_400);
         assert_eq!(
             (s.curation.window_start_hour, s.curation.window_end_hour),
             (2, 5)

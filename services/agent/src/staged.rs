@@ -4,68 +4,146 @@
 //!
 //! - A staged action belongs to its caller (404 to anyone else) and expires
 //!   `agent.confirm_ttl_secs` (15 minutes) after it was prepared.
-//! - Taking it is one conditional UPDATE (staged, the caller's, not expired at
-//!   this moment) to `executing`: confirming twice, concurrently or not, or
-//!   confirming a rejected or expired action, is a 409, and it runs at most once.
 //! - It runs with the caller's authority at the moment of confirmation (their
 //!   assertion now, not when it was staged), through the owning service's
 //!   public route: a caller the route refuses gets that route's answer (a
 //!   non-staff credit_wallet: its 403). It runs exactly the stored arguments.
-//! - credit_wallet and grant_tokens carry `Idempotency-Key: agent-<id>`, so even
-//!   a crash between the call and the bookkeeping cannot credit twice.
+//!
+//! Exactly once. The states:
+//!
+//! ```text
+//! staged --confirm--> executing --2xx--------------------------> executed
+//!    |                    |     --4xx (a definite refusal)-----> failed
+//!    |                    |     --timeout, lost connection, 5xx-> unknown
+//!    |                    |     --no connection at all---------> back where it was
+//!    +--reject--> cancelled        unknown --confirm--> executing (again)
+//! ```
+//!
+//! - Taking it is one conditional UPDATE to `executing` (staged and
+//!   unexpired, or `unknown`), with a lease (`attempt_until`): of concurrent
+//!   confirmations exactly one runs; the others get 409 while it runs. An
+//!   `executing` action whose lease has passed (its confirmer stopped) is
+//!   taken like an `unknown` one.
+//! - credit_wallet and grant_tokens carry `Idempotency-Key: agent-<id>`,
+//!   bound to the action: an attempt whose outcome is not known leaves it
+//!   `unknown` (answered 202: not known yet, confirm again), and confirming it
+//!   again sends the very same request with the very same key, so org-billing
+//!   replays the first outcome or applies it once. Never "failed" for
+//!   something that may have happened; confirming again is possible for
+//!   `agent.unknown_retry_secs` after the first confirmation (below
+//!   org-billing's key retention).
+//! - On a later attempt, only an answer that proves the outcome settles it:
+//!   2xx; for the keyed kinds 409 (org-billing's stored refusal); for
+//!   revoke_session 404 (the session is not active any more). Anything else
+//!   (e.g. the caller lost the authority meanwhile) leaves it `unknown`.
+//! - create_org carries no key (org-billing's creation takes none): a later
+//!   attempt first looks among the caller's organizations for one that was
+//!   not theirs when it was first sent, with its name, country and legal
+//!   type, and sends it again only when there is none.
 
-use crate::{audit, state::AppState, tools};
+use crate::{audit, settings::Settings, state::AppState};
 use actix_web::{http::StatusCode, HttpResponse};
 use reqwest::Method;
 use serde_json::{json, Value};
-use service_kit::{assertion::Caller, ApiError, ApiResult};
+use service_kit::{assertion::Caller, peer::Peer, ApiError, ApiResult};
 use time::OffsetDateTime;
 use uuid::Uuid;
+
+/// How long an attempt may hold an action: the slowest peer call, a pool
+/// checkout and five seconds for the bookkeeping.
+pub fn attempt_lease(s: &Settings) -> time::Duration {
+    let call = s.identity.timeout_ms.max(s.org_billing.timeout_ms);
+    time::Duration::milliseconds((call + s.database.acquire_timeout_ms + 5_000) as i64)
+}
 
 #[derive(sqlx::FromRow)]
 struct Taken {
     kind: String,
     args: Value,
     summary: String,
+    /// Attempts that may have reached the owning service, this one included.
+    attempts: i32,
+    seen_orgs: Option<Vec<Uuid>>,
 }
 
+impl Taken {
+    fn retry(&self) -> bool {
+        self.attempts > 1
+    }
+}
+
+const RUNNING: &str =
+    "this action is being carried out now; confirm it again in a moment to learn its outcome";
+
 /// Why a staged action cannot be taken (after the conditional update missed).
-async fn refusal(state: &AppState, caller: &Caller, id: Uuid) -> ApiError {
-    let row: Result<Option<(String, OffsetDateTime)>, _> = sqlx::query_as(
-        "SELECT status, expires_at FROM staged_actions WHERE id = $1 AND user_id = $2",
+async fn refusal(state: &AppState, caller: &Caller, id: Uuid, rejecting: bool) -> ApiError {
+    type Row = (
+        String,
+        OffsetDateTime,
+        Option<OffsetDateTime>,
+        Option<OffsetDateTime>,
+    );
+    let row: Result<Option<Row>, _> = sqlx::query_as(
+        "SELECT status, expires_at, attempt_until, decided_at FROM staged_actions \
+         WHERE id = $1 AND user_id = $2",
     )
     .bind(id)
     .bind(caller.user_id())
     .fetch_optional(&state.pool)
     .await;
+    let now = state.clock.now();
     match row {
         Err(e) => e.into(),
         Ok(None) => ApiError::NotFound,
-        Ok(Some((status, expires_at))) => ApiError::conflict(match status.as_str() {
-            "staged" if expires_at <= state.clock.now() => "this action expired; ask again",
-            "cancelled" => "this action was rejected",
-            _ => "this action was already confirmed",
-        }),
+        Ok(Some((status, expires_at, attempt_until, decided_at))) => {
+            let leased = status == "executing" && attempt_until.is_some_and(|t| t > now);
+            let retryable = decided_at
+                .is_some_and(|d| d > now - time::Duration::seconds(state.agent.unknown_retry_secs));
+            ApiError::conflict(match status.as_str() {
+                "staged" if expires_at <= now => "this action expired; ask again",
+                "cancelled" => "this action was rejected",
+                "executed" | "failed" => "this action was already confirmed",
+                _ if rejecting => "this action may already have happened (its outcome is not known yet), so it cannot be rejected; confirm it again to learn its outcome",
+                // Taken by another confirmation (or it was free a moment ago).
+                "staged" => RUNNING,
+                _ if leased || retryable => RUNNING,
+                _ => "the outcome of this action was not settled in time and can no longer be checked here; look at the organization before asking again",
+            })
+        }
     }
 }
 
-/// Take the action if it is the caller's, staged and unexpired now.
-async fn take(state: &AppState, caller: &Caller, id: Uuid, to: &str) -> ApiResult<Taken> {
+/// Take the action for an attempt: staged and unexpired now, or `unknown`
+/// (or `executing` past its lease) within the retry window.
+async fn take(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Taken> {
     let now = state.clock.now();
+    let orgs: Vec<Uuid> = caller
+        .identity
+        .memberships
+        .iter()
+        .map(|m| m.org_id.as_uuid())
+        .collect();
     let taken: Option<Taken> = sqlx::query_as(
-        "UPDATE staged_actions SET status = $3, decided_at = $4 \
-         WHERE id = $1 AND user_id = $2 AND status = 'staged' AND expires_at > $4 \
-         RETURNING kind, args, summary",
+        "UPDATE staged_actions SET status = 'executing', attempts = attempts + 1, \
+                attempt_until = $4, decided_at = COALESCE(decided_at, $3), \
+                seen_orgs = CASE WHEN kind = 'create_org' THEN COALESCE(seen_orgs, $6) END \
+         WHERE id = $1 AND user_id = $2 AND ( \
+               (status = 'staged' AND expires_at > $3) \
+            OR ((status = 'unknown' OR (status = 'executing' AND (attempt_until IS NULL OR attempt_until <= $3))) \
+                AND decided_at > $5)) \
+         RETURNING kind, args, summary, attempts, seen_orgs",
     )
     .bind(id)
     .bind(caller.user_id())
-    .bind(to)
     .bind(now)
+    .bind(now + state.attempt_lease)
+    .bind(now - time::Duration::seconds(state.agent.unknown_retry_secs))
+    .bind(&orgs)
     .fetch_optional(&state.pool)
     .await?;
     match taken {
         Some(t) => Ok(t),
-        None => Err(refusal(state, caller, id).await),
+        None => Err(refusal(state, caller, id, false).await),
     }
 }
 
@@ -74,10 +152,10 @@ fn request(
     kind: &str,
     args: &Value,
     id: Uuid,
-) -> ApiResult<(Method, String, Option<Value>, Option<String>)> {
+) -> Option<(Method, String, Option<Value>, Option<String>)> {
     let s = |k: &str| args[k].as_str().unwrap_or_default().to_owned();
-    let key = Some(format!("agent-{id}"));
-    Ok(match kind {
+    let key = Some(idempotency_key(id));
+    Some(match kind {
         "create_org" => (
             Method::POST,
             "/v1/organizations".into(),
@@ -106,75 +184,340 @@ fn request(
             None,
             None,
         ),
-        other => {
-            return Err(ApiError::Internal(anyhow::anyhow!(
-                "unknown staged action kind {other:?}"
-            )))
-        }
+        _ => return None,
     })
 }
 
-/// POST /v1/agent/confirm: run the action once. 200 with the route's answer
-/// when it succeeded; the route's own status and error when it refused.
-pub async fn confirm(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<HttpResponse> {
-    let t = take(state, caller, id, "executing").await?;
-    let (method, path, body, key) = request(&t.kind, &t.args, id)?;
-    let peer = match t.kind.as_str() {
-        "revoke_session" => &state.peers.identity,
-        _ => &state.peers.org_billing,
-    };
-    let outcome = tools::call(peer, caller, method, &path, body.as_ref(), key.as_deref()).await;
-    let (status, result) = match &outcome {
-        Ok(r) => (
-            if r.ok() { "executed" } else { "failed" },
-            json!({"status": r.status, "body": r.body}),
-        ),
-        Err(_) => (
-            "failed",
-            json!({"status": 503, "body": {"error": "unreachable"}}),
-        ),
-    };
-    let mut tx = state.pool.begin().await?;
-    sqlx::query("UPDATE staged_actions SET status = $2, result = $3 WHERE id = $1")
-        .bind(id)
-        .bind(status)
-        .bind(&result)
-        .execute(&mut *tx)
-        .await?;
-    audit::record(
-        &mut tx,
-        state,
-        caller,
-        "agent.action_confirmed",
-        json!({"confirmation_id": id, "kind": t.kind, "outcome": status}),
-    )
-    .await?;
-    state.outbox.commit(tx).await?;
-    let r = outcome?;
-    if !r.ok() {
-        let code = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY);
-        return Ok(HttpResponse::build(code).json(r.body));
-    }
-    Ok(HttpResponse::Ok().json(json!({
-        "status": "executed", "confirmation_id": id, "kind": t.kind,
-        "action_summary": t.summary, "result": r.body,
-    })))
+/// The key every attempt of action `id` carries: bound to the action, so a
+/// new staging is a new key and a repeated confirmation is the same one.
+pub fn idempotency_key(id: Uuid) -> String {
+    format!("agent-{id}")
 }
 
-/// POST /v1/agent/reject: cancel the action.
+/// What one attempt established.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settled {
+    /// It happened: the route's answer.
+    Executed(Value),
+    /// The route refused it for certain: nothing happened.
+    Failed(u16, Value),
+    /// No connection to the owning service could be made: nothing was sent.
+    NotSent,
+    /// It may or may not have happened (the route's answer, if any, and why).
+    Unknown(Option<(u16, Value)>, String),
+}
+
+impl Settled {
+    fn status(&self, retry: bool) -> &'static str {
+        match self {
+            Settled::Executed(_) => "executed",
+            Settled::Failed(..) => "failed",
+            Settled::NotSent if !retry => "staged",
+            Settled::NotSent | Settled::Unknown(..) => "unknown",
+        }
+    }
+
+    fn result(&self) -> Value {
+        match self {
+            Settled::Executed(body) => json!({"status": 200, "body": body}),
+            Settled::Failed(status, body) => json!({"status": status, "body": body}),
+            Settled::NotSent => json!({"status": null, "body": {"error": "not sent"}}),
+            Settled::Unknown(answer, why) => json!({
+                "status": answer.as_ref().map(|a| a.0),
+                "body": answer.as_ref().map(|a| a.1.clone()),
+                "why": why,
+            }),
+        }
+    }
+}
+
+/// What the route's answer `status` proves about a `kind` action, on its
+/// first attempt or a later one (`retry`).
+pub fn classify(kind: &str, retry: bool, status: u16, body: Value) -> Settled {
+    let keyed = matches!(kind, "credit_wallet" | "grant_tokens");
+    match status {
+        200..=299 => Settled::Executed(body),
+        // A second revocation: the session is not active any more.
+        404 if retry && kind == "revoke_session" => Settled::Executed(json!({"status": "revoked"})),
+        // org-billing's stored refusal under the key (or a fresh one: the key
+        // was never committed, so nothing happened).
+        409 if retry && keyed => Settled::Failed(status, body),
+        408 | 429 | 500..=599 => Settled::Unknown(
+            Some((status, body)),
+            format!("the service answered {status}"),
+        ),
+        // A refusal now does not undo what an earlier attempt may have done.
+        _ if retry => Settled::Unknown(
+            Some((status, body)),
+            format!("the service refused the check ({status})"),
+        ),
+        _ => Settled::Failed(status, body),
+    }
+}
+
+/// Send the action's request (or, for a create_org sent before, first look
+/// for what it made).
+async fn attempt(state: &AppState, caller: &Caller, t: &Taken, id: Uuid) -> Settled {
+    if t.retry() && t.kind == "create_org" {
+        match created_before(state, caller, t).await {
+            Ok(Some(org)) => return Settled::Executed(org),
+            Ok(None) => {}
+            Err(why) => return Settled::Unknown(None, why),
+        }
+    }
+    let Some((method, path, body, key)) = request(&t.kind, &t.args, id) else {
+        tracing::error!(kind = %t.kind, "unknown staged action kind");
+        return Settled::Failed(500, json!({"error": "internal error"}));
+    };
+    let (peer, service) = peer_of(state, &t.kind);
+    let sent = peer
+        .request(method, &path, Some(caller), body.as_ref(), key.as_deref())
+        .await;
+    match sent {
+        Err(e) => {
+            let never_connected = e
+                .downcast_ref::<reqwest::Error>()
+                .is_some_and(reqwest::Error::is_connect);
+            tracing::warn!(error = %e, %service, attempt = t.attempts, "a confirmation got no answer");
+            if never_connected {
+                Settled::NotSent
+            } else {
+                Settled::Unknown(None, format!("{service} did not answer in time"))
+            }
+        }
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            let body = match resp.bytes().await {
+                Ok(b) => serde_json::from_slice(&b).unwrap_or(Value::Null),
+                // The status is known; a 2xx happened whatever its body.
+                Err(_) if (200..300).contains(&status) => Value::Null,
+                Err(_) => {
+                    return Settled::Unknown(
+                        Some((status, Value::Null)),
+                        format!("{service}'s answer was cut off"),
+                    )
+                }
+            };
+            classify(&t.kind, t.retry(), status, body)
+        }
+    }
+}
+
+fn peer_of<'a>(state: &'a AppState, kind: &str) -> (&'a Peer, &'static str) {
+    match kind {
+        "revoke_session" => (&state.peers.identity, "identity"),
+        _ => (&state.peers.org_billing, "org-billing"),
+    }
+}
+
+/// The organization an earlier create_org attempt made, if the caller now has
+/// one they did not have when it was first sent, with its name, legal type
+/// and country.
+async fn created_before(
+    state: &AppState,
+    caller: &Caller,
+    t: &Taken,
+) -> Result<Option<Value>, String> {
+    let seen = t.seen_orgs.clone().unwrap_or_default();
+    let resp = state
+        .peers
+        .org_billing
+        .request(Method::GET, "/v1/organizations", Some(caller), None, None)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "cannot list the caller's organizations");
+            "org-billing did not answer the check".to_owned()
+        })?;
+    if !resp.status().is_success() {
+        return Err(format!(
+            "org-billing answered {} to the check",
+            resp.status()
+        ));
+    }
+    let orgs: Value = resp
+        .json()
+        .await
+        .map_err(|_| "org-billing's answer to the check was cut off".to_owned())?;
+    let same = |o: &Value, k: &str| o[k].as_str() == t.args[k].as_str();
+    Ok(orgs.as_array().and_then(|all| {
+        all.iter()
+            .find(|o| {
+                let id = o["id"].as_str().and_then(|i| Uuid::parse_str(i).ok());
+                id.is_some_and(|id| !seen.contains(&id))
+                    && same(o, "name")
+                    && same(o, "legal_type")
+                    && same(o, "country")
+            })
+            .cloned()
+    }))
+}
+
+/// The user-facing sentence for an action whose outcome is not known.
+pub const NOT_KNOWN_YET: &str = "The outcome is not known yet: it may still happen. Confirm this same action again (the same confirmation_id) to learn it; confirming again does not repeat what already happened. Do not ask for it again: a new request would be a second action.";
+
+/// POST /v1/agent/confirm: run the action once. 200 with the route's answer
+/// when it happened; the route's own status and error when it refused; 202
+/// when its outcome is not known yet (confirm the same id again); 503 when
+/// the owning service could not be reached at all (nothing was sent).
+pub async fn confirm(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<HttpResponse> {
+    let t = take(state, caller, id).await?;
+    let settled = attempt(state, caller, &t, id).await;
+    let status = settled.status(t.retry());
+    let booked = book(state, caller, id, &t, &settled, status).await;
+    if let Err(e) = booked {
+        tracing::error!(error = %e, %id, status, "the outcome of a confirmation was not recorded");
+        // The action stays `executing` until its lease passes; confirming it
+        // again then settles it without running it twice.
+        return Err(ApiError::Unavailable(
+            "the outcome of this action could not be recorded; confirm it again in a minute to learn it (it will not run twice)".into(),
+        ));
+    }
+    match settled {
+        Settled::Executed(body) => Ok(HttpResponse::Ok().json(json!({
+            "status": "executed", "confirmation_id": id, "kind": t.kind,
+            "action_summary": t.summary, "result": body,
+        }))),
+        Settled::Failed(code, body) => {
+            let code = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY);
+            Ok(HttpResponse::build(code).json(body))
+        }
+        Settled::NotSent if !t.retry() => Err(ApiError::Unavailable(
+            "a service the assistant needs is unavailable: nothing was done; confirm this action again later".into(),
+        )),
+        Settled::NotSent | Settled::Unknown(..) => Ok(HttpResponse::Accepted().json(json!({
+            "status": "unknown", "confirmation_id": id, "kind": t.kind,
+            "action_summary": t.summary, "message": NOT_KNOWN_YET,
+        }))),
+    }
+}
+
+/// Record the attempt's outcome and its audit event, and end its lease.
+async fn book(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    t: &Taken,
+    settled: &Settled,
+    status: &str,
+) -> ApiResult<()> {
+    let mut tx = state.pool.begin().await?;
+    if *settled == Settled::NotSent {
+        // Nothing was sent: the attempt does not count.
+        sqlx::query(
+            "UPDATE staged_actions SET status = $2, attempts = attempts - 1, attempt_until = NULL, \
+                    decided_at = CASE WHEN attempts = 1 THEN NULL ELSE decided_at END, \
+                    seen_orgs = CASE WHEN attempts = 1 THEN NULL ELSE seen_orgs END \
+             WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .execute(&mut *tx)
+        .await?;
+    } else {
+        sqlx::query(
+            "UPDATE staged_actions SET status = $2, result = $3, attempt_until = NULL WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(settled.result())
+        .execute(&mut *tx)
+        .await?;
+        audit::record(
+            &mut tx,
+            state,
+            caller,
+            "agent.action_confirmed",
+            json!({"confirmation_id": id, "kind": t.kind, "outcome": status, "attempt": t.attempts}),
+        )
+        .await?;
+    }
+    state.outbox.commit(tx).await?;
+    Ok(())
+}
+
+/// POST /v1/agent/reject: cancel the action (only while it is staged).
 pub async fn reject(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<HttpResponse> {
-    let t = take(state, caller, id, "cancelled").await?;
+    let now = state.clock.now();
+    let taken: Option<(String, String)> = sqlx::query_as(
+        "UPDATE staged_actions SET status = 'cancelled', decided_at = $3 \
+         WHERE id = $1 AND user_id = $2 AND status = 'staged' AND expires_at > $3 \
+         RETURNING kind, summary",
+    )
+    .bind(id)
+    .bind(caller.user_id())
+    .bind(now)
+    .fetch_optional(&state.pool)
+    .await?;
+    let Some((kind, summary)) = taken else {
+        return Err(refusal(state, caller, id, true).await);
+    };
     let mut tx = state.pool.begin().await?;
     audit::record(
         &mut tx,
         state,
         caller,
         "agent.action_rejected",
-        json!({"confirmation_id": id, "kind": t.kind}),
+        json!({"confirmation_id": id, "kind": kind}),
     )
     .await?;
     state.outbox.commit(tx).await?;
     Ok(HttpResponse::Ok().json(json!({
-        "status": "cancelled", "confirmation_id": id, "kind": t.kind, "action_summary": t.summary,
+        "status": "cancelled", "confirmation_id": id, "kind": kind, "action_summary": summary,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_answer_that_proves_it_settles_an_action() {
+        let body = json!({"error": "x"});
+        let first = |kind, status| classify(kind, false, status, body.clone());
+        let again = |kind, status| classify(kind, true, status, body.clone());
+        assert_eq!(first("credit_wallet", 200), Settled::Executed(body.clone()));
+        assert_eq!(
+            first("credit_wallet", 403),
+            Settled::Failed(403, body.clone())
+        );
+        for status in [408, 429, 500, 502, 503, 504] {
+            assert!(matches!(
+                first("credit_wallet", status),
+                Settled::Unknown(..)
+            ));
+            assert!(matches!(first("create_org", status), Settled::Unknown(..)));
+        }
+        // Later attempts: a refusal does not undo an earlier attempt ...
+        assert!(matches!(again("credit_wallet", 403), Settled::Unknown(..)));
+        assert!(matches!(again("create_org", 409), Settled::Unknown(..)));
+        // ... but the key's stored refusal, a done revocation and a 2xx do.
+        assert_eq!(
+            again("grant_tokens", 409),
+            Settled::Failed(409, body.clone())
+        );
+        assert!(matches!(again("revoke_session", 404), Settled::Executed(_)));
+        assert_eq!(
+            first("revoke_session", 404),
+            Settled::Failed(404, body.clone())
+        );
+        assert_eq!(again("credit_wallet", 200), Settled::Executed(body.clone()));
+    }
+
+    #[test]
+    fn the_key_is_the_actions() {
+        let id = Uuid::new_v4();
+        let (_, _, _, key) = request("credit_wallet", &json!({"org_id": "o"}), id).unwrap_or((
+            Method::GET,
+            String::new(),
+            None,
+            None,
+        ));
+        assert_eq!(key, Some(format!("agent-{id}")));
+        assert_eq!(
+            Settled::NotSent.status(false),
+            "staged",
+            "nothing sent: as it was"
+        );
+        assert_eq!(Settled::NotSent.status(true), "unknown");
+    }
 }

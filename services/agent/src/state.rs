@@ -31,6 +31,10 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Expiry, conversations and curation take "now" from here (tests move it).
     pub clock: Clock,
+    /// How long a confirmation attempt may run before another confirmation
+    /// of the same action may take over (longer than the peer call and the
+    /// bookkeeping after it; see [`crate::staged`]).
+    pub attempt_lease: time::Duration,
 }
 
 impl AppState {

@@ -3,6 +3,7 @@
 //! prefix and streams).
 
 mod agent;
+mod agent_review;
 mod api_keys;
 mod audit;
 mod auth;
