@@ -838,8 +838,33 @@ async fn an_organization_has_at_most_twenty_endpoints_even_under_concurrent_crea
     for _ in 0..19 {
         endpoint_id(&s, &owner, &org, &rx.url).await;
     }
-    // 30 at once with room for one: exactly one is created.
-    let answers = join_all((0..30).map(|_| endpoint(&s, &owner, &org, &rx.url))).await;
+    // 30 at once with room for one: exactly one is created. A lock the test
+    // holds on the table lines them up: no insert proceeds until several
+    // requests are waiting inside their transactions, so requests that
+    // counted without taking turns would all insert once it is released.
+    let mut hold = s.db.begin().await.expect("tx");
+    sqlx::query("LOCK TABLE webhook_dispatcher.endpoints IN SHARE MODE")
+        .execute(&mut *hold)
+        .await
+        .expect("lock");
+    let (answers, ()) = tokio::join!(
+        join_all((0..30).map(|_| endpoint(&s, &owner, &org, &rx.url))),
+        async {
+            let waiting = eventually(Duration::from_secs(10), || async {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                     AND usename = 'hub_webhook_dispatcher' AND wait_event_type = 'Lock'",
+                )
+                .fetch_one(&s.db)
+                .await
+                .unwrap_or(0);
+                (n >= 3).then_some(())
+            })
+            .await;
+            assert!(waiting.is_some(), "the creations never queued up");
+            hold.rollback().await.expect("release");
+        }
+    );
     let created = answers.iter().filter(|r| r.status == 201).count();
     let refused: Vec<_> = answers.iter().filter(|r| r.status == 409).collect();
     assert_eq!(
