@@ -26,6 +26,8 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 export HUB_PROFILE=dev RUST_LOG=warn HUB_DATABASE_URL="postgres://postgres@$PGH:$PGP/$DB" HUB_NATS_URL="$NATS"
+# 100 endpoints in one organization (the default cap is 20).
+export WEBHOOK_DISPATCHER__WEBHOOKS__MAX_ENDPOINTS_PER_ORG=100
 for svc in IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER CORE_API_GATEWAY; do
   export "${svc}__NATS__SUBJECT_PREFIX=$PREFIX" "${svc}__NATS__STREAM_SUFFIX=_benchwh" "${svc}__NATS__MEMORY_STORAGE=true"
   export "${svc}__TELEMETRY__LOG_FORMAT=json"

@@ -45,6 +45,7 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     let cancel = rt.cancel.clone();
     let sealer = Sealer::new(&settings.sealing.keys)?;
+    ssrf::init();
     let mut f = Foundation::start(
         Parts {
             name: "webhook-dispatcher",
@@ -68,6 +69,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         naming: settings.nats.naming(),
         sealer,
         ssrf: settings.ssrf,
+        webhooks: settings.webhooks,
         delivery: settings.delivery.clone(),
         clock: rt.clock.clone(),
         wake: Arc::default(),

@@ -1,5 +1,6 @@
 //! webhook-dispatcher's settings; `defaults.toml` documents every key.
 
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use service_kit::settings::{
     AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, RelaySettings,
@@ -21,6 +22,7 @@ pub struct Settings {
     pub sealing: SealingSettings,
     pub delivery: DeliverySettings,
     pub ssrf: SsrfSettings,
+    pub webhooks: WebhookSettings,
     pub jobs: RelaySettings,
 }
 
@@ -36,6 +38,29 @@ pub struct DeliverySettings {
     pub rotation_overlap_secs: i64,
     /// Run the delivery worker in this process (every replica may).
     pub worker: bool,
+    /// An explicit HTTP(S) proxy for deliveries (empty: none, and the
+    /// `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` variables are ignored). A secret:
+    /// it may carry credentials.
+    #[serde(default)]
+    pub proxy: Option<SecretString>,
+}
+
+impl DeliverySettings {
+    /// The configured proxy URL, if any.
+    pub fn proxy_url(&self) -> Option<&str> {
+        self.proxy
+            .as_ref()
+            .map(|p| p.expose_secret().trim())
+            .filter(|p| !p.is_empty())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct WebhookSettings {
+    /// Live endpoints an organization may have (409 beyond).
+    pub max_endpoints_per_org: i64,
+    /// Manual retries of one delivery (an event at an endpoint), 409 beyond.
+    pub max_manual_retries: i32,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -61,6 +86,14 @@ mod tests {
         let s = Settings::from_layers(&[]).expect("defaults");
         assert!(!s.ssrf.allow_loopback && !s.ssrf.allow_private);
         assert_eq!(s.delivery.attempts, 3);
+        assert_eq!(s.delivery.proxy_url(), None);
+        assert_eq!(
+            (
+                s.webhooks.max_endpoints_per_org,
+                s.webhooks.max_manual_retries
+            ),
+            (20, 10)
+        );
         let dev = Settings::from_layers(&[DEV]).expect("dev");
         let worst: u64 = dev.delivery.backoff_ms.iter().sum::<u64>() + 3 * dev.delivery.timeout_ms;
         assert!(worst <= 30_000, "{worst}");

@@ -1,6 +1,6 @@
 //! Shared state.
 
-use crate::settings::{DeliverySettings, SsrfSettings};
+use crate::settings::{DeliverySettings, SsrfSettings, WebhookSettings};
 use event_contracts::Naming;
 use service_kit::{outbox::Outbox, sealed::Sealer, Clock};
 use sqlx::PgPool;
@@ -14,6 +14,7 @@ pub struct AppState {
     /// Seals endpoint secrets (AES-256-GCM).
     pub sealer: Sealer,
     pub ssrf: SsrfSettings,
+    pub webhooks: WebhookSettings,
     pub delivery: DeliverySettings,
     pub clock: Clock,
     /// Wakes the delivery worker when deliveries become due now.

@@ -17,6 +17,7 @@
 //! receivers use to drop the duplicate).
 
 use crate::{
+    settings::{DeliverySettings, SsrfSettings},
     ssrf,
     state::{secret_aad, AppState},
 };
@@ -53,16 +54,32 @@ struct Outcome {
 
 type InFlight = Arc<Mutex<HashMap<Uuid, usize>>>;
 
-/// The HTTP client deliveries go out with: no redirects, the SSRF resolver.
-pub fn client(state: &AppState) -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
+/// The HTTP client deliveries go out with: no redirects; and either direct,
+/// resolving through the SSRF guard (the proxy environment variables are
+/// ignored: a proxy would connect in our place, past the guard), or through
+/// the proxy `delivery.proxy` names, which then resolves and must refuse
+/// internal addresses itself.
+pub fn client(
+    delivery: &DeliverySettings,
+    ssrf: SsrfSettings,
+    lookup: ssrf::Lookup,
+) -> anyhow::Result<reqwest::Client> {
+    let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .dns_resolver(Arc::new(ssrf::GuardedResolver(state.ssrf)))
-        .connect_timeout(Duration::from_millis(state.delivery.timeout_ms.min(5_000)))
+        .connect_timeout(Duration::from_millis(delivery.timeout_ms.min(5_000)))
         .pool_max_idle_per_host(64)
         .tcp_nodelay(true)
-        .user_agent("hub-webhooks/1")
-        .build()?)
+        .user_agent("hub-webhooks/1");
+    let builder = match delivery.proxy_url() {
+        None => builder
+            .no_proxy()
+            .dns_resolver(Arc::new(ssrf::GuardedResolver::new(ssrf, lookup))),
+        Some(p) => builder.proxy(
+            reqwest::Proxy::all(p)
+                .map_err(|_| anyhow::anyhow!("delivery.proxy is not a proxy URL"))?,
+        ),
+    };
+    Ok(builder.build()?)
 }
 
 /// Run until `cancel` fires.
@@ -71,7 +88,7 @@ pub fn spawn(
     pool: sqlx::PgPool,
     cancel: CancellationToken,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let client = client(&state)?;
+    let client = client(&state.delivery, state.ssrf, ssrf::Lookup::system())?;
     let (tx, rx) = mpsc::channel::<Outcome>(state.delivery.concurrency * 2);
     let recorder = tokio::spawn(record(state.clone(), pool.clone(), rx));
     let sem = Arc::new(Semaphore::new(state.delivery.concurrency.max(1)));
@@ -229,13 +246,10 @@ async fn attempt(state: &AppState, client: &reqwest::Client, c: Claimed) -> Outc
             .map(|s| String::from_utf8_lossy(&s).into_owned()),
         _ => None,
     };
-    let url = match ssrf::parse(&c.url) {
+    let url = match ssrf::for_delivery(&c.url, state.ssrf) {
         Ok(u) => u,
         Err(e) => return fail(e),
     };
-    if let Some(why) = ssrf::literal_ip(&url).and_then(|ip| ssrf::blocked(ip, state.ssrf)) {
-        return fail(format!("refused: the endpoint is a {why} address"));
-    }
     let body = c.payload.as_bytes();
     let ts = now.unix_timestamp();
     let msg_id = c.event_id.to_string();

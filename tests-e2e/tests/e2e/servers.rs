@@ -134,6 +134,21 @@ async fn an_api_backed_server_becomes_active_with_sealed_credentials() {
     .await
     .expect("dump");
     assert!(!dump.contains(&password));
+    // The sealed column is bytea (JSON renders it as hex, which never holds
+    // the password): its raw bytes are what must not.
+    let sealed: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT credentials FROM server_product.servers WHERE id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&s.db)
+            .await
+            .expect("credentials");
+    let sealed = sealed.expect("credentials are stored");
+    assert!(
+        !sealed
+            .windows(password.len())
+            .any(|w| w == password.as_bytes()),
+        "the password is stored in clear"
+    );
     // Reading credentials is audited.
     let audited = eventually(Duration::from_secs(10), || async {
         let a = s.get("/v1/audit/me", Some(&owner)).await;

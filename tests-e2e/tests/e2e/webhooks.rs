@@ -2,6 +2,7 @@
 
 use crate::servers::{order, p_call, sid, wait_for};
 use base64::{engine::general_purpose::STANDARD, Engine};
+use futures::future::join_all;
 use serde_json::{json, Value};
 use std::{
     sync::{
@@ -11,6 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 use tests_e2e::{eventually, StackOptions, TestStack};
+use webhook_dispatcher::ssrf;
 
 /// One request a receiver got: (headers, body, when).
 type Got = (Vec<(String, String)>, Vec<u8>, Instant);
@@ -119,6 +121,21 @@ async fn publish_event(s: &TestStack, org: &str, kind: &str) -> String {
     id.to_string()
 }
 
+/// An endpoint written straight into the table, past the creation check (as
+/// if its name had resolved elsewhere then): only the check at delivery stands.
+async fn insert_endpoint(s: &TestStack, org: &str, url: &str) -> uuid::Uuid {
+    let id = uuid::Uuid::now_v7();
+    let created = time::OffsetDateTime::now_utc() - time::Duration::seconds(1);
+    let sealed = service_kit::sealed::Sealer::new(&s.webhook_settings("").sealing.keys)
+        .expect("sealer")
+        .seal(b"whsec_AAAA", format!("webhook-secret:{id}").as_bytes())
+        .expect("seal");
+    sqlx::query("INSERT INTO webhook_dispatcher.endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2::uuid, $3, $4, $5, $6)")
+        .bind(id).bind(org).bind(url).bind(sealed).bind(uuid::Uuid::new_v4()).bind(created)
+        .execute(&s.db).await.expect("endpoint");
+    id
+}
+
 async fn until_count(r: &Receiver, n: usize, secs: u64) -> bool {
     eventually(Duration::from_secs(secs), || async {
         (r.count() >= n).then_some(())
@@ -155,13 +172,21 @@ async fn developers_create_endpoints_the_secret_is_shown_once_and_outsiders_see_
     .await;
     assert_eq!(list.body.as_array().map(Vec::len), Some(1));
     assert!(!list.body.to_string().contains(&secret) && list.body[0].get("secret").is_none());
-    let stored: String = sqlx::query_scalar(
-        "SELECT string_agg(row_to_json(e)::text, ' ') FROM webhook_dispatcher.endpoints e",
-    )
-    .fetch_one(&s.db)
-    .await
-    .expect("dump");
-    assert!(!stored.contains(&secret[6..]), "sealed at rest");
+    // Sealed at rest: the raw bytes of the secret column (bytea) hold neither
+    // the secret string nor the key it encodes.
+    let sealed: Vec<u8> =
+        sqlx::query_scalar("SELECT secret FROM webhook_dispatcher.endpoints WHERE id = $1::uuid")
+            .bind(r.body["id"].as_str().unwrap_or_default())
+            .fetch_one(&s.db)
+            .await
+            .expect("sealed secret");
+    let key = STANDARD.decode(&secret[6..]).expect("base64");
+    for plain in [secret.as_bytes(), &secret.as_bytes()[6..], &key] {
+        assert!(
+            !sealed.windows(plain.len()).any(|w| w == plain),
+            "the secret is stored in clear"
+        );
+    }
     let outsider = s.sign_in("hooks-outsider@example.com").await;
     for (m, p) in [
         ("GET", format!("/v1/webhooks?org_id={org}")),
@@ -435,6 +460,25 @@ async fn rotation_signs_with_both_secrets_for_the_overlap() {
     assert_eq!(r.status, 200);
     let new = r.body["secret"].as_str().unwrap_or_default().to_owned();
     assert!(new.starts_with("whsec_") && new != old);
+    // Both secrets sealed at rest (raw bytes of both bytea columns).
+    let (current, previous): (Vec<u8>, Option<Vec<u8>>) = sqlx::query_as(
+        "SELECT secret, previous_secret FROM webhook_dispatcher.endpoints WHERE id = $1::uuid",
+    )
+    .bind(&ep)
+    .fetch_one(&s.db)
+    .await
+    .expect("sealed secrets");
+    let previous = previous.expect("the previous secret is kept");
+    for column in [&current, &previous] {
+        for plain in [&old, &new] {
+            assert!(
+                !column
+                    .windows(plain.len() - 6)
+                    .any(|w| w == &plain.as_bytes()[6..]),
+                "a secret is stored in clear"
+            );
+        }
+    }
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 1, 10).await);
     let (h, body, _) = rx.all().remove(0);
@@ -552,15 +596,7 @@ async fn internal_addresses_are_refused_at_creation_and_at_delivery() {
     // An endpoint whose address turned internal after creation (DNS changed):
     // refused at delivery, on the address it would connect to.
     for url in [format!("http://localhost:{port}/hook"), rx.url.clone()] {
-        let id = uuid::Uuid::now_v7();
-        let created = time::OffsetDateTime::now_utc() - time::Duration::seconds(1);
-        let sealed = service_kit::sealed::Sealer::new(&s.webhook_settings("").sealing.keys)
-            .expect("sealer")
-            .seal(b"whsec_AAAA", format!("webhook-secret:{id}").as_bytes())
-            .expect("seal");
-        sqlx::query("INSERT INTO webhook_dispatcher.endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2::uuid, $3, $4, $5, $6)")
-            .bind(id).bind(&org).bind(&url).bind(sealed).bind(uuid::Uuid::new_v4()).bind(created)
-            .execute(&s.db).await.expect("endpoint");
+        insert_endpoint(&s, &org, &url).await;
     }
     publish_event(&s, &org, "server.created").await;
     let refused = eventually(Duration::from_secs(10), || async {
@@ -574,7 +610,10 @@ async fn internal_addresses_are_refused_at_creation_and_at_delivery() {
     .await
     .expect("both attempts refused");
     assert!(
-        refused.iter().flatten().any(|e| e.contains("loopback")),
+        refused
+            .iter()
+            .flatten()
+            .any(|e| e.to_lowercase().contains("loopback")),
         "{refused:?}"
     );
     assert!(
@@ -660,4 +699,303 @@ async fn a_restart_between_attempts_loses_nothing_and_sends_nothing_twice() {
     .expect("row");
     assert_eq!((attempts, status.as_str()), (2, "delivered"));
     second.cancel();
+}
+
+/// `http://<ip>/hook`, bracketed for IPv6.
+fn literal_url(ip: &str) -> String {
+    match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => format!("http://[{v6}]/hook"),
+        _ => format!("http://{ip}/hook"),
+    }
+}
+
+/// IANA's verdict on a row's example: refused unless globally reachable. The
+/// examples of the two rows judged by the IPv4 address inside (IPv4-mapped,
+/// NAT64) carry 169.254.169.254, so they are refused too.
+fn refused_by_iana(r: &ssrf::Row) -> bool {
+    r.reachable != ssrf::Reachable::Yes
+        || matches!(r.rule, ssrf::Rule::MappedV4 | ssrf::Rule::TranslatedV4)
+}
+
+/// Every row of the guard's table, at creation (through the API) and at
+/// delivery (endpoints written past the creation check, then one event):
+/// refused unless globally reachable, or loopback with `allow_loopback`.
+async fn each_row_at_creation_and_at_delivery(s: &TestStack, allow_loopback: bool) {
+    let (owner, org) = s.org_with_owner("hooks-iana@example.com").await;
+    // Accepted endpoints go to another organization, which gets no events
+    // (nothing is sent to the internet).
+    let (other_owner, other) = s.org_with_owner("hooks-iana-other@example.com").await;
+    let mut refused = Vec::new();
+    for r in ssrf::TABLE {
+        let url = literal_url(r.example);
+        let refuse = refused_by_iana(r) && !(allow_loopback && r.rule == ssrf::Rule::Loopback);
+        if refuse {
+            let c = endpoint(s, &owner, &org, &url).await;
+            assert_eq!(c.status, 400, "{url} ({} {}): {:?}", r.net, r.name, c.body);
+            assert!(
+                c.error().contains("not globally reachable"),
+                "{}",
+                c.error()
+            );
+            refused.push(url);
+        } else {
+            let c = endpoint(s, &other_owner, &other, &url).await;
+            assert_eq!(c.status, 201, "{url} ({} {}): {:?}", r.net, r.name, c.body);
+        }
+    }
+    // The review's cases by name, and plain public addresses.
+    for url in [
+        "http://[::127.0.0.1]/",
+        "http://[::ffff:0:10.0.0.1]/",
+        "http://[2002:a00:1::1]/",
+        "http://[2002:7f00:1::1]/",
+        "http://[fec0::1]/",
+        "http://[64:ff9b:1::a00:1]/",
+        "http://[64:ff9b::7f00:1]/",
+        "http://192.0.0.1/",
+        "http://198.18.0.1/",
+        "http://100.64.0.1/",
+        "http://0.0.0.0/",
+        "http://[::]/",
+    ] {
+        let c = endpoint(s, &owner, &org, url).await;
+        assert_eq!(c.status, 400, "{url}: {:?}", c.body);
+    }
+    for url in [
+        "http://93.184.216.34/",
+        "http://[2606:2800:220:1:248:1893:25c8:1946]/",
+        "http://[::ffff:8.8.8.8]/",
+        "http://[64:ff9b::808:808]/",
+    ] {
+        let c = endpoint(s, &other_owner, &other, url).await;
+        assert_eq!(c.status, 201, "{url}: {:?}", c.body);
+    }
+    // At delivery: each refused address, as the URL's host, is refused before
+    // sending; the loopback receiver (when allowed) gets the event.
+    let rx = Receiver::start(200);
+    if allow_loopback {
+        endpoint_id(s, &owner, &org, &rx.url).await;
+    }
+    let mut ids = Vec::new();
+    for url in &refused {
+        ids.push(insert_endpoint(s, &org, url).await);
+    }
+    publish_event(s, &org, "server.created").await;
+    let errors = eventually(Duration::from_secs(15), || async {
+        let rows: Vec<(uuid::Uuid, Option<String>)> = sqlx::query_as(
+            "SELECT endpoint_id, last_error FROM webhook_dispatcher.deliveries \
+             WHERE endpoint_id = ANY($1) AND attempts > 0",
+        )
+        .bind(&ids)
+        .fetch_all(&s.db)
+        .await
+        .unwrap_or_default();
+        (rows.len() == ids.len()).then_some(rows)
+    })
+    .await
+    .expect("an attempt for every endpoint");
+    for (id, e) in errors {
+        let e = e.unwrap_or_default();
+        assert!(
+            e.starts_with("refused:") && e.contains("not globally reachable"),
+            "{id}: {e}"
+        );
+    }
+    if allow_loopback {
+        assert!(until_count(&rx, 1, 10).await, "loopback is delivered");
+    } else {
+        assert_eq!(rx.count(), 0);
+    }
+}
+
+#[tokio::test]
+async fn every_range_that_is_not_globally_reachable_is_refused_at_creation_and_at_delivery() {
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[ssrf]\nallow_loopback = false\n[webhooks]\nmax_endpoints_per_org = 200\n"
+            .into(),
+        ..Default::default()
+    })
+    .await;
+    each_row_at_creation_and_at_delivery(&s, false).await;
+}
+
+#[tokio::test]
+async fn allowing_loopback_allows_loopback_and_nothing_else() {
+    // The test stack's own settings: `allow_loopback = true`.
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[webhooks]\nmax_endpoints_per_org = 200\n".into(),
+        ..Default::default()
+    })
+    .await;
+    each_row_at_creation_and_at_delivery(&s, true).await;
+}
+
+#[tokio::test]
+async fn an_organization_has_at_most_twenty_endpoints_even_under_concurrent_creations() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-cap@example.com").await;
+    let rx = Receiver::start(200);
+    for _ in 0..19 {
+        endpoint_id(&s, &owner, &org, &rx.url).await;
+    }
+    // 30 at once with room for one: exactly one is created. A lock the test
+    // holds on the table lines them up: no insert proceeds until several
+    // requests are waiting inside their transactions, so requests that
+    // counted without taking turns would all insert once it is released.
+    let mut hold = s.db.begin().await.expect("tx");
+    sqlx::query("LOCK TABLE webhook_dispatcher.endpoints IN SHARE MODE")
+        .execute(&mut *hold)
+        .await
+        .expect("lock");
+    let (answers, ()) = tokio::join!(
+        join_all((0..30).map(|_| endpoint(&s, &owner, &org, &rx.url))),
+        async {
+            let waiting = eventually(Duration::from_secs(10), || async {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                     AND usename = 'hub_webhook_dispatcher' AND wait_event_type = 'Lock'",
+                )
+                .fetch_one(&s.db)
+                .await
+                .unwrap_or(0);
+                (n >= 3).then_some(())
+            })
+            .await;
+            assert!(waiting.is_some(), "the creations never queued up");
+            hold.rollback().await.expect("release");
+        }
+    );
+    let created = answers.iter().filter(|r| r.status == 201).count();
+    let refused: Vec<_> = answers.iter().filter(|r| r.status == 409).collect();
+    assert_eq!(
+        (created, refused.len()),
+        (1, 29),
+        "{:?}",
+        answers.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    for r in refused {
+        assert!(r.error().contains("maximum of 20"), "{:?}", r.body);
+    }
+    let live: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_dispatcher.endpoints WHERE org_id = $1::uuid AND deleted_at IS NULL",
+    )
+    .bind(&org)
+    .fetch_one(&s.db)
+    .await
+    .expect("count");
+    assert_eq!(live, 20);
+    let list = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks?org_id={org}"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(list.body.as_array().map(Vec::len), Some(20));
+    // Deleting one makes room for one; another organization has its own count.
+    let first = list.body[0]["id"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(
+        p_call(
+            &s,
+            "DELETE",
+            &format!("/v1/webhooks/{first}"),
+            Some(&owner),
+            None
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(endpoint(&s, &owner, &org, &rx.url).await.status, 201);
+    assert_eq!(endpoint(&s, &owner, &org, &rx.url).await.status, 409);
+    let (other_owner, other) = s.org_with_owner("hooks-cap-other@example.com").await;
+    assert_eq!(
+        endpoint(&s, &other_owner, &other, &rx.url).await.status,
+        201
+    );
+}
+
+#[tokio::test]
+async fn a_delivery_is_retried_by_hand_at_most_ten_times_even_under_concurrent_requests() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-retry-cap@example.com").await;
+    let rx = Receiver::start(200);
+    let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
+    let event = publish_event(&s, &org, "server.created").await;
+    let other_event = publish_event(&s, &org, "server.active").await;
+    assert!(until_count(&rx, 2, 10).await);
+    let log = delivery_log(&s, &owner, &ep).await;
+    let id_of = |event: &str| {
+        log.body
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["event_id"] == json!(event))
+            .and_then(|d| d["id"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (did, other_did) = (id_of(&event), id_of(&other_event));
+    let retry = |d: String| {
+        let (s, owner, ep) = (&s, &owner, &ep);
+        async move {
+            p_call(
+                s,
+                "POST",
+                &format!("/v1/webhooks/{ep}/deliveries/{d}/retry"),
+                Some(owner),
+                None,
+            )
+            .await
+        }
+    };
+    // 30 at once: exactly ten are made, series 1 to 10.
+    let answers = join_all((0..30).map(|_| retry(did.clone()))).await;
+    let mut series: Vec<i64> = answers
+        .iter()
+        .filter(|r| r.status == 201)
+        .filter_map(|r| r.body["series"].as_i64())
+        .collect();
+    series.sort_unstable();
+    assert_eq!(
+        series,
+        (1..=10).collect::<Vec<_>>(),
+        "{:?}",
+        answers.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    let refused: Vec<_> = answers.iter().filter(|r| r.status == 409).collect();
+    assert_eq!(refused.len(), 20);
+    assert!(
+        refused.iter().all(|r| r.error().contains("10 times")),
+        "{:?}",
+        refused[0].body
+    );
+    let rows: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid AND event_id = $2::uuid",
+    )
+    .bind(&ep)
+    .bind(&event)
+    .fetch_one(&s.db)
+    .await
+    .expect("count");
+    assert_eq!(rows, 11, "the first series and ten retries");
+    // Retrying one of the retries counts against the same delivery.
+    let a_retry = answers
+        .iter()
+        .find(|r| r.status == 201)
+        .and_then(|r| r.body["id"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(retry(a_retry).await.status, 409);
+    // Another event's delivery has its own count.
+    let r = retry(other_did).await;
+    assert_eq!(
+        (r.status, r.body["series"].as_i64()),
+        (201, Some(1)),
+        "{:?}",
+        r.body
+    );
+    // Every retry was delivered.
+    assert!(until_count(&rx, 2 + 10 + 1, 15).await, "{}", rx.count());
 }

@@ -50,7 +50,10 @@ pub async fn log(
 }
 
 /// POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry (developer or
-/// above): the same event again, as a new attempt series (due now); 201.
+/// above): the same event again, as a new attempt series (due now); 201. One
+/// delivery (an event at an endpoint) is retried by hand at most
+/// `webhooks.max_manual_retries` times, whichever of its rows is named: 409
+/// beyond.
 pub async fn retry(
     state: web::Data<AppState>,
     caller: Caller,
@@ -59,20 +62,46 @@ pub async fn retry(
     let (endpoint, delivery) = path.into_inner();
     let e = authorized(&state, &caller, endpoint, Capability::ManageWebhooks).await?;
     let now = state.clock.now();
-    let row: Option<Delivery> = sqlx::query_as(&format!(
+    let mut tx = state.pool.begin().await?;
+    // The endpoint's row, locked: its retries take turns (the count below is
+    // exact under concurrent requests), and a deletion waits for this one (and
+    // then stops the new row) or comes first (and this one is a 404).
+    let live: Option<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE",
+    )
+    .bind(e.id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    live.ok_or(ApiError::NotFound)?;
+    let series: Option<i32> = sqlx::query_scalar(
+        "SELECT max(x.series) FROM deliveries d \
+         JOIN deliveries x ON x.endpoint_id = d.endpoint_id AND x.event_id = d.event_id \
+         WHERE d.id = $1 AND d.endpoint_id = $2",
+    )
+    .bind(delivery)
+    .bind(e.id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let series = series.ok_or(ApiError::NotFound)?;
+    let cap = state.webhooks.max_manual_retries;
+    if series >= cap {
+        return Err(ApiError::Conflict(format!(
+            "this delivery was already retried {cap} times, the most allowed"
+        )));
+    }
+    let row: Delivery = sqlx::query_as(&format!(
         "INSERT INTO deliveries (endpoint_id, org_id, event_id, event_type, payload, series, next_attempt_at, created_at, updated_at) \
-         SELECT d.endpoint_id, d.org_id, d.event_id, d.event_type, d.payload, \
-                (SELECT max(series) + 1 FROM deliveries x WHERE x.endpoint_id = d.endpoint_id AND x.event_id = d.event_id), \
-                $3, $3, $3 \
+         SELECT d.endpoint_id, d.org_id, d.event_id, d.event_type, d.payload, $3, $4, $4, $4 \
          FROM deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 \
          RETURNING {COLUMNS}"
     ))
     .bind(delivery)
     .bind(e.id)
+    .bind(series + 1)
     .bind(now)
-    .fetch_optional(&state.pool)
+    .fetch_one(&mut *tx)
     .await?;
-    let row = row.ok_or(ApiError::NotFound)?;
+    tx.commit().await?;
     state.wake.notify_one();
     Ok(HttpResponse::Created().json(row))
 }

@@ -48,7 +48,8 @@ pub struct Create {
     url: String,
 }
 
-/// POST /v1/webhooks (developer or above): 201 `{id, org_id, url, secret, created_at}`.
+/// POST /v1/webhooks (developer or above): 201 `{id, org_id, url, secret, created_at}`;
+/// 409 once the organization has `webhooks.max_endpoints_per_org` live endpoints.
 #[tracing::instrument(skip_all)]
 pub async fn create(
     state: web::Data<AppState>,
@@ -64,6 +65,24 @@ pub async fn create(
     let secret = hub_webhooks::generate_secret().map_err(anyhow::Error::from)?;
     let sealed = state.sealer.seal(secret.as_bytes(), &secret_aad(id))?;
     let mut tx = state.pool.begin().await?;
+    // Creations for one organization take turns, so the count is exact under
+    // concurrent requests (deletions only lower it).
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(format!("webhook-endpoints:{}", body.org_id))
+        .execute(&mut *tx)
+        .await?;
+    let live: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM endpoints WHERE org_id = $1 AND deleted_at IS NULL",
+    )
+    .bind(body.org_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let cap = state.webhooks.max_endpoints_per_org;
+    if live >= cap {
+        return Err(ApiError::Conflict(format!(
+            "this organization already has the maximum of {cap} webhook endpoints; delete one first"
+        )));
+    }
     let e: Endpoint = sqlx::query_as(
         "INSERT INTO endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
          RETURNING id, org_id, url, created_at",
