@@ -200,8 +200,14 @@ log_format = "pretty"
                 opts.identity_toml,
             ],
         );
+        // org-billing seals legal identities with a fresh key of its own.
+        let billing_sealing_key = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            [Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat(),
+        );
         let mut billing = vec![format!(
-            "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n"
+            "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n\
+             [sealing]\nkeys = [\"t1:{billing_sealing_key}\"]\n"
         )];
         if let Some(port) = opts.org_billing_database_port {
             let mut url =

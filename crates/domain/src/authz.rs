@@ -71,15 +71,19 @@ pub enum Capability {
     ManageWebhooks,
     /// Move services between organizations.
     TransferServices,
+    /// Read the organization's KYC submissions in full (the submitted fields,
+    /// address and review notes); other members see each submission's status.
+    KycRead,
 }
 
-pub const CAPABILITIES: [Capability; 6] = [
+pub const CAPABILITIES: [Capability; 7] = [
     Capability::Read,
     Capability::FinanceRead,
     Capability::Admin,
     Capability::OperateServers,
     Capability::ManageWebhooks,
     Capability::TransferServices,
+    Capability::KycRead,
 ];
 
 impl Capability {
@@ -93,6 +97,7 @@ impl Capability {
             Capability::OperateServers => &[Owner, Manager],
             Capability::ManageWebhooks => &[Owner, Manager, Developer],
             Capability::TransferServices => &[Owner],
+            Capability::KycRead => &[Owner, Manager, Finance],
         }
     }
 
@@ -134,6 +139,7 @@ mod tests {
                 Capability::TransferServices,
                 [true, false, false, false, false],
             ),
+            (Capability::KycRead, [true, true, true, false, false]),
         ];
         assert_eq!(
             table.len(),

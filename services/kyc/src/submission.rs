@@ -1,6 +1,8 @@
-//! A stored submission and its resource shape (KYCSubmission). The raw payload
-//! is sealed with AES-256-GCM, bound to the submission id; it is opened only to
-//! answer the organization's members and staff, never logged, never in events.
+//! A stored submission and its resource shapes: KYCSubmission (in full) and
+//! KYCSubmissionStatus (what other members see). The raw payload is sealed
+//! with AES-256-GCM, bound to the submission id; it is opened only to answer
+//! the organization's members with KYC reads (owner, manager, finance) and
+//! staff, never logged, never in events.
 
 use crate::{payload::Payload, state::AppState};
 use hub_domain::OrgId;
@@ -55,7 +57,35 @@ pub struct Resource {
     pub purged_at: Option<OffsetDateTime>,
 }
 
+/// KYCSubmissionStatus: a submission as members without KYC reads see it (the
+/// payload is not even opened): no fields, address, notes or requested keys.
+#[derive(Serialize)]
+pub struct Status {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub legal_type: String,
+    pub status: String,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub reviewed_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub purged_at: Option<OffsetDateTime>,
+}
+
 impl Row {
+    pub fn status_only(self) -> Status {
+        Status {
+            id: self.id,
+            org_id: self.org_id,
+            legal_type: self.legal_type,
+            status: self.status,
+            reviewed_at: self.reviewed_at,
+            created_at: self.created_at,
+            purged_at: self.purged_at,
+        }
+    }
+
     pub fn payload(&self, state: &AppState) -> anyhow::Result<Option<Payload>> {
         match &self.payload {
             None => Ok(None),

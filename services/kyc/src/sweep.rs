@@ -1,7 +1,10 @@
 //! Data minimization: `retention.purge_after_days` (180) after its decision, a
-//! submission's raw payload (fields and address, and the keys submitted) is
-//! deleted; only status, notes, requested field keys and timestamps survive,
-//! and `purged_at` is set. Runs every `retention.sweep_interval_secs` on every
+//! submission's raw payload (fields and address, and the keys submitted) and
+//! its review notes (free text a reviewer may have filled with what they saw)
+//! are deleted; only status, requested field keys, ids and timestamps survive,
+//! and `purged_at` is set. The verified legal identity is not a submission's:
+//! kyc's `org_state` and org-billing keep it, sealed (proto-docs/decisions.md,
+//! "Personal data"). Runs every `retention.sweep_interval_secs` on every
 //! replica: each pass takes its rows with `FOR UPDATE SKIP LOCKED`, so replicas
 //! never purge the same row twice and never skip one. "Now" comes from the
 //! service's clock (tests move it).
@@ -20,7 +23,8 @@ pub async fn run_once(pool: &PgPool, clock: &Clock, after_days: i64) -> anyhow::
     loop {
         let now = clock.now();
         let ids: Vec<Uuid> = sqlx::query_scalar(
-            "UPDATE submissions SET payload = NULL, field_keys = '{}', purged_at = $1 \
+            "UPDATE submissions SET payload = NULL, field_keys = '{}', review_notes = '', \
+               purged_at = $1 \
              WHERE id IN ( \
                SELECT id FROM submissions \
                WHERE purged_at IS NULL AND reviewed_at IS NOT NULL \

@@ -6,12 +6,216 @@
 //! order and any number of times, converge. Once verified, the legal identity
 //! (legal_name, tax_id, registration_number, registered_address) is locked:
 //! nothing in org-billing writes it but an approved KYC state.
+//!
+//! The legal identity is personal data (an individual's name and national
+//! id): it is stored sealed (AES-256-GCM, `sealing.keys`) in
+//! `organizations.legal_identity`, bound to the organization's id, and opened
+//! only to answer the organization's detail. Versions before it kept four
+//! plaintext columns; [`finish_migrations`] seals what they hold, then the
+//! remaining migrations drop them and rewrite the table.
 
 use crate::state::AppState;
 use event_contracts::{Envelope, KycChanged};
 use hub_domain::OrgId;
+use service_kit::sealed::Sealer;
+use sqlx::{
+    migrate::{Migration, MigrationSource, Migrator},
+    PgPool,
+};
+use std::collections::BTreeMap;
 
-pub use event_contracts::internal::KycState;
+pub use event_contracts::internal::{KycState, LegalIdentity};
+
+/// The migration that adds the sealed column (plaintext still present).
+pub const SEALED_COLUMN_MIGRATION: i64 = 20261124200001;
+/// The migration that drops the plaintext columns (it refuses to run while
+/// any plaintext is left: [`finish_migrations`] seals it first).
+pub const PLAINTEXT_DROPPED_MIGRATION: i64 = 20261124200002;
+
+/// The address keys a registered address always has ("" when absent).
+const ADDRESS_KEYS: [&str; 6] = ["line1", "line2", "city", "region", "postal_code", "country"];
+
+/// The AAD an organization's legal identity is sealed with: a sealed value
+/// moved to another organization's row does not open.
+pub fn identity_aad(org_id: OrgId) -> Vec<u8> {
+    format!("org-billing-legal-identity:{org_id}").into_bytes()
+}
+
+/// The legal identity of an organization that has none (never verified):
+/// empty strings and an address with its six keys empty.
+pub fn empty_identity() -> LegalIdentity {
+    LegalIdentity {
+        legal_name: String::new(),
+        tax_id: String::new(),
+        registration_number: String::new(),
+        registered_address: ADDRESS_KEYS
+            .iter()
+            .map(|k| (k.to_string(), String::new()))
+            .collect(),
+    }
+}
+
+/// Seal `identity` for `org_id`.
+pub fn seal_identity(
+    sealer: &Sealer,
+    org_id: OrgId,
+    identity: &LegalIdentity,
+) -> anyhow::Result<Vec<u8>> {
+    sealer.seal_json(identity, &identity_aad(org_id))
+}
+
+/// Open the stored `legal_identity` of `org_id` (NULL: the empty identity).
+pub fn open_identity(
+    sealer: &Sealer,
+    org_id: OrgId,
+    sealed: Option<&[u8]>,
+) -> anyhow::Result<LegalIdentity> {
+    match sealed {
+        None => Ok(empty_identity()),
+        Some(bytes) => sealer.open_json(bytes, &identity_aad(org_id)),
+    }
+}
+
+/// A source of org-billing's migrations older than `before`.
+#[derive(Debug)]
+struct Before(i64);
+
+impl MigrationSource<'static> for Before {
+    fn resolve(
+        self,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<Vec<Migration>, sqlx::error::BoxDynError>>
+                + Send
+                + 'static,
+        >,
+    > {
+        Box::pin(async move {
+            Ok(crate::MIGRATOR
+                .iter()
+                .filter(|m| m.version < self.0)
+                .cloned()
+                .collect())
+        })
+    }
+}
+
+/// org-billing's migrations older than `version` (a database already past
+/// them is fine). Start-up applies those up to the sealed column, then
+/// [`finish_migrations`] the rest.
+pub async fn migrations_before(version: i64) -> anyhow::Result<Migrator> {
+    let mut m = Migrator::new(Before(version)).await?;
+    m.set_ignore_missing(true);
+    Ok(m)
+}
+
+#[derive(sqlx::FromRow)]
+struct Plain {
+    id: OrgId,
+    legal_name: String,
+    tax_id: String,
+    registration_number: String,
+    registered_address: serde_json::Value,
+}
+
+/// Rows sealed per transaction.
+const SEAL_BATCH: i64 = 200;
+
+/// After [`migrations_before`]`(`[`PLAINTEXT_DROPPED_MIGRATION`]`)`: seal every
+/// legal identity the plaintext columns still hold (blanking them in the same
+/// statement), then apply the remaining migrations (which drop those columns
+/// and rewrite the table, so that no copy of the plaintext stays in it).
+/// Replicas starting together take turns (an advisory lock); once the columns
+/// are gone this only applies the migrations. Returns how many rows it sealed.
+pub async fn finish_migrations(pool: &PgPool, sealer: &Sealer) -> anyhow::Result<u64> {
+    let mut lock = pool.acquire().await?;
+    sqlx::query("SELECT pg_advisory_lock(hashtext('org-billing-seal-legal-identity'))")
+        .execute(&mut *lock)
+        .await?;
+    let result = seal_plaintext(pool, sealer).await;
+    let result = match result {
+        Ok(n) => service_kit::db::migrate(pool, crate::SCHEMA, &crate::MIGRATOR)
+            .await
+            .map(|_| n),
+        Err(e) => Err(e),
+    };
+    sqlx::query("SELECT pg_advisory_unlock(hashtext('org-billing-seal-legal-identity'))")
+        .execute(&mut *lock)
+        .await?;
+    let n = result?;
+    if n > 0 {
+        tracing::info!(
+            sealed = n,
+            "legal identities stored in clear are now sealed"
+        );
+    }
+    Ok(n)
+}
+
+async fn seal_plaintext(pool: &PgPool, sealer: &Sealer) -> anyhow::Result<u64> {
+    let has_plaintext: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
+           WHERE table_schema = current_schema() AND table_name = 'organizations' \
+             AND column_name = 'tax_id')",
+    )
+    .fetch_one(pool)
+    .await?;
+    if !has_plaintext {
+        return Ok(0);
+    }
+    let mut sealed = 0;
+    loop {
+        let mut tx = pool.begin().await?;
+        // Anything the plaintext columns hold, verified or not: nothing in
+        // clear may survive them.
+        let rows: Vec<Plain> = sqlx::query_as(
+            "SELECT id, legal_name, tax_id, registration_number, registered_address \
+             FROM organizations \
+             WHERE legal_identity IS NULL AND (kyc_locked OR legal_name <> '' OR tax_id <> '' \
+               OR registration_number <> '' \
+               OR EXISTS (SELECT 1 FROM jsonb_each(registered_address) a \
+                          WHERE a.value NOT IN ('\"\"'::jsonb, 'null'::jsonb))) \
+             ORDER BY id LIMIT $1 FOR UPDATE",
+        )
+        .bind(SEAL_BATCH)
+        .fetch_all(&mut *tx)
+        .await?;
+        let n = rows.len();
+        for r in rows {
+            let mut address: BTreeMap<String, String> = empty_identity().registered_address;
+            if let serde_json::Value::Object(m) = r.registered_address {
+                for (k, v) in m {
+                    let v = match v {
+                        serde_json::Value::String(s) => s,
+                        serde_json::Value::Null => String::new(),
+                        other => other.to_string(),
+                    };
+                    address.insert(k, v);
+                }
+            }
+            let identity = LegalIdentity {
+                legal_name: r.legal_name,
+                tax_id: r.tax_id,
+                registration_number: r.registration_number,
+                registered_address: address,
+            };
+            sqlx::query(
+                "UPDATE organizations SET legal_identity = $2, legal_name = '', tax_id = '', \
+                   registration_number = '', registered_address = DEFAULT WHERE id = $1",
+            )
+            .bind(r.id)
+            .bind(seal_identity(sealer, r.id, &identity)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        sealed += n as u64;
+        if (n as i64) < SEAL_BATCH {
+            break;
+        }
+    }
+    Ok(sealed)
+}
 
 /// Apply `s` to `org_id` if newer; returns whether it applied (false: older or
 /// equal, or no such organization).
@@ -24,13 +228,15 @@ pub async fn apply(state: &AppState, org_id: OrgId, s: &KycState) -> anyhow::Res
         "unknown kyc_status {:?}",
         s.kyc_status
     );
-    let identity = s.legal_identity.as_ref();
+    let sealed = s
+        .legal_identity
+        .as_ref()
+        .map(|i| seal_identity(&state.sealer, org_id, i))
+        .transpose()?;
     let applied = sqlx::query(
         "UPDATE organizations SET kyc_version = $2, kyc_status = $3, kyc_tier = $4, \
            kyc_verified_at = $5, kyc_locked = $6, \
-           legal_name = COALESCE($7, legal_name), tax_id = COALESCE($8, tax_id), \
-           registration_number = COALESCE($9, registration_number), \
-           registered_address = COALESCE($10, registered_address) \
+           legal_identity = COALESCE($7, legal_identity) \
          WHERE id = $1 AND kyc_version < $2",
     )
     .bind(org_id)
@@ -38,11 +244,8 @@ pub async fn apply(state: &AppState, org_id: OrgId, s: &KycState) -> anyhow::Res
     .bind(&s.kyc_status)
     .bind(s.kyc_tier)
     .bind(s.kyc_verified_at)
-    .bind(identity.is_some())
-    .bind(identity.map(|i| &i.legal_name))
-    .bind(identity.map(|i| &i.tax_id))
-    .bind(identity.map(|i| &i.registration_number))
-    .bind(identity.map(|i| sqlx::types::Json(&i.registered_address)))
+    .bind(sealed.is_some())
+    .bind(sealed)
     .execute(&state.pool)
     .await?
     .rows_affected()

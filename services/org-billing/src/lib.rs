@@ -2,7 +2,7 @@
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
 mod idempotency;
-mod kyc;
+pub mod kyc;
 mod ledger;
 mod replica;
 mod routes;
@@ -18,6 +18,7 @@ use event_contracts::{KycChanged, MembershipChanged};
 use service_kit::{
     db, nats,
     peer::Peer,
+    sealed::Sealer,
     server::{Foundation, Parts},
 };
 use sqlx::{migrate::Migrator, PgPool};
@@ -32,8 +33,13 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/org_billing");
 pub use service_kit::server::Running as Application;
 
 /// Apply org-billing's migrations (and the seed when configured), then return.
+/// Legal identities stored in clear by earlier versions are sealed on the way
+/// ([`kyc::finish_migrations`]), so the sealing keys are required here too.
 pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
-    let pool = db::prepare(&settings.database, SCHEMA, "org-billing-migrate", &MIGRATOR).await?;
+    let sealer = Sealer::new(&settings.sealing.keys)?;
+    let before = kyc::migrations_before(kyc::PLAINTEXT_DROPPED_MIGRATION).await?;
+    let pool = db::prepare(&settings.database, SCHEMA, "org-billing-migrate", &before).await?;
+    kyc::finish_migrations(&pool, &sealer).await?;
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
     }
@@ -54,12 +60,17 @@ pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     let cancel = rt.cancel.clone();
+    // No key, no start: the legal identities are stored sealed.
+    let sealer = Sealer::new(&settings.sealing.keys)?;
+    // Migrations up to the sealed column here, the rest once the plaintext
+    // columns are sealed (kyc::finish_migrations).
+    let before = kyc::migrations_before(kyc::PLAINTEXT_DROPPED_MIGRATION).await?;
     let mut f = Foundation::start(
         Parts {
             name: "org-billing",
             audience: SERVICE,
             schema: SCHEMA,
-            migrator: &MIGRATOR,
+            migrator: &before,
             database: &settings.database,
             nats: &settings.nats,
             assertion: &settings.assertion,
@@ -69,6 +80,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     )
     .await?;
     let pool = f.pool.clone();
+    kyc::finish_migrations(&pool, &sealer).await?;
     let js = f.js.clone();
     let naming = f.naming.clone();
     let outbox = f.outbox.clone();
@@ -116,6 +128,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         identity: Peer::new(SERVICE, "identity", &settings.identity)?,
         kyc: Peer::new(SERVICE, "kyc", &settings.kyc)?,
         orgs: settings.orgs.clone(),
+        sealer,
     });
 
     let replica_pool = pool.clone();

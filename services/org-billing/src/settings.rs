@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings, SealingSettings,
     TelemetrySettings,
 };
 
@@ -26,6 +26,8 @@ pub struct Settings {
     pub seed: SeedSettings,
     pub jobs: JobSettings,
     pub ledger: LedgerSettings,
+    /// Seals the verified legal identity of each organization at rest.
+    pub sealing: SealingSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -75,5 +77,24 @@ impl Layered for Settings {
         "assertion.keys",
         "assertion.callers.agent.keys",
         "assertion.callers.kyc.keys",
+        "sealing.keys",
     ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn production_defaults_hold_no_sealing_key() {
+        let s = Settings::from_layers(&[]).expect("defaults parse");
+        assert!(s.sealing.keys.is_empty());
+        assert!(service_kit::sealed::Sealer::new(&s.sealing.keys).is_err());
+    }
+
+    #[test]
+    fn the_dev_key_is_a_usable_sealing_key() {
+        let s = Settings::from_layers(&[DEV]).expect("dev parses");
+        assert!(service_kit::sealed::Sealer::new(&s.sealing.keys).is_ok());
+    }
 }

@@ -2,7 +2,7 @@
 
 use event_contracts::Naming;
 use hub_domain::OrgId;
-use service_kit::{assertion::Caller, outbox::Outbox, peer::Peer};
+use service_kit::{assertion::Caller, outbox::Outbox, peer::Peer, sealed::Sealer};
 use sqlx::PgPool;
 
 pub struct AppState {
@@ -22,6 +22,8 @@ pub struct AppState {
     pub identity: Peer,
     /// kyc's internal routes (the KYC state of an organization).
     pub kyc: Peer,
+    /// Seals each organization's verified legal identity (AES-256-GCM).
+    pub sealer: Sealer,
 }
 
 impl AppState {

@@ -19,8 +19,14 @@ async fn the_audit_history_records_the_callers_own_actions() {
     let a = s.sign_in("audited@example.com").await;
     let b = s.sign_in("audited@example.com").await;
     let other = s.sign_in("someone-else@example.com").await;
-    s.patch("/v1/auth/me", Some(&a), json!({"name": "Audited"}))
+    let r = s
+        .patch(
+            "/v1/auth/me",
+            Some(&a),
+            json!({"name": "Nilufer Audited-Name"}),
+        )
         .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
     s.patch(
         "/v1/profile",
         Some(&a),
@@ -70,6 +76,15 @@ async fn the_audit_history_records_the_callers_own_actions() {
         assert!(e["id"].is_i64() && e["created_at"].is_string() && e["detail"].is_object());
     }
     assert_eq!(entries[1]["detail"], json!({"fields": ["locale", "bio"]}));
+    // A name change names the field, as the profile route does, never the name.
+    assert_eq!(entries[2]["detail"], json!({"fields": ["name"]}));
+    for e in &entries {
+        let detail = e["detail"].to_string();
+        assert!(
+            !detail.contains("Nilufer") && !detail.contains("Audited-Name"),
+            "the name is in the audit detail: {e}"
+        );
+    }
     assert!(
         !log.body.to_string().contains("secret-ish"),
         "values stay out of the audit detail"

@@ -67,10 +67,13 @@ async fn a_service_that_cannot_start_stops_the_whole_stack_with_its_error() {
     let s = TestStack::spawn().await;
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut extra = std::collections::BTreeMap::new();
-    // org-billing with a key too short to use: it fails to start.
+    // org-billing with a key too short to use (and a usable sealing key, so
+    // that the short key is what stops it): it fails to start.
     extra.insert(
         "org_billing".to_owned(),
-        vec!["[assertion]\nkeys = [\"short\"]\n".to_owned()],
+        vec!["[assertion]\nkeys = [\"short\"]\n\
+             [sealing]\nkeys = [\"t1:aXNvbGF0aW9uLXRlc3Qtc2VhbGluZy1rZXktMzJieXQ=\"]\n"
+            .to_owned()],
     );
     let started = hub_stack::Stack::start(hub_stack::StackConfig {
         source: hub_stack::Source::Generated,

@@ -20,6 +20,7 @@ mod members;
 mod membership_limits;
 mod orgs;
 mod outbox;
+mod personal_data;
 mod profile;
 mod role_matrix;
 pub mod servers;

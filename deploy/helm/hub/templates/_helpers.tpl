@@ -35,7 +35,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 - name: {{ $.svc.envPrefix }}__ASSERTION__CALLERS__{{ $caller | upper }}__KEYS
   valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: caller-keys-{{ $caller }}-to-{{ $callee }} } }
 {{- end }}
-{{- if has .svc.assertionName (list "kyc" "server_product" "webhook_dispatcher") }}
+{{- if has .svc.assertionName (list "org_billing" "kyc" "server_product" "webhook_dispatcher") }}
 - name: {{ .svc.envPrefix }}__SEALING__KEYS
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: {{ .svc.binary }}-sealing-keys } }
 {{- end }}

@@ -255,12 +255,14 @@ pub async fn patch_me(
             .bind(&name)
             .execute(&mut *tx)
             .await?;
+        // The changed field's name, never its value (as the profile route):
+        // audit rows outlive edits, and audit detail holds no personal data.
         audit::record(
             &mut tx,
             Some(caller.user_id()),
             "user.name_changed",
             &format!("user:{}", caller.user_id()),
-            json!({"name": name}),
+            json!({"fields": ["name"]}),
             &caller.ip,
         )
         .await?;

@@ -1,4 +1,5 @@
-//! An organization's submissions: the admin submits, any member reads.
+//! An organization's submissions: the admin submits; the admin roles and
+//! finance (and staff) read them in full, other members their status only.
 //!
 //! One pending submission per organization (a partial unique index, so two
 //! concurrent submissions cannot both be pending: the second is a 409). A
@@ -78,7 +79,11 @@ pub async fn submit(
     Ok(HttpResponse::Created().json(row.resource(&state, false)?))
 }
 
-/// GET /v1/organizations/{id}/kyc (any member): every submission, newest first.
+/// GET /v1/organizations/{id}/kyc: every submission, newest first. Members
+/// with KYC reads (owner, manager, finance; sessions and keys alike) and staff
+/// (any organization: they review them) get KYCSubmission; any other member
+/// gets KYCSubmissionStatus, without the submitted data or the notes; a
+/// non-member 404.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn list(
     state: web::Data<AppState>,
@@ -86,7 +91,10 @@ pub async fn list(
     path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
-    caller.require(org_id, Capability::Read)?;
+    let full = caller.identity.staff
+        || caller
+            .require(org_id, Capability::Read)?
+            .can(Capability::KycRead);
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {} FROM submissions WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 100",
         submission::COLUMNS
@@ -94,6 +102,10 @@ pub async fn list(
     .bind(org_id)
     .fetch_all(&state.pool)
     .await?;
+    if !full {
+        let out: Vec<_> = rows.into_iter().map(Row::status_only).collect();
+        return Ok(HttpResponse::Ok().json(out));
+    }
     let out = rows
         .into_iter()
         .map(|r| r.resource(&state, false))

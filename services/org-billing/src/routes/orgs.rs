@@ -200,10 +200,8 @@ struct DetailRow {
     wallet_currency: String,
     wallet_balance_minor: i64,
     tokens: i64,
-    legal_name: String,
-    tax_id: String,
-    registration_number: String,
-    registered_address: serde_json::Value,
+    /// Sealed (crate::kyc); NULL until verified.
+    legal_identity: Option<Vec<u8>>,
     kyc_locked: bool,
     kyc_verified_at: Option<OffsetDateTime>,
 }
@@ -222,7 +220,7 @@ struct Detail {
     legal_name: String,
     tax_id: String,
     registration_number: String,
-    registered_address: serde_json::Value,
+    registered_address: std::collections::BTreeMap<String, String>,
     kyc_locked: bool,
     #[serde(with = "time::serde::rfc3339::option")]
     kyc_verified_at: Option<OffsetDateTime>,
@@ -240,8 +238,7 @@ pub async fn detail(
     let org_id = path.into_inner();
     let role = caller.require(org_id, Capability::Read)?;
     let row: Option<DetailRow> = sqlx::query_as(&format!(
-        "SELECT {ORG_COLUMNS}, o.status, o.legal_name, o.tax_id, o.registration_number, \
-                o.registered_address, o.kyc_locked, o.kyc_verified_at, \
+        "SELECT {ORG_COLUMNS}, o.status, o.legal_identity, o.kyc_locked, o.kyc_verified_at, \
                 w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor, \
                 t.balance AS tokens, \
                 (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS members \
@@ -252,6 +249,7 @@ pub async fn detail(
     .fetch_optional(&state.pool)
     .await?;
     let r = row.ok_or(ApiError::NotFound)?;
+    let identity = crate::kyc::open_identity(&state.sealer, org_id, r.legal_identity.as_deref())?;
     let finance = role.can(Capability::FinanceRead);
     let retention = r.kyc_verified_at.map(|v| {
         let d = v.date();
@@ -272,10 +270,10 @@ pub async fn detail(
         wallet_currency: finance.then_some(r.wallet_currency),
         wallet_balance_minor: finance.then_some(r.wallet_balance_minor),
         tokens: r.tokens,
-        legal_name: r.legal_name,
-        tax_id: r.tax_id,
-        registration_number: r.registration_number,
-        registered_address: r.registered_address,
+        legal_name: identity.legal_name,
+        tax_id: identity.tax_id,
+        registration_number: identity.registration_number,
+        registered_address: identity.registered_address,
         kyc_locked: r.kyc_locked,
         kyc_verified_at: r.kyc_verified_at,
         kyc_retention_until: retention,

@@ -1,0 +1,11 @@
+-- The verified legal identity (legal name, tax or national id, registration
+-- number, registered address) is personal data: it is kept sealed
+-- (AES-256-GCM with org-billing's `sealing.keys`, bound to the organization's
+-- id), as JSON {legal_name, tax_id, registration_number, registered_address}.
+-- NULL: the organization was never verified.
+--
+-- SQL cannot seal (the keys live in the service's settings), so the service
+-- moves the plaintext columns into this one at start-up (and in `migrate`)
+-- before it applies the next migration, which drops them
+-- (services/org-billing/src/kyc.rs, `finish_migrations`).
+ALTER TABLE organizations ADD COLUMN legal_identity bytea;
