@@ -249,7 +249,14 @@ pub async fn detail(
     .fetch_optional(&state.pool)
     .await?;
     let r = row.ok_or(ApiError::NotFound)?;
-    let identity = crate::kyc::open_identity(&state.sealer, org_id, r.legal_identity.as_deref())?;
+    // The verified legal identity (an individual's national id among it) is
+    // shown to the roles that read KYC submissions; other members see it
+    // empty, as they see the submissions' status only. Not even opened then.
+    let identity = if role.can(Capability::KycRead) {
+        crate::kyc::open_identity(&state.sealer, org_id, r.legal_identity.as_deref())?
+    } else {
+        crate::kyc::empty_identity()
+    };
     let finance = role.can(Capability::FinanceRead);
     let retention = r.kyc_verified_at.map(|v| {
         let d = v.date();
