@@ -19,6 +19,7 @@ mod ledger_limits;
 mod members;
 mod membership_limits;
 mod orgs;
+mod outage;
 mod outbox;
 mod profile;
 mod role_matrix;
