@@ -130,7 +130,9 @@ pub async fn request_span(
     }
     let _enter = span.enter();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    if status >= 500 {
+    // A 503 is an outage or a refusal whose cause is logged where it is
+    // known (throttled: see `outage`), not once per request here.
+    if status >= 500 && status != 503 {
         tracing::warn!(status, ms, "request failed");
     } else {
         tracing::debug!(status, ms, "request served");

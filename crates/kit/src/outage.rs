@@ -91,6 +91,9 @@ fn classify_nats(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> 
 /// publish, request or connect failure), if any.
 pub fn classify(e: &anyhow::Error) -> Option<Outage> {
     for cause in e.chain() {
+        if let Some(crate::ApiError::Outage(o)) = cause.downcast_ref::<crate::ApiError>() {
+            return Some(o.clone());
+        }
         if let Some(s) = cause.downcast_ref::<sqlx::Error>() {
             return classify_sqlx(s);
         }
@@ -226,6 +229,19 @@ pub fn report(o: &Outage) {
     }
 }
 
+/// A background pass (outbox relay, periodic job, event handler, worker)
+/// failed with `e`: an outage goes through the throttle (one line per cause
+/// and interval) and `true` is returned; anything else is the caller's to log.
+pub fn report_background(e: &anyhow::Error) -> bool {
+    match classify(e) {
+        Some(o) => {
+            report(&o);
+            true
+        }
+        None => false,
+    }
+}
+
 /// `dependency` answered (a readiness check, a new pool connection): log the
 /// end of its outages, once each.
 pub fn report_recovered(dependency: Dependency) {
@@ -308,5 +324,11 @@ mod tests {
             Some("postgres: pool timed out")
         );
         assert!(classify(&anyhow::anyhow!("a bug")).is_none());
+        // An answer already classified, carried back into a background job.
+        let api = anyhow::Error::new(crate::ApiError::from(sqlx::Error::PoolTimedOut));
+        assert_eq!(
+            classify(&api).map(|o| o.cause),
+            Some("postgres: pool timed out")
+        );
     }
 }

@@ -139,6 +139,8 @@ async fn a_postgres_outage_answers_503_with_retry_after_and_recovers_without_res
     })
     .await
     .expect("clients are refused while Postgres is cut");
+    // Keep sending for a while, past the pool's acquire timeout (1 s).
+    tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(ready(&s).await, 503, "still cut");
 
     relay.restore();
