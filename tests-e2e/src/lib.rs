@@ -11,6 +11,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub mod relay;
+
 /// Where the tests find Postgres (an admin connection that may create databases).
 pub fn admin_database_url() -> String {
     std::env::var("TEST_DATABASE_URL")
@@ -45,6 +47,10 @@ pub struct StackOptions {
     /// Connect org-billing (its role) to Postgres through this local port (a
     /// relay a test controls) instead of directly.
     pub org_billing_database_port: Option<u16>,
+    /// Connect these services (by their settings name: `server_product`,
+    /// `org_billing`, ...) to Postgres through the given local port (a relay
+    /// a test controls, see [`relay::Relay`]) instead of directly.
+    pub database_ports: std::collections::BTreeMap<String, u16>,
 }
 
 impl Default for StackOptions {
@@ -59,6 +65,7 @@ impl Default for StackOptions {
             webhook_toml: String::new(),
             agent_toml: String::new(),
             org_billing_database_port: None,
+            database_ports: Default::default(),
         }
     }
 }
@@ -205,17 +212,28 @@ log_format = "pretty"
             &base64::engine::general_purpose::STANDARD,
             [Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat(),
         );
+        let mut database_ports = opts.database_ports.clone();
+        if let Some(port) = opts.org_billing_database_port {
+            database_ports.insert("org_billing".to_owned(), port);
+        }
+        // The service's role, through the test's relay.
+        let relayed = |service: &str| -> anyhow::Result<Option<String>> {
+            let Some(port) = database_ports.get(service) else {
+                return Ok(None);
+            };
+            let mut url = reqwest::Url::parse(&hub_stack::role_url(
+                &database_url,
+                &format!("hub_{service}"),
+            )?)?;
+            url.set_port(Some(*port))
+                .map_err(|_| anyhow::anyhow!("cannot set a port"))?;
+            Ok(Some(format!("[database]\nurl = {:?}\n", url.as_str())))
+        };
         let mut billing = vec![format!(
             "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n\
              [sealing]\nkeys = [\"t1:{billing_sealing_key}\"]\n"
         )];
-        if let Some(port) = opts.org_billing_database_port {
-            let mut url =
-                reqwest::Url::parse(&hub_stack::role_url(&database_url, "hub_org_billing")?)?;
-            url.set_port(Some(port))
-                .map_err(|_| anyhow::anyhow!("cannot set a port"))?;
-            billing.push(format!("[database]\nurl = {:?}\n", url.as_str()));
-        }
+        billing.extend(relayed("org_billing")?);
         billing.push(opts.org_billing_toml);
         extra.insert("org_billing".to_owned(), billing);
         // A fresh sealing key per stack; the sweep only when a test runs it.
@@ -241,6 +259,7 @@ log_format = "pretty"
                     "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[seed]\nskus = true\n\
                      [provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n[jobs]\noutbox_poll_ms = 100\n"
                 ),
+                relayed("server_product")?.unwrap_or_default(),
                 opts.server_product_toml,
             ],
         );

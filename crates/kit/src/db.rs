@@ -29,6 +29,14 @@ pub async fn connect(s: &DatabaseSettings, schema: &str, app_name: &str) -> anyh
         .max_connections(s.max_connections)
         .min_connections(s.min_connections)
         .acquire_timeout(Duration::from_millis(s.acquire_timeout_ms))
+        // A new connection means Postgres answers again: end an outage in the
+        // throttled log (a no-op when there is none).
+        .after_connect(|_, _| {
+            Box::pin(async {
+                crate::outage::report_recovered(crate::outage::Dependency::Postgres);
+                Ok(())
+            })
+        })
         .connect_with(options(s, schema, app_name)?)
         .await
         .with_context(|| format!("connecting to Postgres for schema {schema}"))

@@ -1,10 +1,15 @@
 //! One error type for every service: client errors as `{"error": "..."}` with a
 //! stable message, anything unexpected logged in full and answered with an
-//! opaque 500.
+//! opaque 500. Outages (Postgres or NATS cannot be reached: see
+//! [`crate::outage`]) answer 503 `{"error": "service temporarily unavailable"}`
+//! with `Retry-After`, logged once per cause and interval; every 503 carries
+//! `Retry-After: 5`.
 
 use actix_web::{http::StatusCode, HttpResponse, ResponseError};
 use serde::Serialize;
 use std::fmt;
+
+use crate::outage::{self, Outage, RETRY_AFTER_SECS, UNAVAILABLE};
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -36,6 +41,9 @@ pub enum ApiError {
     BadGateway(String),
     /// 503: a dependency is unreachable; fail closed.
     Unavailable(String),
+    /// 503: Postgres or NATS cannot be reached right now (see
+    /// [`crate::outage::classify`]); logged throttled, answered opaquely.
+    Outage(Outage),
     /// 500: logged with its whole chain, answered opaquely.
     Internal(anyhow::Error),
 }
@@ -74,6 +82,7 @@ impl ApiError {
             ApiError::PayloadTooLarge => "request body too large",
             ApiError::UnsupportedMediaType => "content type must be application/json",
             ApiError::TooManyRequests => "too many requests, try again later",
+            ApiError::Outage(_) => UNAVAILABLE,
             ApiError::Internal(_) => "internal error",
         }
     }
@@ -83,6 +92,7 @@ impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ApiError::Internal(e) => write!(f, "internal error: {e:#}"),
+            ApiError::Outage(o) => write!(f, "{UNAVAILABLE} ({}: {})", o.cause, o.detail),
             other => f.write_str(other.message()),
         }
     }
@@ -104,37 +114,51 @@ impl ResponseError for ApiError {
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::TooManyRequests | ApiError::QuotaExceeded(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Outage(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
-        if let ApiError::Internal(e) = self {
-            tracing::error!(error = ?e, "request failed");
+        match self {
+            ApiError::Internal(e) => tracing::error!(error = ?e, "request failed"),
+            ApiError::Outage(o) => outage::report(o),
+            _ => {}
         }
-        HttpResponse::build(self.status_code()).json(Body {
-            error: self.message(),
-        })
+        json_error(self.status_code(), self.message())
     }
 }
 
 impl From<anyhow::Error> for ApiError {
+    /// An outage anywhere in the chain is a 503; anything else a 500.
     fn from(e: anyhow::Error) -> Self {
-        ApiError::Internal(e)
+        match outage::classify(&e) {
+            Some(o) => ApiError::Outage(o),
+            None => ApiError::Internal(e),
+        }
     }
 }
 
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        ApiError::Internal(anyhow::Error::new(e))
+        match outage::classify_sqlx(&e) {
+            Some(o) => ApiError::Outage(o),
+            None => ApiError::Internal(anyhow::Error::new(e)),
+        }
     }
 }
 
 /// A JSON `{error}` response with any status, for places that build responses
-/// by hand (middleware, the gateway).
+/// by hand (middleware, the gateway). A 503 carries `Retry-After`.
 pub fn json_error(status: StatusCode, message: &str) -> HttpResponse {
-    HttpResponse::build(status).json(Body { error: message })
+    let mut b = HttpResponse::build(status);
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        b.insert_header((
+            actix_web::http::header::RETRY_AFTER,
+            RETRY_AFTER_SECS.to_string(),
+        ));
+    }
+    b.json(Body { error: message })
 }
 
 #[cfg(test)]
@@ -147,6 +171,39 @@ mod tests {
         let status = resp.status().as_u16();
         let bytes = resp.into_body().try_into_bytes().unwrap_or_default();
         (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    #[test]
+    fn outages_are_503_with_retry_after_and_bugs_stay_500() {
+        for e in [
+            ApiError::from(sqlx::Error::PoolTimedOut),
+            ApiError::from(sqlx::Error::Io(std::io::Error::from(
+                std::io::ErrorKind::BrokenPipe,
+            ))),
+            ApiError::from(anyhow::Error::new(sqlx::Error::PoolClosed).context("saving")),
+        ] {
+            let resp = e.error_response();
+            assert_eq!(resp.status().as_u16(), 503);
+            assert_eq!(
+                resp.headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok()),
+                Some("5")
+            );
+            let bytes = resp.into_body().try_into_bytes().unwrap_or_default();
+            assert_eq!(
+                &bytes[..],
+                br#"{"error":"service temporarily unavailable"}"#
+            );
+        }
+        let (status, body) = body_of(ApiError::from(sqlx::Error::RowNotFound));
+        assert_eq!(
+            (status, body.as_str()),
+            (500, r#"{"error":"internal error"}"#)
+        );
+        // Every 503, outage or not, says when to retry.
+        let resp = ApiError::Unavailable("busy".into()).error_response();
+        assert!(resp.headers().contains_key("retry-after"));
     }
 
     #[test]

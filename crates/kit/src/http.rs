@@ -130,7 +130,9 @@ pub async fn request_span(
     }
     let _enter = span.enter();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    if status >= 500 {
+    // A 503 is an outage or a refusal whose cause is logged where it is
+    // known (throttled: see `outage`), not once per request here.
+    if status >= 500 && status != 503 {
         tracing::warn!(status, ms, "request failed");
     } else {
         tracing::debug!(status, ms, "request served");
@@ -138,7 +140,15 @@ pub async fn request_span(
     Ok(res)
 }
 
-/// What readiness checks: Postgres and NATS, when the service has them.
+/// How long a readiness check waits for Postgres: below the probe's own
+/// timeout (the Helm chart's `timeoutSeconds: 2`), so that an unreachable
+/// database answers 503 rather than a probe timeout.
+pub const READY_CHECK_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// What readiness checks: Postgres and NATS, when the service has them. It
+/// goes false while either cannot be reached and true again by itself (the
+/// pool reconnects, the NATS client reconnects); a passing check also ends
+/// the dependency's outage in the throttled log ([`crate::outage`]).
 #[derive(Clone, Default)]
 pub struct Readiness {
     pub db: Option<sqlx::PgPool>,
@@ -147,10 +157,11 @@ pub struct Readiness {
 
 impl Readiness {
     pub async fn check(&self) -> Result<(), &'static str> {
+        use crate::outage::{report_recovered, Dependency};
         if let Some(db) = &self.db {
             let ping = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(db);
-            match tokio::time::timeout(Duration::from_secs(2), ping).await {
-                Ok(Ok(_)) => {}
+            match tokio::time::timeout(READY_CHECK_TIMEOUT, ping).await {
+                Ok(Ok(_)) => report_recovered(Dependency::Postgres),
                 _ => return Err("database unreachable"),
             }
         }
@@ -158,6 +169,7 @@ impl Readiness {
             if n.connection_state() != async_nats::connection::State::Connected {
                 return Err("nats unreachable");
             }
+            report_recovered(Dependency::Nats);
         }
         Ok(())
     }

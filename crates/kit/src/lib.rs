@@ -20,6 +20,7 @@ pub mod deadletter;
 pub mod error;
 pub mod http;
 pub mod nats;
+pub mod outage;
 pub mod outbox;
 pub mod path;
 pub mod peer;

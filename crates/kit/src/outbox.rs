@@ -201,7 +201,9 @@ impl Outbox {
                 match self.flush().await {
                     Ok(_) => backoff = poll,
                     Err(e) => {
-                        tracing::warn!(error = ?e, "outbox relay pass failed");
+                        if !crate::outage::report_background(&e) {
+                            tracing::warn!(error = ?e, "outbox relay pass failed");
+                        }
                         backoff = (backoff * 2).min(Duration::from_secs(10));
                     }
                 }

@@ -63,7 +63,11 @@ where
             }
             match job().await {
                 Ok(n) => tracing::info!(job = name, deleted = n, "periodic job done"),
-                Err(e) => tracing::warn!(job = name, error = ?e, "periodic job failed"),
+                Err(e) => {
+                    if !crate::outage::report_background(&e) {
+                        tracing::warn!(job = name, error = ?e, "periodic job failed")
+                    }
+                }
             }
         }
     })

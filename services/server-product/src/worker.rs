@@ -167,7 +167,9 @@ pub fn spawn(
                 _ = tokio::time::sleep(poll) => {}
             }
             if let Err(e) = run_once(&state, poll, max_attempts).await {
-                tracing::warn!(error = ?e, "provisioning pass failed");
+                if !service_kit::outage::report_background(&e) {
+                    tracing::warn!(error = ?e, "provisioning pass failed");
+                }
             }
         }
     })

@@ -19,6 +19,7 @@ mod ledger_limits;
 mod members;
 mod membership_limits;
 mod orgs;
+mod outage;
 mod outbox;
 mod personal_data;
 mod profile;
