@@ -39,6 +39,10 @@ pub const OVERFLOW: &str =
     "amount_minor would take the balance past the largest amount a wallet holds";
 pub const NOT_APPLIED: &str = "the wallet is busy: the credit was not applied; retry";
 pub const TOKENS_NOT_APPLIED: &str = "the AI-token balance is busy: nothing was applied; retry";
+/// A batch whose connection broke or hung: it may have committed.
+pub const OUTCOME_UNKNOWN: &str =
+    "the database connection failed during the move: its outcome is not \
+     known; retry with the same Idempotency-Key";
 pub const TOKENS_SHORT: &str = "the organization has not enough AI tokens";
 pub const TOKEN_OVERFLOW: &str =
     "amount would take the token balance past the largest balance an organization holds";
@@ -177,6 +181,9 @@ type Job = (Move, oneshot::Sender<Result<Applied, ApiError>>);
 /// Why a whole batch failed.
 #[derive(Debug, thiserror::Error)]
 enum BatchError {
+    /// No connection: nothing of the batch was sent.
+    #[error("{0}")]
+    Connect(sqlx::Error),
     #[error("{0}")]
     Db(sqlx::Error),
     #[error("the writer connection did not answer within the batch timeout")]
@@ -203,6 +210,17 @@ impl BatchError {
             BatchError::Db(sqlx::Error::Database(d)) if d.code().as_deref() == Some("57014") => {
                 book.not_applied()
             }
+            // Postgres could not be reached before anything was sent: not
+            // applied (the gateway and the client may retry at once).
+            BatchError::Connect(_) => book.not_applied(),
+            // The connection broke during the batch: an outage (503 with
+            // Retry-After), its outcome unknown (it may have committed), so
+            // never retried here; a retry with the same Idempotency-Key is safe.
+            BatchError::Db(e) if service_kit::outage::classify_sqlx(e).is_some() => {
+                ApiError::Unavailable(OUTCOME_UNKNOWN.into())
+            }
+            // The connection stopped answering mid-batch: the same.
+            BatchError::Hung => ApiError::Unavailable(OUTCOME_UNKNOWN.into()),
             // Outcome unknown (it may have committed): never retried here.
             other => ApiError::Internal(anyhow::anyhow!("{book:?} batch failed: {other}")),
         }
@@ -367,7 +385,7 @@ async fn run(
                     Err(_) => Err(BatchError::Hung),
                 }
             }
-            Err(e) => Err(BatchError::Db(e)),
+            Err(e) => Err(BatchError::Connect(e)),
         }
         .inspect(|_| {
             tracing::debug!(
@@ -378,7 +396,17 @@ async fn run(
             )
         })
         .unwrap_or_else(|e| {
-            tracing::error!(error = %e, moves = moves.len(), ?book, "batch failed");
+            match &e {
+                // An outage is logged once per cause and interval.
+                BatchError::Connect(d) | BatchError::Db(d)
+                    if service_kit::outage::classify_sqlx(d).is_some() =>
+                {
+                    if let Some(o) = service_kit::outage::classify_sqlx(d) {
+                        service_kit::outage::report(&o);
+                    }
+                }
+                _ => tracing::error!(error = %e, moves = moves.len(), ?book, "batch failed"),
+            }
             moves.iter().map(|_| Err(e.to_api(book))).collect()
         });
         if outcomes.iter().any(Result::is_ok) {
