@@ -342,14 +342,40 @@ async fn a_dead_smtp_server_loses_nothing_and_sends_each_link_once() {
         .expect("a free port")
         .port();
     let url = format!("smtp://127.0.0.1:{port}?tls=none");
-    let s = stack(mail_toml(&url, None)).await;
+    // The token echoed too here, to look for it in the queue's raw bytes.
+    let toml = mail_toml(&url, None).replace("echo_dev_token = false", "echo_dev_token = true");
+    let s = stack(toml).await;
 
     // request-link answers while the server is down.
     let emails: Vec<String> = (0..3).map(|i| format!("patient{i}@example.com")).collect();
+    let mut echoed = BTreeMap::new();
     for e in &emails {
         let r = s.request_link_from(e, &random_ip()).await;
         assert_eq!(r.status, 200, "{:?}", r.body);
-        assert_eq!(r.body, serde_json::json!({"status": "sent"}));
+        assert_eq!(r.body["status"], "sent");
+        echoed.insert(
+            e.clone(),
+            r.body["dev_token"].as_str().expect("echo").to_owned(),
+        );
+    }
+    // Waiting rows hold the token sealed: not in the raw bytes of any column.
+    let rows: Vec<(Option<Vec<u8>>, Vec<u8>, String)> =
+        sqlx::query_as("SELECT sealed, token_hash, recipient FROM mail_queue")
+            .fetch_all(&s.db)
+            .await
+            .expect("queue rows");
+    assert_eq!(rows.len(), 3);
+    for (sealed, hash, recipient) in &rows {
+        let token = echoed[recipient].as_bytes();
+        let secret = &token[4..];
+        let sealed = sealed.as_ref().expect("the token waits, sealed");
+        assert!(sealed.len() > secret.len(), "a sealed token is stored");
+        for bytes in [sealed, hash] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret),
+                "plaintext token"
+            );
+        }
     }
     // The worker tried every one and failed (a positive marker), none sent.
     eventually(WAIT, || async {
@@ -405,7 +431,8 @@ async fn a_dead_smtp_server_loses_nothing_and_sends_each_link_once() {
         assert_eq!(addressed_to(&all, e).len(), 1, "{e}: exactly once");
     }
     assert_eq!(all.len(), emails.len() + 1);
-    // Each late link still signs in.
+    // Each late link is the one issued, and still signs in.
+    assert_eq!(tokens, echoed);
     for (e, t) in &tokens {
         let v = s.verify_from(t, &random_ip()).await;
         assert_eq!(v.status, 200, "{e}: {:?}", v.body);
