@@ -34,6 +34,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   apt_install cargo rustc
 fi
 command -v psql >/dev/null 2>&1 || apt_install postgresql-client
+# The mail tests' SMTP server (tests-e2e/smtp_sink.py) and its test CA.
+if ! /usr/bin/python3 -c 'import aiosmtpd, trustme' >/dev/null 2>&1; then
+  log "installing python3-aiosmtpd and python3-trustme (the tests' SMTP server)"
+  apt_install python3 python3-aiosmtpd python3-trustme
+fi
 
 # --- Postgres ----------------------------------------------------------------
 pg_ok() { psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; }

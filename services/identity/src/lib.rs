@@ -6,6 +6,7 @@
 
 mod audit;
 mod fields;
+pub mod mail;
 mod memberships;
 mod ratelimit;
 mod resolve;
@@ -66,6 +67,18 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let naming = f.naming.clone();
     let outbox = f.outbox.clone();
 
+    let mailer = mail::Mailer::from_settings(
+        &settings.mail,
+        &settings.sealing,
+        settings.auth.magic_link_ttl_secs,
+    )?;
+    if mailer.is_none() && !settings.auth.echo_dev_token {
+        tracing::error!(
+            "identity.mail.smtp_url is not set: sign-in links are not mailed and no one can \
+             sign in (request-link still answers 200)"
+        );
+    }
+
     let staff: HashSet<String> = settings
         .auth
         .staff_emails
@@ -79,6 +92,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         auth: settings.auth.clone(),
         staff,
         clock: rt.clock.clone(),
+        mailer: mailer.clone(),
     });
     let mut tasks = Vec::new();
     let pool_for_audit = pool.clone();
@@ -105,6 +119,9 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             async move { memberships::on_org_created(&state, env).await }
         },
     ));
+    if let Some(m) = mailer {
+        tasks.push(mail::spawn(m, pool.clone(), cancel.clone()));
+    }
     tasks.push(sweep::spawn(
         pool.clone(),
         settings.jobs.clone(),

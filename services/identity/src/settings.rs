@@ -1,9 +1,11 @@
 //! identity's settings: the kit's common sections plus `auth` and `jobs`.
 //! `defaults.toml` (beside Cargo.toml) documents every key.
 
+use secrecy::SecretString;
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, TelemetrySettings,
+    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, SealingSettings,
+    TelemetrySettings,
 };
 
 pub use service_kit::settings::Layered;
@@ -20,6 +22,29 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     pub auth: AuthSettings,
     pub jobs: JobSettings,
+    pub mail: MailSettings,
+    /// Seals the magic-link token in the mail queue until it is sent.
+    pub sealing: SealingSettings,
+}
+
+/// `[mail]`: outbound sign-in mail over SMTP (see `mail.rs`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct MailSettings {
+    /// `smtps://user:pass@host:465`, `smtp://user:pass@host:587?tls=required`
+    /// (STARTTLS), or `smtp://127.0.0.1:2525?tls=none` (loopback only, dev).
+    /// Empty: no mail is sent.
+    pub smtp_url: SecretString,
+    pub from: String,
+    /// The sign-in page; the link is this URL with `token=<token>` added.
+    pub link_base_url: String,
+    /// Optional PEM file of extra root certificates the SMTP server may chain to.
+    pub ca_file: String,
+    pub timeout_ms: u64,
+    pub lease_ms: u64,
+    pub poll_ms: u64,
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    pub concurrency: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -62,6 +87,7 @@ impl Layered for Settings {
         "assertion.callers.org_billing.keys",
         "assertion.callers.agent.keys",
         "auth.staff_emails",
+        "sealing.keys",
     ];
 
     /// The layers, then `STAFF_EMAILS` (comma-separated) replaces
@@ -138,5 +164,20 @@ mod tests {
         assert_eq!(s.auth.request_link_per_ip_per_hour, 20);
         assert_eq!(s.auth.verify_per_ip_per_minute, 15);
         assert_eq!(s.auth.session_ttl_secs, 30 * 86400);
+        assert!(
+            s.mail.smtp_url.expose_secret().is_empty(),
+            "no mail server built in"
+        );
+        assert!(
+            s.sealing.keys.is_empty(),
+            "no built-in production sealing key"
+        );
+        assert!(s.mail.lease_ms > s.mail.timeout_ms);
+    }
+
+    #[test]
+    fn the_dev_key_is_a_usable_sealing_key() {
+        let s = Settings::from_layers(&[DEV]).expect("dev parses");
+        assert!(service_kit::sealed::Sealer::new(&s.sealing.keys).is_ok());
     }
 }

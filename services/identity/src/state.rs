@@ -14,6 +14,8 @@ pub struct AppState {
     pub staff: HashSet<String>,
     /// Rate-limit windows are measured on this clock (tests move it).
     pub clock: service_kit::Clock,
+    /// Sends sign-in links; `None` when no SMTP server is configured.
+    pub mailer: Option<crate::mail::Mailer>,
 }
 
 impl AppState {

@@ -1,5 +1,5 @@
-//! Periodic clean-up: expired magic links, dead sessions and old rate-limit
-//! hits. Idempotent, so every replica may run it.
+//! Periodic clean-up: expired magic links, dead sessions, old rate-limit
+//! hits and mail sent or dropped long ago. Idempotent, so every replica may run it.
 
 use crate::settings::JobSettings;
 use sqlx::PgPool;
@@ -29,6 +29,7 @@ pub async fn run_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
         .execute(pool)
         .await?
         .rows_affected();
+    n += crate::mail::sweep(pool, keep_secs).await?;
     Ok(n)
 }
 

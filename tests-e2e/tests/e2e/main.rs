@@ -16,6 +16,7 @@ mod isolation;
 mod kyc;
 mod ledger;
 mod ledger_limits;
+mod mail;
 mod members;
 mod membership_limits;
 mod orgs;

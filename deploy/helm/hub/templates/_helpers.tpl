@@ -39,6 +39,12 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 - name: {{ .svc.envPrefix }}__SEALING__KEYS
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: {{ .svc.binary }}-sealing-keys } }
 {{- end }}
+{{- if eq .svc.assertionName "identity" }}
+- name: {{ .svc.envPrefix }}__MAIL__SMTP_URL
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: identity-smtp-url } }
+- name: {{ .svc.envPrefix }}__SEALING__KEYS
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: identity-sealing-keys } }
+{{- end }}
 {{- if eq .svc.assertionName "agent" }}
 - name: {{ .svc.envPrefix }}__MODEL__API_KEY
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: agent-model-api-key, optional: true } }

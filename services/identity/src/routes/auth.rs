@@ -98,10 +98,18 @@ pub async fn request_link(
     .bind(a.magic_link_ttl_secs as f64)
     .execute(&mut *tx)
     .await?;
+    // The mail goes out after the commit, from the mail queue (the token
+    // sealed in it): a slow or dead SMTP server never holds this answer.
+    if let Some(m) = &state.mailer {
+        m.enqueue_magic_link(&mut tx, email.as_str(), &token)
+            .await?;
+    }
     tx.commit().await?;
+    if let Some(m) = &state.mailer {
+        m.kick();
+    }
 
-    // Outbound email is not wired yet: the token is only ever echoed on
-    // deployments configured to do so.
+    // The token itself is echoed only on deployments configured to do so.
     Ok(HttpResponse::Ok().json(LinkSent {
         status: "sent",
         dev_token: a.echo_dev_token.then_some(token),
