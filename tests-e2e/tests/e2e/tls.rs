@@ -339,3 +339,92 @@ async fn with_sslmode_require_every_service_connection_is_encrypted() {
     let plain: Vec<_> = rows.iter().filter(|(_, ssl)| !ssl).collect();
     assert!(plain.is_empty(), "unencrypted connections: {plain:?}");
 }
+
+#[tokio::test]
+async fn verify_full_with_sslrootcert_trusts_only_the_named_ca() {
+    use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
+    let admin = tests_e2e::admin_database_url();
+    let mut conn = PgConnection::connect(&admin).await.expect("admin");
+    let (cert, dir): (String, String) = sqlx::query_as(
+        "SELECT current_setting('ssl_cert_file'), current_setting('data_directory')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("settings");
+    let cert = if cert.starts_with('/') {
+        cert
+    } else {
+        format!("{dir}/{cert}")
+    };
+    // The server's certificate is self-signed for localhost: it is its own CA.
+    let mut url = reqwest::Url::parse(&admin).expect("admin url");
+    if url.host_str() == Some("127.0.0.1") {
+        url.set_host(Some("localhost")).expect("host");
+    }
+    let with_root = |root: &str| {
+        let mut u = url.clone();
+        u.set_query(Some(&format!("sslmode=verify-full&sslrootcert={root}")));
+        u.to_string().parse::<PgConnectOptions>().expect("options")
+    };
+    let mut verified = PgConnection::connect_with(&with_root(&cert))
+        .await
+        .expect("verify-full with the server's certificate as root");
+    let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .fetch_one(&mut verified)
+        .await
+        .expect("pg_stat_ssl");
+    assert!(ssl);
+    // A root that did not sign the certificate: a stand-in server that
+    // answers the SSLRequest and then presents a certificate of a test CA
+    // (this machine's system store may hold the real server's self-signed
+    // certificate, so the refusal is shown against the stand-in).
+    let ca = TestCa::new("pg-stand-in");
+    let rogue = TestCa::new("pg-rogue");
+    let port = postgres_tls_stand_in(&ca.localhost());
+    let stand_in = |root: &str| {
+        format!("postgres://postgres@localhost:{port}/x?sslmode=verify-full&sslrootcert={root}")
+            .parse::<PgConnectOptions>()
+            .expect("options")
+    };
+    let refused = PgConnection::connect_with(&stand_in(&rogue.ca_file()))
+        .await
+        .expect_err("a certificate the named root did not sign");
+    assert!(format!("{refused}").contains("UnknownIssuer"), "{refused}");
+    // With its CA named, the handshake passes (the stand-in then hangs up).
+    let past = PgConnection::connect_with(&stand_in(&ca.ca_file()))
+        .await
+        .expect_err("the stand-in speaks no Postgres");
+    assert!(!format!("{past}").contains("UnknownIssuer"), "{past}");
+}
+
+/// Answers a Postgres SSLRequest with `S`, then TLS with `leaf`, then closes.
+fn postgres_tls_stand_in(leaf: &tests_e2e::tls::Leaf) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.cert.clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf.key_der.clone().into()),
+        )
+        .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let mut req = [0u8; 8];
+                if tcp.read_exact(&mut req).await.is_err() || tcp.write_all(b"S").await.is_err() {
+                    return;
+                }
+                if let Ok(mut tls) = acceptor.accept(tcp).await {
+                    let _ = tls.shutdown().await;
+                }
+            });
+        }
+    });
+    port
+}
