@@ -59,13 +59,26 @@ else
     [ "$(id -u)" = 0 ] && chown postgres:postgres "$DATA" "$LOCAL"
     run_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust >/dev/null
   fi
+  if [ ! -f "$DATA/server.crt" ]; then
+    # TLS on (tests connect with sslmode=require): a self-signed certificate
+    # for localhost / 127.0.0.1, as Postgres wants it in its data directory.
+    command -v openssl >/dev/null 2>&1 || apt_install openssl
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=localhost \
+      -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+      -keyout "$DATA/server.key" -out "$DATA/server.crt" >/dev/null 2>&1
+    chmod 600 "$DATA/server.key"
+    [ "$(id -u)" = 0 ] && chown postgres:postgres "$DATA/server.key" "$DATA/server.crt"
+  fi
   log "starting postgres on $PGHOST:$PGPORT"
   run_pg "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w \
-    -o "-c listen_addresses=$PGHOST -p $PGPORT -k /tmp" start >/dev/null
+    -o "-c listen_addresses=$PGHOST -p $PGPORT -k /tmp -c ssl=on" start >/dev/null
   pg_ok || { log "postgres did not come up; see $DATA/server.log"; exit 1; }
 fi
 
 # --- NATS with JetStream -------------------------------------------------------
+# The TLS test starts a nats-server of its own: the binary is wanted even
+# when a server already answers.
+command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || { log "installing nats-server"; apt_install nats-server; }
 if port_open "$NATS_HOST" "$NATS_PORT"; then
   log "nats answers at $NATS_HOST:$NATS_PORT"
 else

@@ -3,6 +3,8 @@
 //! stream names, so tests run in parallel and never see each other's data.
 //! `TEST_LOG=1` shows the services' logs.
 
+pub mod tls;
+
 use anyhow::Context;
 use serde_json::Value;
 use service_kit::settings::Layered;
@@ -51,6 +53,9 @@ pub struct StackOptions {
     /// `org_billing`, ...) to Postgres through the given local port (a relay
     /// a test controls, see [`relay::Relay`]) instead of directly.
     pub database_ports: std::collections::BTreeMap<String, u16>,
+    /// Query parameters for every database URL of the stack (the services'
+    /// roles and the administrator's), e.g. `sslmode=require`.
+    pub database_params: String,
 }
 
 impl Default for StackOptions {
@@ -66,6 +71,7 @@ impl Default for StackOptions {
             agent_toml: String::new(),
             org_billing_database_port: None,
             database_ports: Default::default(),
+            database_params: String::new(),
         }
     }
 }
@@ -135,7 +141,7 @@ impl Resp {
     }
 }
 
-async fn create_database() -> anyhow::Result<String> {
+async fn create_database(params: &str) -> anyhow::Result<String> {
     let admin = admin_database_url();
     let name = format!("{TEST_DB_PREFIX}{}", Uuid::new_v4().simple());
     let mut conn = PgConnection::connect(&admin)
@@ -144,10 +150,17 @@ async fn create_database() -> anyhow::Result<String> {
     conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())
         .await?;
     conn.close().await?;
-    let (base, _) = admin
-        .rsplit_once('/')
-        .ok_or_else(|| anyhow::anyhow!("TEST_DATABASE_URL has no database part"))?;
-    Ok(format!("{base}/{name}"))
+    // The administrator URL's own parameters (sslmode, ...) are kept; the
+    // stack's are added.
+    let mut url = reqwest::Url::parse(&admin).context("parsing TEST_DATABASE_URL")?;
+    url.set_path(&format!("/{name}"));
+    let query = [url.query().unwrap_or(""), params]
+        .into_iter()
+        .filter(|q| !q.is_empty())
+        .collect::<Vec<_>>()
+        .join("&");
+    url.set_query((!query.is_empty()).then_some(query.as_str()));
+    Ok(url.to_string())
 }
 
 impl TestStack {
@@ -164,7 +177,7 @@ impl TestStack {
 
     async fn try_spawn(opts: StackOptions) -> anyhow::Result<TestStack> {
         service_kit::telemetry::init_for_tests();
-        let database_url = create_database().await?;
+        let database_url = create_database(&opts.database_params).await?;
         let tag = Uuid::new_v4().simple().to_string()[..12].to_owned();
         let naming = event_contracts::Naming {
             subject_prefix: format!("t{tag}."),
@@ -345,7 +358,7 @@ log_format = "pretty"
             )
             .await?;
         let nats = async_nats::connect(nats_url()).await?;
-        let http = reqwest::Client::builder()
+        let http = service_kit::tls::http_client(&Default::default())?
             .timeout(Duration::from_secs(30))
             .build()?;
         Ok(TestStack {

@@ -11,6 +11,7 @@
 //! - [`path`]: the one canonical spelling of a request path (gateway and services).
 //! - [`db`], [`nats`], [`outbox`]: Postgres pool and migrations, NATS and
 //!   JetStream streams, the transactional outbox and its relay, durable consumers.
+//! - [`tls`]: rustls (ring) and the one trust store of every client.
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
 
 pub mod assertion;
@@ -29,6 +30,7 @@ pub mod server;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;
+pub mod tls;
 
 pub use clock::{Clock, Runtime};
 pub use error::{ApiError, ApiResult};

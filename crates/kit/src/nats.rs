@@ -10,13 +10,24 @@ use std::{future::Future, time::Duration};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+/// Connect as `name`. TLS when the URL is `tls://`, `nats.tls_required` is on
+/// or the server asks for it, verified against the platform's roots and
+/// `nats.tls_ca_file` ([`crate::tls`]).
 pub async fn connect(s: &NatsSettings, name: &str) -> anyhow::Result<async_nats::Client> {
-    async_nats::ConnectOptions::new()
-        .name(name)
-        .connection_timeout(Duration::from_secs(5))
+    options(s, name)?
         .connect(&s.url)
         .await
         .with_context(|| format!("connecting to NATS at {}", s.url))
+}
+
+/// The connection options [`connect`] uses.
+pub fn options(s: &NatsSettings, name: &str) -> anyhow::Result<async_nats::ConnectOptions> {
+    let tls = crate::tls::client_config(&s.tls_ca_file).context("nats TLS settings")?;
+    Ok(async_nats::ConnectOptions::new()
+        .name(name)
+        .connection_timeout(Duration::from_secs(5))
+        .require_tls(s.tls_required || s.url.trim_start().starts_with("tls://"))
+        .tls_client_config(tls))
 }
 
 /// Create the CORE, PRODUCT and DLQ streams when missing.

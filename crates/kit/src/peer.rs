@@ -5,6 +5,7 @@ use crate::{
     assertion::{Caller, Minter, RequestFacts, ASSERTION_HEADER, SIGNATURE_HEADER},
     http::REQUEST_ID_HEADER,
     settings::PeerSettings,
+    tls::TlsSettings,
 };
 use std::time::Duration;
 use uuid::Uuid;
@@ -18,8 +19,9 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// `me` calls `peer` as configured by `s`.
-    pub fn new(me: &str, peer: &str, s: &PeerSettings) -> anyhow::Result<Peer> {
+    /// `me` calls `peer` as configured by `s`, over TLS when its URL is
+    /// `https://` (trusting the platform's roots and `tls.extra_ca_file`).
+    pub fn new(me: &str, peer: &str, s: &PeerSettings, tls: &TlsSettings) -> anyhow::Result<Peer> {
         Ok(Peer {
             base: s.url.trim_end_matches('/').to_owned(),
             minter: s
@@ -28,7 +30,7 @@ impl Peer {
                 .map(|k| Minter::new(me, peer, k))
                 .transpose()?,
             timeout: Duration::from_millis(s.timeout_ms),
-            http: reqwest::Client::builder()
+            http: crate::tls::http_client(tls)?
                 .connect_timeout(Duration::from_secs(2))
                 .build()?,
         })

@@ -144,7 +144,16 @@ pub struct DatabaseSettings {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct NatsSettings {
+    /// `nats://host:4222`, or `tls://host:4222` to require TLS.
     pub url: String,
+    /// Require TLS even with a `nats://` URL (a `tls://` URL always does). A
+    /// server that asks for TLS gets it either way.
+    #[serde(default)]
+    pub tls_required: bool,
+    /// A PEM file of CA certificates trusted for the NATS server in addition
+    /// to the platform's roots (empty: none).
+    #[serde(default)]
+    pub tls_ca_file: String,
     /// Put in front of every subject; empty in production.
     #[serde(default)]
     pub subject_prefix: String,
@@ -258,4 +267,8 @@ pub struct TelemetrySettings {
     /// OTLP/HTTP endpoint (e.g. `http://otel-collector:4318/v1/traces`); empty: no export.
     #[serde(default)]
     pub otlp_endpoint: String,
+    /// A PEM file of CA certificates trusted for an `https://` collector in
+    /// addition to the platform's roots (empty: none).
+    #[serde(default)]
+    pub otlp_ca_file: String,
 }

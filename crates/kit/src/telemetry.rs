@@ -3,7 +3,7 @@
 
 use crate::settings::TelemetrySettings;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider, Resource};
 use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
 
@@ -23,6 +23,7 @@ impl Drop for TelemetryGuard {
 /// Install the global subscriber once per process. A second call (tests, the
 /// one-process dev stack) keeps the first subscriber and returns a no-op guard.
 pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGuard> {
+    crate::tls::install_provider();
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&s.log_level))
@@ -43,6 +44,7 @@ pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGua
     } else {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(otlp_client(&s.otlp_ca_file)?)
             .with_endpoint(s.otlp_endpoint.clone())
             .build()?;
         let p = SdkTracerProvider::builder()
@@ -74,8 +76,23 @@ pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGua
     Ok(TelemetryGuard { provider })
 }
 
+/// The exporter's HTTP client: the kit's trust store (so `https://` collectors
+/// work, `telemetry.otlp_ca_file` added), the exporter's 10-second timeout.
+/// Built on its own thread: a blocking client may not be made on a runtime's.
+fn otlp_client(ca_file: &str) -> anyhow::Result<reqwest::blocking::Client> {
+    let ca_file = ca_file.to_owned();
+    std::thread::spawn(move || {
+        Ok(crate::tls::blocking_http_client(&ca_file)?
+            .timeout(std::time::Duration::from_secs(10))
+            .build()?)
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("building the OTLP client panicked"))?
+}
+
 /// Logs for tests: quiet unless `TEST_LOG` is set.
 pub fn init_for_tests() {
+    crate::tls::install_provider();
     if std::env::var("TEST_LOG").is_ok() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(

@@ -84,10 +84,15 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         naming: settings.nats.naming(),
         journal,
         peers: state::Peers {
-            identity: Peer::new(SERVICE, "identity", &settings.identity)?,
-            org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing)?,
-            kyc: Peer::new(SERVICE, "kyc", &settings.kyc)?,
-            server_product: Peer::new(SERVICE, "server_product", &settings.server_product)?,
+            identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
+            org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing, &settings.tls)?,
+            kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
+            server_product: Peer::new(
+                SERVICE,
+                "server_product",
+                &settings.server_product,
+                &settings.tls,
+            )?,
         },
         model: settings.model.clone(),
         agent: settings.agent.clone(),
@@ -96,7 +101,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             .time_to_live(Duration::from_secs(settings.agent.lookup_cache_secs))
             .max_capacity(100_000)
             .build(),
-        http: reqwest::Client::builder()
+        http: service_kit::tls::http_client(&settings.tls)?
             .connect_timeout(Duration::from_secs(3))
             .build()?,
         clock: rt.clock.clone(),

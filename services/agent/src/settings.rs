@@ -14,6 +14,10 @@ pub const DEV: &str = include_str!("../dev.toml");
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
+    /// Trust for outgoing HTTPS (`[tls]`): the platform's roots plus
+    /// `extra_ca_file`.
+    #[serde(default)]
+    pub tls: service_kit::tls::TlsSettings,
     pub http: HttpSettings,
     pub database: DatabaseSettings,
     pub nats: NatsSettings,

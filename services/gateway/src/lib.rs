@@ -34,13 +34,19 @@ fn listener_server(
     product: bool,
     readiness: http::Readiness,
 ) -> anyhow::Result<(u16, Server)> {
+    proxy::upstream_client(&gw.tls)?;
     let listener = TcpListener::bind(s.addr())?;
     let port = listener.local_addr()?.port();
     let host = web::Data::new(proxy::HostKind { product });
     let mut server = HttpServer::new(move || {
         // One client per worker: its pooled connections then live on the
         // worker's own runtime, with no cross-thread wake-ups per request.
-        let client = web::Data::new(proxy::upstream_client());
+        // Built once before (a bad `tls.extra_ca_file` stops the start), so
+        // this cannot fail for a reason the first build did not.
+        let client = web::Data::new(proxy::upstream_client(&gw.tls).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot build the upstream HTTP client");
+            reqwest::Client::new()
+        }));
         App::new()
             .wrap(from_fn(http::request_span))
             .app_data(gw.clone())
@@ -144,6 +150,7 @@ impl Application {
                 .http
                 .max_body_bytes
                 .max(settings.product_http.max_body_bytes),
+            tls: settings.tls.clone(),
         });
         let readiness = http::Readiness {
             db: None,

@@ -42,20 +42,19 @@ pub struct Gateway {
     pub resolve_timeout: Duration,
     pub upstream_timeout: Duration,
     pub max_body_bytes: usize,
+    /// Trust for `https://` upstreams.
+    pub tls: service_kit::tls::TlsSettings,
 }
 
-/// The HTTP client for calls to services (one per worker).
-pub fn upstream_client() -> reqwest::Client {
-    reqwest::Client::builder()
+/// The HTTP client for calls to services (one per worker), over TLS for
+/// `https://` upstreams (the platform's roots plus `tls.extra_ca_file`).
+pub fn upstream_client(tls: &service_kit::tls::TlsSettings) -> anyhow::Result<reqwest::Client> {
+    Ok(service_kit::tls::http_client(tls)?
         .pool_max_idle_per_host(256)
         .pool_idle_timeout(Duration::from_secs(60))
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap_or_else(|e| {
-            tracing::error!(error = %e, "cannot build the tuned HTTP client; using defaults");
-            reqwest::Client::new()
-        })
+        .build()?)
 }
 
 /// Hop-by-hop headers (RFC 9110 7.6.1), ones the gateway sets itself, and the

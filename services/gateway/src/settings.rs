@@ -20,6 +20,10 @@ pub enum Serve {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
+    /// Trust for outgoing HTTPS (`[tls]`): the platform's roots plus
+    /// `extra_ca_file`.
+    #[serde(default)]
+    pub tls: service_kit::tls::TlsSettings,
     pub serve: Serve,
     pub http: HttpSettings,
     pub product_http: HttpSettings,

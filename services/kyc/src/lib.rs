@@ -67,7 +67,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         outbox: outbox.clone(),
         naming: settings.nats.naming(),
         sealer,
-        org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing)?,
+        org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing, &settings.tls)?,
         clock: rt.clock.clone(),
     });
     let mut tasks = Vec::new();

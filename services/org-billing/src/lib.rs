@@ -125,8 +125,8 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         batch_limit: ledger::batch_limit(Duration::from_millis(settings.ledger.batch_timeout_ms)),
         outbox: outbox.clone(),
         naming: naming.clone(),
-        identity: Peer::new(SERVICE, "identity", &settings.identity)?,
-        kyc: Peer::new(SERVICE, "kyc", &settings.kyc)?,
+        identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
+        kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
         orgs: settings.orgs.clone(),
         sealer,
     });

@@ -71,6 +71,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         ssrf: settings.ssrf,
         webhooks: settings.webhooks,
         delivery: settings.delivery.clone(),
+        tls: settings.tls.clone(),
         clock: rt.clock.clone(),
         wake: Arc::default(),
     });

@@ -16,6 +16,8 @@ pub struct AppState {
     pub ssrf: SsrfSettings,
     pub webhooks: WebhookSettings,
     pub delivery: DeliverySettings,
+    /// Trust for `https://` endpoints.
+    pub tls: service_kit::tls::TlsSettings,
     pub clock: Clock,
     /// Wakes the delivery worker when deliveries become due now.
     pub wake: Arc<Notify>,

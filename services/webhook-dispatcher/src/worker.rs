@@ -21,6 +21,7 @@ use crate::{
     ssrf,
     state::{secret_aad, AppState},
 };
+use service_kit::tls::TlsSettings;
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, PoisonError},
@@ -59,12 +60,17 @@ type InFlight = Arc<Mutex<HashMap<Uuid, usize>>>;
 /// ignored: a proxy would connect in our place, past the guard), or through
 /// the proxy `delivery.proxy` names, which then resolves and must refuse
 /// internal addresses itself.
+///
+/// `https://` endpoints are verified against the platform's roots
+/// (`SSL_CERT_FILE` honoured) and `tls.extra_ca_file`; a certificate that does
+/// not verify fails the attempt, and the delivery log records why.
 pub fn client(
     delivery: &DeliverySettings,
+    tls: &TlsSettings,
     ssrf: SsrfSettings,
     lookup: ssrf::Lookup,
 ) -> anyhow::Result<reqwest::Client> {
-    let builder = reqwest::Client::builder()
+    let builder = service_kit::tls::http_client(tls)?
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_millis(delivery.timeout_ms.min(5_000)))
         .pool_max_idle_per_host(64)
@@ -88,7 +94,12 @@ pub fn spawn(
     pool: sqlx::PgPool,
     cancel: CancellationToken,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let client = client(&state.delivery, state.ssrf, ssrf::Lookup::system())?;
+    let client = client(
+        &state.delivery,
+        &state.tls,
+        state.ssrf,
+        ssrf::Lookup::system(),
+    )?;
     let (tx, rx) = mpsc::channel::<Outcome>(state.delivery.concurrency * 2);
     let recorder = tokio::spawn(record(state.clone(), pool.clone(), rx));
     let sem = Arc::new(Semaphore::new(state.delivery.concurrency.max(1)));

@@ -44,7 +44,7 @@ fn lookup() -> ssrf::Lookup {
 async fn only_allowed_addresses_are_connected_to() {
     let receiver = Stub::start().await;
     let s = Settings::from_layers(&["[ssrf]\nallow_loopback = true\n"]).expect("settings");
-    let client = worker::client(&s.delivery, s.ssrf, lookup()).expect("client");
+    let client = worker::client(&s.delivery, &s.tls, s.ssrf, lookup()).expect("client");
     // Every row that is not globally reachable (loopback aside, allowed here):
     // refused before connecting, on the port where a receiver listens.
     for (n, r) in ssrf::TABLE.iter().enumerate() {
@@ -78,7 +78,8 @@ async fn only_allowed_addresses_are_connected_to() {
     assert_eq!(receiver.heads().len(), 1);
     // Loopback itself is refused without `allow_loopback`.
     let strict = Settings::from_layers(&[]).expect("settings");
-    let client = worker::client(&strict.delivery, strict.ssrf, lookup()).expect("client");
+    let client =
+        worker::client(&strict.delivery, &strict.tls, strict.ssrf, lookup()).expect("client");
     let e = client
         .post(format!("http://mixed.test:{}/hook", receiver.port))
         .send()

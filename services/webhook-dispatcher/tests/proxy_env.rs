@@ -26,7 +26,7 @@ fn settings(extra: &str) -> Settings {
 }
 
 fn client(s: &Settings) -> reqwest::Client {
-    worker::client(&s.delivery, s.ssrf, ssrf::Lookup::system()).expect("client")
+    worker::client(&s.delivery, &s.tls, s.ssrf, ssrf::Lookup::system()).expect("client")
 }
 
 #[tokio::test]
@@ -67,8 +67,11 @@ async fn proxy_variables_are_ignored_and_only_an_explicit_proxy_is_used() {
     }
     std::env::set_var("HTTPS_PROXY", &proxy_url);
     std::env::set_var("https_proxy", &proxy_url);
+    // (To a receiver of its own: the client speaks TLS now, so the attempt
+    // reaches it directly, and fails there.)
+    let https_sink = Stub::start().await;
     let _ = client(&direct)
-        .post(format!("https://127.0.0.1:{}/hook", receiver.port))
+        .post(format!("https://127.0.0.1:{}/hook", https_sink.port))
         .body("{}")
         .send()
         .await;

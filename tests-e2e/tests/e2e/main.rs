@@ -27,5 +27,6 @@ mod profile;
 mod role_matrix;
 pub mod servers;
 mod sessions;
+mod tls;
 mod traversal;
 mod webhooks;

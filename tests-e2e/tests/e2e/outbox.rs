@@ -75,6 +75,8 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
     let s = TestStack::spawn().await;
     let settings = NatsSettings {
         url: tests_e2e::nats_url(),
+        tls_required: false,
+        tls_ca_file: String::new(),
         subject_prefix: s.naming.subject_prefix.clone(),
         stream_suffix: s.naming.stream_suffix.clone(),
         memory_storage: true,

@@ -1,7 +1,8 @@
 //! OTLP export, end to end: its own test binary, because the exporter is part of
 //! the process-wide subscriber. A stand-in collector receives what the stack
 //! exports over OTLP/HTTP; the trace a client started must arrive there,
-//! continued through the gateway into the services.
+//! continued through the gateway into the services. The collector speaks
+//! https (the exporter's client is the kit's, with rustls).
 
 use actix_web::HttpResponse;
 use service_kit::settings::TelemetrySettings;
@@ -38,7 +39,14 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_of_a_client_trace_reach_the_collector() {
-    let (endpoint, received) = collector();
+    // The collector is served over https with a certificate of the test's own
+    // CA, trusted through `telemetry.otlp_ca_file` (without it: nothing
+    // arrives).
+    let (plain, received) = collector();
+    let ca = tests_e2e::tls::TestCa::new("otlp");
+    let port = tests_e2e::tls::tls_front(&ca.localhost(), &plain);
+    let endpoint = format!("https://localhost:{port}/v1/traces");
+    let ca_file = ca.ca_file();
     let guard = service_kit::telemetry::init(
         "hub-e2e-otlp",
         &TelemetrySettings {
@@ -47,6 +55,7 @@ async fn spans_of_a_client_trace_reach_the_collector() {
             // the libraries' info logs stay out of the test output.
             log_level: "warn,service_kit=info,identity=info,core_api_gateway=info".into(),
             otlp_endpoint: endpoint,
+            otlp_ca_file: ca_file,
         },
     )
     .expect("telemetry");
