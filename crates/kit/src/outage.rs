@@ -35,7 +35,7 @@ pub struct Outage {
 
 /// The outage `e` means, if it means one: pool timeouts, I/O and TLS errors
 /// (refused, reset, broken connections), a closed pool or crashed connection
-/// worker, and the Postgres classes 08 (connection exception), 57P01-57P03
+/// worker, protocol errors on the wire, and the Postgres classes 08 (connection exception), 57P01-57P03
 /// (administrator or crash shutdown, cannot connect now) and 53300 (too many
 /// connections). Anything else (constraint violations, syntax, statement
 /// timeouts, decoding) is not an outage.
@@ -46,6 +46,10 @@ pub fn classify_sqlx(e: &sqlx::Error) -> Option<Outage> {
         sqlx::Error::WorkerCrashed => "postgres: connection worker crashed",
         sqlx::Error::Io(_) => "postgres: connection failed",
         sqlx::Error::Tls(_) => "postgres: tls failed",
+        // The wire said something a Postgres server would not (a proxy or
+        // relay between us half up, an answer cut short during the TLS
+        // negotiation): the connection, not the request, is at fault.
+        sqlx::Error::Protocol(_) => "postgres: protocol error on the connection",
         sqlx::Error::Database(d) => match d.code().as_deref() {
             Some(c) if c.starts_with("08") => "postgres: connection exception",
             Some("57P01" | "57P02") => "postgres: shutting down",
@@ -311,12 +315,13 @@ mod tests {
             sqlx::Error::PoolClosed,
             sqlx::Error::WorkerCrashed,
             io,
+            sqlx::Error::Protocol("unexpected response from SSLRequest: 0x00".into()),
         ] {
             let o = classify_sqlx(&e).expect("an outage");
             assert_eq!(o.dependency, Dependency::Postgres);
         }
         assert!(classify_sqlx(&sqlx::Error::RowNotFound).is_none());
-        assert!(classify_sqlx(&sqlx::Error::Protocol("x".into())).is_none());
+        assert!(classify_sqlx(&sqlx::Error::ColumnNotFound("x".into())).is_none());
         // Through anyhow's chain, with context on top.
         let wrapped = anyhow::Error::new(sqlx::Error::PoolTimedOut).context("loading the order");
         assert_eq!(
