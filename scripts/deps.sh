@@ -30,7 +30,7 @@ wait_port() {
 
 # --- toolchain ---------------------------------------------------------------
 if ! command -v cargo >/dev/null 2>&1; then
-  log "cargo not found; installing Debian's (the workspace needs Rust >= 1.85: rustup if Debian's is older)"
+  log "cargo not found; installing Debian's (the workspace needs Rust >= 1.89: rustup if Debian's is older)"
   apt_install cargo rustc
 fi
 command -v psql >/dev/null 2>&1 || apt_install postgresql-client
