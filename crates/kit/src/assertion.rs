@@ -531,21 +531,14 @@ pub mod from {
 /// gateway and never some other service holding a valid key; 403 otherwise.
 pub struct Peer<C: Callers> {
     pub service: ServiceName,
-    assertion: Arc<Assertion>,
     _callers: PhantomData<C>,
 }
 
 impl<C: Callers> Peer<C> {
-    /// The user the calling service acts for (401 when it asserted none).
-    pub fn caller(&self) -> Result<Caller, ApiError> {
-        Caller::from_assertion(&self.assertion)
-    }
-
     fn of(a: Arc<Assertion>) -> Result<Peer<C>, ApiError> {
         match ServiceName::parse(&a.iss) {
             Some(service) if C::ALLOWED.contains(&service) => Ok(Peer {
                 service,
-                assertion: a,
                 _callers: PhantomData,
             }),
             _ => Err(ApiError::forbidden(format!(
