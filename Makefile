@@ -3,7 +3,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/hub-target
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: run test deps build lint fmt clean-test-dbs bench-auth bench-ledger bench-webhooks bench-agent helm-check
+.PHONY: run test deps build lint fmt clean-test-dbs bench-auth bench-ledger bench-webhooks bench-agent helm-check image deploy-check
 
 run: deps
 	scripts/run.sh
@@ -36,6 +36,14 @@ bench-ledger: deps
 
 helm-check:
 	scripts/helm-check.sh
+
+# The one image, with podman and without a registry (scripts/image.sh).
+image:
+	scripts/image.sh
+
+# Render the chart and run it as podman containers, end to end (scripts/deploy-check.sh).
+deploy-check:
+	scripts/deploy-check.sh
 
 bench-webhooks: deps
 	scripts/bench-webhooks.sh

@@ -13,3 +13,4 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import helm_sdkpy, ya
 fi
 "$VENV/bin/python" scripts/helm_check.py deploy/helm/hub
 "$VENV/bin/python" scripts/docs_check.py
+"$VENV/bin/python" scripts/compose_check.py

@@ -3,11 +3,14 @@
 message it accepts as one JSON file in --out (written to a temporary name,
 then renamed, so a reader never sees half a file).
 
-    smtp_sink.py --out DIR [--port N] [--starttls CA_DIR] [--user U --password P]
+    smtp_sink.py --out DIR [--host H] [--port N] [--starttls CA_DIR] [--user U --password P]
+                 [--tls-cert PEM --tls-key PEM]
 
 Prints "PORT <n>" once it listens. --starttls makes a fresh test CA (trustme),
 writes its certificate to CA_DIR/ca.pem, serves a certificate for 127.0.0.1
-signed by it and refuses mail before STARTTLS. --user/--password require AUTH.
+signed by it and refuses mail before STARTTLS; with --tls-cert/--tls-key it
+serves that certificate instead (a CA of the caller's). --user/--password
+require AUTH.
 Debian: python3-aiosmtpd python3-trustme (scripts/deps.sh installs them).
 """
 
@@ -66,11 +69,16 @@ async def main():
     p.add_argument("--starttls", metavar="CA_DIR")
     p.add_argument("--user")
     p.add_argument("--password")
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
 
     tls_context = None
-    if a.starttls:
+    if a.starttls and a.tls_cert:
+        tls_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls_context.load_cert_chain(a.tls_cert, a.tls_key)
+    elif a.starttls:
         import trustme
 
         ca = trustme.CA()

@@ -21,6 +21,12 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
      the services that call them and the caller keys they call others with.
      The gateways: one signing key per upstream. */}}
 {{- define "hub.env" -}}
+{{- if .root.Values.tls.extraCA }}
+{{- range $setting := .svc.caFileSettings | default list }}
+- name: {{ $.svc.envPrefix }}__{{ $setting }}
+  value: /etc/hub/tls/extra-ca.pem
+{{- end }}
+{{- end }}
 - name: {{ .svc.envPrefix }}__NATS__URL
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: nats-url } }
 - name: {{ .svc.envPrefix }}__HTTP__PORT
@@ -58,5 +64,21 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 - name: CORE_API_GATEWAY__ASSERTION__KEYS__{{ $up | upper }}
   valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: assertion-key-{{ $up }} } }
 {{- end }}
+{{- end }}
+{{- end -}}
+
+
+{{/* The extra CA ConfigMap's volume and its mount (tls.extraCA). */}}
+{{- define "hub.caVolume" -}}
+{{- if .Values.tls.extraCA }}
+- name: extra-ca
+  configMap: { name: {{ .Release.Name }}-extra-ca }
+{{- end }}
+{{- end -}}
+{{- define "hub.caMount" -}}
+{{- if .Values.tls.extraCA }}
+- name: extra-ca
+  mountPath: /etc/hub/tls
+  readOnly: true
 {{- end }}
 {{- end -}}
