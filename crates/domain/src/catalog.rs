@@ -383,6 +383,21 @@ mod tests {
     }
 
     #[test]
+    fn the_helm_chart_example_passes_the_services_validation() {
+        // JSON is YAML: the chart's example values, less their comment lines.
+        let values: String = include_str!("../../../deploy/helm/hub/ci/catalog-values.yaml")
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let values: serde_json::Value = serde_json::from_str(&values).expect("JSON values");
+        let c = Catalog::parse(values["catalog"].to_string().as_bytes()).expect("valid");
+        assert_eq!(c.distributors.len(), 2);
+        assert_eq!(c.distributors[1].covers.len(), 27);
+        assert!(c.skus.iter().any(|s| s.fulfilment == "api"));
+    }
+
+    #[test]
     fn a_minimal_entry_of_each_kind_parses_and_absent_options_stay_absent() {
         let c = parse(json!({"distributors": [tr()],
                               "skus": [{"id": "gpu", "name": "GPU", "fulfilment": "manual",

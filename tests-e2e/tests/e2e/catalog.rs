@@ -442,6 +442,11 @@ async fn staff_create_change_and_retire_skus() {
     let r = order(&s, &owner, &org, "staff-gpu", "gpu-1").await;
     assert_eq!(r.status, 201, "{:?}", r.body);
     assert_eq!(r.body["status"], "pending_fulfilment");
+    let rfc = &time::format_description::well_known::Rfc3339;
+    let at = |k: &str| {
+        time::OffsetDateTime::parse(r.body[k].as_str().unwrap_or_default(), rfc).expect(k)
+    };
+    assert_eq!(at("due_at") - at("created_at"), time::Duration::hours(24));
 
     // Refused changes: 422 for what the SKU's nature forbids, 400 for bad
     // values, 404 for an unknown id.
