@@ -2,7 +2,9 @@
 production needs. Exits non-zero on any failure."""
 import asyncio
 import pathlib
+import shutil
 import sys
+import tempfile
 
 import helm_sdkpy as helm
 import yaml
@@ -49,6 +51,38 @@ if "TRUSTED_PROXIES" in templates and "if $.Values.trustedProxies" not in templa
     failures.append("an empty trustedProxies must not render an empty TRUSTED_PROXIES variable")
 if not any(s.get("migrate") for s in values["services"].values()):
     failures.append("no service runs migrations")
+
+# The declared catalog: empty by default, rendered into a ConfigMap that the
+# migration Jobs of org-billing and server-product (and only they) mount.
+catalog = values.get("catalog")
+if not isinstance(catalog, dict) or catalog.get("distributors") != [] or catalog.get("skus") != []:
+    failures.append("values.catalog must have distributors: [] and skus: [] by default")
+if "kind: ConfigMap" not in (chart / "templates" / "catalog-configmap.yaml").read_text():
+    failures.append("templates/catalog-configmap.yaml renders no ConfigMap")
+if "__CATALOG__FILE" not in (chart / "templates" / "migrate-job.yaml").read_text():
+    failures.append("the migration Jobs do not set <PREFIX>__CATALOG__FILE")
+with_catalog = sorted(n for n, s in values["services"].items() if s.get("catalog"))
+if with_catalog != ["org-billing", "server-product"]:
+    failures.append(f"catalog: true must be set on org-billing and server-product (is on {with_catalog})")
+for name in with_catalog:
+    if not values["services"][name].get("migrate"):
+        failures.append(f"service {name} applies the catalog but runs no migration Job")
+
+# Lint once more with the example catalog filled in (ci/*-values.yaml), so
+# that the templates render real entries, not only the empty defaults.
+for extra in sorted((chart / "ci").glob("*-values.yaml")):
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = pathlib.Path(tmp) / chart.name
+        shutil.copytree(chart, copy)
+        merged = dict(values)
+        merged.update(yaml.safe_load(extra.read_text()))
+        (copy / "values.yaml").write_text(yaml.safe_dump(merged, allow_unicode=True))
+        r = asyncio.run(helm.Lint(helm.Configuration()).run(str(copy)))
+        for m in r.get("Messages") or []:
+            if m.get("Severity", 0) >= 2:
+                failures.append(f"helm lint with {extra.name}: {m.get('Path')}: {m.get('Err')}")
+        if r.get("Errors"):
+            failures.append(f"helm lint with {extra.name} reported errors: {r['Errors']}")
 
 if failures:
     print("helm check FAILED:")

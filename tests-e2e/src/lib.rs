@@ -56,6 +56,9 @@ pub struct StackOptions {
     /// Query parameters for every database URL of the stack (the services'
     /// roles and the administrator's), e.g. `sslmode=require`.
     pub database_params: String,
+    /// The dev seed (`seed.distributors`, `seed.skus`: the demo catalog).
+    /// Off, the stack starts like production: no distributors, no SKUs.
+    pub dev_seed: bool,
 }
 
 impl Default for StackOptions {
@@ -72,6 +75,7 @@ impl Default for StackOptions {
             org_billing_database_port: None,
             database_ports: Default::default(),
             database_params: String::new(),
+            dev_seed: true,
         }
     }
 }
@@ -117,6 +121,9 @@ pub struct TestStack {
     /// server-product instance on the same database).
     common: String,
     sealing_key: String,
+    /// org-billing's sealing key (for `org_billing_settings`).
+    billing_sealing_key: String,
+    dev_seed: bool,
     pub http: reqwest::Client,
     cancel: CancellationToken,
 }
@@ -242,8 +249,9 @@ log_format = "pretty"
                 .map_err(|_| anyhow::anyhow!("cannot set a port"))?;
             Ok(Some(format!("[database]\nurl = {:?}\n", url.as_str())))
         };
+        let seed = opts.dev_seed;
         let mut billing = vec![format!(
-            "[seed]\ndistributors = true\n[jobs]\noutbox_poll_ms = 100\n\
+            "[seed]\ndistributors = {seed}\n[jobs]\noutbox_poll_ms = 100\n\
              [sealing]\nkeys = [\"t1:{billing_sealing_key}\"]\n"
         )];
         billing.extend(relayed("org_billing")?);
@@ -269,7 +277,7 @@ log_format = "pretty"
             "server_product".to_owned(),
             vec![
                 format!(
-                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[seed]\nskus = true\n\
+                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[seed]\nskus = {seed}\n\
                      [provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n[jobs]\noutbox_poll_ms = 100\n"
                 ),
                 relayed("server_product")?.unwrap_or_default(),
@@ -381,6 +389,8 @@ log_format = "pretty"
             gateway_keys,
             common,
             sealing_key,
+            billing_sealing_key,
+            dev_seed: seed,
             http,
             cancel,
         })
@@ -392,10 +402,22 @@ log_format = "pretty"
         let role = hub_stack::role_url(&self.database_url, "hub_server_product").expect("role url");
         let own = format!(
             "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n\
-             [sealing]\nkeys = [\"t1:{}\"]\n[seed]\nskus = true\n[provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n",
-            self.database_url, self.sealing_key
+             [sealing]\nkeys = [\"t1:{}\"]\n[seed]\nskus = {}\n[provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n",
+            self.database_url, self.sealing_key, self.dev_seed
         );
         server_product::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
+    }
+
+    /// Settings for another org-billing instance (or its `migrate`) on this
+    /// stack's database and NATS, plus `extra` TOML.
+    pub fn org_billing_settings(&self, extra: &str) -> org_billing::Settings {
+        let role = hub_stack::role_url(&self.database_url, "hub_org_billing").expect("role url");
+        let own = format!(
+            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n\
+             [sealing]\nkeys = [\"t1:{}\"]\n[seed]\ndistributors = {}\n",
+            self.database_url, self.billing_sealing_key, self.dev_seed
+        );
+        org_billing::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
     }
 
     /// Settings for another webhook-dispatcher instance on this stack's

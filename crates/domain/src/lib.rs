@@ -4,6 +4,7 @@
 //! `Role::parse`, ...) and, once typed, are valid everywhere.
 
 mod authz;
+pub mod catalog;
 mod email;
 mod identity;
 mod ids;

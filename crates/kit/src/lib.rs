@@ -12,9 +12,11 @@
 //! - [`db`], [`nats`], [`outbox`]: Postgres pool and migrations, NATS and
 //!   JetStream streams, the transactional outbox and its relay, durable consumers.
 //! - [`tls`]: rustls (ring) and the one trust store of every client.
+//! - [`catalog`]: reading the declared catalog file (`catalog.file`).
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
 
 pub mod assertion;
+pub mod catalog;
 pub mod clock;
 pub mod db;
 pub mod deadletter;

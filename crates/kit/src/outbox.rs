@@ -225,10 +225,21 @@ pub fn audit_event(
     org_id: hub_domain::OrgId,
     detail: serde_json::Value,
 ) -> event_contracts::AuditRecorded {
+    audit_event_on(caller, action, format!("org:{org_id}"), detail)
+}
+
+/// The audit event of `caller` doing `action` on `subject` (`kind:id`, e.g.
+/// `sku:vps-small` for what belongs to no organization).
+pub fn audit_event_on(
+    caller: &crate::assertion::Caller,
+    action: &str,
+    subject: String,
+    detail: serde_json::Value,
+) -> event_contracts::AuditRecorded {
     event_contracts::AuditRecorded {
         actor_user_id: Some(caller.user_id()),
         action: action.to_owned(),
-        subject: format!("org:{org_id}"),
+        subject,
         detail,
         ip: caller.ip.clone(),
     }
@@ -244,5 +255,23 @@ pub async fn audit(
     detail: serde_json::Value,
 ) -> anyhow::Result<()> {
     enqueue(conn, naming, audit_event(caller, action, org_id, detail)).await?;
+    Ok(())
+}
+
+/// Write [`audit_event_on`] to the outbox in the caller's transaction.
+pub async fn audit_on(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    caller: &crate::assertion::Caller,
+    action: &str,
+    subject: String,
+    detail: serde_json::Value,
+) -> anyhow::Result<()> {
+    enqueue(
+        conn,
+        naming,
+        audit_event_on(caller, action, subject, detail),
+    )
+    .await?;
     Ok(())
 }

@@ -103,6 +103,15 @@ pub struct SealingSettings {
     pub keys: Vec<SecretString>,
 }
 
+/// `[catalog]`: the declared catalog file (org-billing and server-product),
+/// applied by the `migrate` subcommand only (see [`crate::catalog`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CatalogSettings {
+    /// Path of the catalog JSON; empty: nothing is declared.
+    #[serde(default)]
+    pub file: String,
+}
+
 /// Parse settings from TOML text alone (tests build settings this way).
 pub fn from_toml<T: DeserializeOwned>(layers: &[&str]) -> anyhow::Result<T> {
     let mut builder = Config::builder();

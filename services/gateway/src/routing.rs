@@ -212,6 +212,14 @@ mod tests {
         assert_eq!(r.route(true, "/v1/auth/me"), None);
         assert_eq!(r.route(true, "/core-apix/v1/auth/me"), None);
         assert_eq!(r.route(false, "/v1/skus"), None);
+        for staff in ["/v1/admin/skus", "/v1/admin/skus/vps-small"] {
+            assert_eq!(
+                r.route(true, staff).map(|t| t.service),
+                Some("server_product"),
+                "{staff}"
+            );
+            assert_eq!(r.route(false, staff), None, "{staff}");
+        }
     }
 
     /// Percent-decode every escape, as actix does before it routes.

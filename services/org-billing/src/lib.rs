@@ -1,6 +1,7 @@
 //! org-billing: organizations, distributor routing, wallets with an append-only
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
+pub mod catalog;
 mod idempotency;
 pub mod kyc;
 mod ledger;
@@ -32,16 +33,24 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/org_billing");
 /// The running service (port, server, background tasks).
 pub use service_kit::server::Running as Application;
 
-/// Apply org-billing's migrations (and the seed when configured), then return.
+/// Apply org-billing's migrations (and the seed when configured), then the
+/// distributors of the declared catalog (`catalog.file`) in one transaction,
+/// then return. The file is read and validated before anything is migrated:
+/// a refused file changes nothing. Only here, never at service start: the
+/// migration Job runs once per release, pods would race.
 /// Legal identities stored in clear by earlier versions are sealed on the way
 /// ([`kyc::finish_migrations`]), so the sealing keys are required here too.
 pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
+    let declared = service_kit::catalog::read(&settings.catalog)?;
     let sealer = Sealer::new(&settings.sealing.keys)?;
     let before = kyc::migrations_before(kyc::PLAINTEXT_DROPPED_MIGRATION).await?;
     let pool = db::prepare(&settings.database, SCHEMA, "org-billing-migrate", &before).await?;
     kyc::finish_migrations(&pool, &sealer).await?;
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
+    }
+    if let Some(declared) = declared {
+        catalog::apply_declared(&pool, &declared).await?;
     }
     Ok(())
 }

@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings, SealingSettings,
-    TelemetrySettings,
+    AssertionSettings, CatalogSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
+    SealingSettings, TelemetrySettings,
 };
 
 pub use service_kit::settings::Layered;
@@ -28,6 +28,9 @@ pub struct Settings {
     pub kyc: PeerSettings,
     pub orgs: OrgSettings,
     pub seed: SeedSettings,
+    /// The declared catalog file (its distributors), applied by `migrate`.
+    #[serde(default)]
+    pub catalog: CatalogSettings,
     pub jobs: JobSettings,
     pub ledger: LedgerSettings,
     /// Seals the verified legal identity of each organization at rest.

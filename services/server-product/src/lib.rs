@@ -5,6 +5,7 @@
 //! Postgres schema `server_product`; emits `server.created`, `server.active`
 //! and `server.terminated` to the PRODUCT stream through its outbox.
 
+pub mod catalog;
 pub mod lifecycle;
 pub mod provider;
 mod routes;
@@ -34,8 +35,13 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/server_product"
 /// The running service (port, server, background tasks).
 pub use service_kit::server::Running as Application;
 
-/// Apply migrations (and the demo catalog when configured), then return.
+/// Apply migrations (and the demo catalog when configured), then the SKUs of
+/// the declared catalog (`catalog.file`) in one transaction, then return. The
+/// file is read and validated before anything is migrated: a refused file
+/// changes nothing. Only here, never at service start: the migration Job runs
+/// once per release, pods would race.
 pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
+    let declared = service_kit::catalog::read(&settings.catalog)?;
     let pool = db::prepare(
         &settings.database,
         SCHEMA,
@@ -45,6 +51,9 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
     .await?;
     if settings.seed.skus {
         seed::skus(&pool).await?;
+    }
+    if let Some(declared) = declared {
+        catalog::apply_declared(&pool, &declared).await?;
     }
     Ok(())
 }

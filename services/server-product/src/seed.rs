@@ -1,18 +1,15 @@
-//! The demo catalog for dev and tests (`seed.skus`): one API-backed and one
-//! manually fulfilled SKU in each currency the distributors use. Idempotent.
+//! The demo catalog for dev and tests (`seed.skus`): the SKUs of the
+//! compiled-in demo catalog ([`hub_domain::catalog::DEMO_JSON`]), API-backed
+//! and manually fulfilled ones in each currency the demo distributors use,
+//! applied like a declared catalog ([`crate::catalog`]) but inserting only
+//! what is missing. Idempotent.
 
+use crate::catalog::{self, Mode};
 use sqlx::PgPool;
 
 pub async fn skus(pool: &PgPool) -> anyhow::Result<()> {
-    sqlx::query(
-        "INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position) VALUES \
-         ('vps-small', 'VPS Small (2 vCPU, 4 GB)', 'api', NULL, '{nvme,ipv6,instant}', 49000, 'TRY', 1), \
-         ('vps-large', 'VPS Large (8 vCPU, 16 GB)', 'api', NULL, '{nvme,ipv6,instant}', 159000, 'TRY', 2), \
-         ('dedicated-gpu', 'Dedicated GPU server', 'manual', 48, '{gpu,dedicated,sla}', 1890000, 'TRY', 3), \
-         ('vps-small-eu', 'VPS Small EU', 'api', NULL, '{nvme,ipv6,instant,eu}', 1200, 'EUR', 4) \
-         ON CONFLICT (id) DO NOTHING",
-    )
-    .execute(pool)
-    .await?;
+    let demo = hub_domain::catalog::Catalog::demo();
+    anyhow::ensure!(!demo.skus.is_empty(), "the demo catalog has no SKUs");
+    catalog::apply(pool, &demo.skus, Mode::Missing).await?;
     Ok(())
 }

@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, DatabaseSettings, HttpSettings, NatsSettings, RelaySettings,
-    SealingSettings, TelemetrySettings,
+    AssertionSettings, CatalogSettings, DatabaseSettings, HttpSettings, NatsSettings,
+    RelaySettings, SealingSettings, TelemetrySettings,
 };
 
 pub use service_kit::settings::Layered;
@@ -22,6 +22,9 @@ pub struct Settings {
     pub provider: ProviderSettings,
     pub pages: PageSettings,
     pub seed: SeedSettings,
+    /// The declared catalog file (its SKUs), applied by `migrate`.
+    #[serde(default)]
+    pub catalog: CatalogSettings,
     pub jobs: RelaySettings,
 }
 
@@ -66,6 +69,7 @@ mod tests {
         let s = Settings::from_layers(&[]).expect("defaults parse");
         assert!(s.assertion.keys.is_empty() && s.sealing.keys.is_empty());
         assert!(!s.seed.skus);
+        assert!(s.catalog.file.is_empty());
         assert_eq!(s.provider.kind, "sandbox");
     }
 

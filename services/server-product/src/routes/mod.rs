@@ -23,6 +23,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::post().to(admin::complete),
         )
         .route("/v1/admin/maintenance", web::post().to(admin::add_window))
+        .route("/v1/admin/skus", web::get().to(skus::all))
+        .route("/v1/admin/skus", web::post().to(skus::create))
+        .route("/v1/admin/skus/{id}", web::patch().to(skus::update))
         .route(
             "/v1/service-contract/maintenance",
             web::get().to(admin::upcoming),
