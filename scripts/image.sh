@@ -44,7 +44,9 @@ OUT_DIR=$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE
 CONTEXT="$CARGO_TARGET_DIR/image-context"
 rm -rf "$CONTEXT"
 mkdir -p "$CONTEXT/bin"
-for b in "${BINARIES[@]}"; do cp "$OUT_DIR/$b" "$CONTEXT/bin/"; done
+# The line tables (the release profile keeps them for profiling) stay on the
+# host; symbols stay in, so backtraces still name functions.
+for b in "${BINARIES[@]}"; do objcopy --strip-debug "$OUT_DIR/$b" "$CONTEXT/bin/$b"; done
 
 REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)

@@ -10,7 +10,7 @@ podman_log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 podman_as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 podman_missing=()
-for tool in podman:podman buildah:buildah mmdebstrap:mmdebstrap runc:runc socat:socat \
+for tool in podman:podman buildah:buildah mmdebstrap:mmdebstrap runc:runc binutils:objcopy \
             aardvark-dns:/usr/lib/podman/aardvark-dns netavark:/usr/lib/podman/netavark; do
   pkg=${tool%%:*}; bin=${tool#*:}
   command -v "$bin" >/dev/null 2>&1 || [ -x "$bin" ] || podman_missing+=("$pkg")

@@ -398,6 +398,18 @@ mod tests {
     }
 
     #[test]
+    fn the_compose_example_catalog_passes_the_services_validation() {
+        let c = Catalog::parse(include_bytes!("../../../deploy/catalog.example.json"))
+            .expect("deploy/catalog.example.json is valid");
+        assert_eq!(c.distributors.len(), 2);
+        assert!(c
+            .distributors
+            .iter()
+            .any(|d| d.covers.iter().any(|k| k == "DE")));
+        assert!(c.skus.iter().any(|s| s.fulfilment == "api"));
+    }
+
+    #[test]
     fn a_minimal_entry_of_each_kind_parses_and_absent_options_stay_absent() {
         let c = parse(json!({"distributors": [tr()],
                               "skus": [{"id": "gpu", "name": "GPU", "fulfilment": "manual",
