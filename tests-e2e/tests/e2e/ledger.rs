@@ -195,8 +195,14 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
         .execute(&mut *lock)
         .await
         .expect("lock");
-    let debits =
-        join_all((0..20).map(|_| s.post(&path, Some(&staff), json!({"amount_minor": -5}))));
+    // Each debit names itself in its note: its answer must be its own row.
+    let debits = join_all((0..20).map(|i| {
+        s.post(
+            &path,
+            Some(&staff),
+            json!({"amount_minor": -5, "note": format!("debit {i}")}),
+        )
+    }));
     let release = async {
         // Once the first debit waits on the lock, the rest queue behind it.
         let waiting = eventually(Duration::from_secs(10), || async {
@@ -257,8 +263,8 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
     // the one before it left, however many shared a transaction (how many
     // did depends on how fast the debits reached the writer, so it is not
     // asserted here: the properties are the sums, each debit once, the order).
-    let chain: Vec<(i64, i64, i64)> = sqlx::query_as(
-        "SELECT id, delta_minor, balance_after FROM org_billing.wallet_transactions \
+    let chain: Vec<(i64, i64, i64, String)> = sqlx::query_as(
+        "SELECT id, delta_minor, balance_after, note FROM org_billing.wallet_transactions \
          WHERE org_id = $1::uuid ORDER BY id",
     )
     .bind(&org)
@@ -267,18 +273,24 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
     .expect("chain query");
     assert_eq!(chain_breaks(&s, &org).await, 0);
     assert_eq!(
-        chain.iter().map(|(_, _, after)| *after).collect::<Vec<_>>(),
+        chain
+            .iter()
+            .map(|(_, _, after, _)| *after)
+            .collect::<Vec<_>>(),
         (0..13).map(|i| 60 - 5 * i).collect::<Vec<_>>(),
         "60, then 55, 50, ..., 0 in id order: {chain:?}"
     );
-    // Each accepted debit was answered with its own row and the balance after it.
-    let mut answered: Vec<(i64, i64)> = results
+    // Each accepted debit was answered with its own row (its note) and the
+    // balance after it; a refused one has no row.
+    let mut answered: Vec<(i64, i64, String)> = results
         .iter()
-        .filter(|r| r.status == 200)
-        .map(|r| {
+        .enumerate()
+        .filter(|(_, r)| r.status == 200)
+        .map(|(i, r)| {
             (
                 r.body["transaction_id"].as_i64().unwrap_or(-1),
                 r.body["balance_minor"].as_i64().unwrap_or(-1),
+                format!("debit {i}"),
             )
         })
         .collect();
@@ -287,8 +299,8 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
         answered,
         chain
             .iter()
-            .filter(|(_, delta, _)| *delta < 0)
-            .map(|(id, _, after)| (*id, *after))
+            .filter(|(_, delta, _, _)| *delta < 0)
+            .map(|(id, _, after, note)| (*id, *after, note.clone()))
             .collect::<Vec<_>>()
     );
     // Every accepted debit's audit event reaches the actor's history.
