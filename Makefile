@@ -24,9 +24,9 @@ lint:
 fmt:
 	cargo fmt --all
 
+# What ended test runs left (databases, streams); a run still going keeps its own.
 clean-test-dbs:
 	scripts/clean-test-dbs.sh
-	cargo run -q -p tests-e2e --bin clean-test-streams
 
 bench-auth: deps
 	scripts/bench-auth.sh

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# Drop the databases earlier test runs left behind (hubtest_*).
+# Drop the databases and streams that ended test runs left behind (hubtest_*,
+# CORE_t*, ...), and only theirs: a run still going (another `make test` on the
+# same Postgres and NATS) holds its lock and keeps everything. See
+# tests-e2e/src/runs.rs. `--dry-run` lists what would go.
 set -euo pipefail
-PGHOST=${PGHOST:-127.0.0.1}
-PGPORT=${PGPORT:-5432}
-dbs=$(psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atqc \
-  "select datname from pg_database where datname like 'hubtest\_%'")
-for db in $dbs; do
-  psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -qc "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null
-done
-[ -z "$dbs" ] || echo "dropped $(echo "$dbs" | wc -l) test databases"
+cd "$(dirname "$0")/.."
+export TEST_DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@${PGHOST:-127.0.0.1}:${PGPORT:-5432}/postgres}
+export TEST_NATS_URL=${TEST_NATS_URL:-nats://${NATS_HOST:-127.0.0.1}:${NATS_PORT:-4222}}
+exec cargo run -q -p tests-e2e --bin clean-test-runs -- "$@"

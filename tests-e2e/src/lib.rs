@@ -1,8 +1,10 @@
 //! The whole-stack harness: every service in one process on random ports, each
 //! stack with its own Postgres database and its own NATS subject prefix and
 //! stream names, so tests run in parallel and never see each other's data.
-//! `TEST_LOG=1` shows the services' logs.
+//! Both are named after the test process's run ([`runs`]) and removed when a
+//! stack whose test passed is dropped. `TEST_LOG=1` shows the services' logs.
 
+pub mod runs;
 pub mod tls;
 
 use anyhow::Context;
@@ -25,7 +27,8 @@ pub fn nats_url() -> String {
     std::env::var("TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
 }
 
-/// Databases made by the harness start with this.
+/// Databases made by the harness start with this (`hubtest_<run>_<uuid>`,
+/// see [`runs::database_name`]).
 pub const TEST_DB_PREFIX: &str = "hubtest_";
 
 #[derive(Clone, Debug)]
@@ -126,11 +129,19 @@ pub struct TestStack {
     dev_seed: bool,
     pub http: reqwest::Client,
     cancel: CancellationToken,
+    /// The database's name (dropped with the stack when its test passed).
+    database_name: String,
 }
 
 impl Drop for TestStack {
+    /// Stop the services; after a passed test (not while a panic unwinds) drop
+    /// the stack's database and streams too.
     fn drop(&mut self) {
         self.cancel.cancel();
+        runs::discard_on_pass(
+            self.database_name.clone(),
+            self.naming.stream_suffix.clone(),
+        );
     }
 }
 
@@ -148,9 +159,10 @@ impl Resp {
     }
 }
 
-async fn create_database(params: &str) -> anyhow::Result<String> {
+/// A new database of this run; returns its name and URL.
+async fn create_database(params: &str) -> anyhow::Result<(String, String)> {
     let admin = admin_database_url();
-    let name = format!("{TEST_DB_PREFIX}{}", Uuid::new_v4().simple());
+    let name = runs::database_name();
     let mut conn = PgConnection::connect(&admin)
         .await
         .context("connecting to the admin database")?;
@@ -167,7 +179,7 @@ async fn create_database(params: &str) -> anyhow::Result<String> {
         .collect::<Vec<_>>()
         .join("&");
     url.set_query((!query.is_empty()).then_some(query.as_str()));
-    Ok(url.to_string())
+    Ok((name, url.to_string()))
 }
 
 impl TestStack {
@@ -184,8 +196,8 @@ impl TestStack {
 
     async fn try_spawn(opts: StackOptions) -> anyhow::Result<TestStack> {
         service_kit::telemetry::init_for_tests();
-        let database_url = create_database(&opts.database_params).await?;
-        let tag = Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let (database_name, database_url) = create_database(&opts.database_params).await?;
+        let tag = runs::stack_tag();
         let naming = event_contracts::Naming {
             subject_prefix: format!("t{tag}."),
             stream_suffix: format!("_t{tag}"),
@@ -393,6 +405,7 @@ log_format = "pretty"
             dev_seed: seed,
             http,
             cancel,
+            database_name,
         })
     }
 
@@ -451,6 +464,11 @@ log_format = "pretty"
     }
 
     /// The first core gateway's base URL.
+    /// The stack's database (`hubtest_<run>_<uuid>`).
+    pub fn database_name(&self) -> &str {
+        &self.database_name
+    }
+
     pub fn core(&self) -> &str {
         &self.gateways[0].core
     }
@@ -622,6 +640,33 @@ impl TestStack {
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 
+    /// Wait (at most 20 s, else panic) until the durable consumer
+    /// `durable_base` (e.g. `identity-audit`) on the stack's `stream_base`
+    /// stream (`CORE`, `PRODUCT`) has handled everything published to it so
+    /// far: nothing left to deliver, nothing delivered and not yet acknowledged
+    /// (a consumer acknowledges after its handler committed, or after moving the
+    /// event to the DLQ). The positive marker to wait for before asserting that
+    /// an event had no effect (a redelivery stored once, nothing retried).
+    pub async fn consumer_caught_up(&self, stream_base: &str, durable_base: &str) {
+        let js = async_nats::jetstream::new(self.nats.clone());
+        let (stream, durable) = (
+            self.naming.stream(stream_base),
+            self.naming.durable(durable_base),
+        );
+        let caught_up = eventually(Duration::from_secs(20), || async {
+            let s = js.get_stream(&stream).await.ok()?;
+            let mut c: async_nats::jetstream::consumer::PullConsumer =
+                s.get_consumer(&durable).await.ok()?;
+            let info = c.info().await.ok()?;
+            (info.num_pending == 0 && info.num_ack_pending == 0).then_some(())
+        })
+        .await;
+        assert!(
+            caught_up.is_some(),
+            "the consumer {durable} on {stream} did not handle everything within 20 s"
+        );
+    }
+
     /// A pool like identity's own (for calling its jobs directly).
     pub async fn identity_pool(&self) -> PgPool {
         self.db.clone()
@@ -758,7 +803,13 @@ impl TestStack {
 }
 
 /// A stand-in HTTP server on a free local port (an upstream not built yet, an
-/// OTLP collector): `handle` answers every request. Returns `http://127.0.0.1:port`.
+/// OTLP collector, a model provider): `handle` answers every request. Returns
+/// `http://127.0.0.1:port`.
+///
+/// Handlers may block (a slow answer sleeps on its worker thread), so the
+/// server has [`STAND_IN_WORKERS`] workers: a request that comes while another
+/// is held is answered at once, not after it (with one worker a provider's
+/// quick 500 queued behind a slow answer was a timeout).
 pub fn stand_in<F>(handle: F) -> String
 where
     F: Fn(&actix_web::HttpRequest, actix_web::web::Bytes) -> actix_web::HttpResponse
@@ -778,13 +829,17 @@ where
                 async move { response }
             }))
     })
-    .workers(1)
+    .workers(STAND_IN_WORKERS)
     .listen(listener)
     .expect("listen")
     .run();
     tokio::spawn(server);
     format!("http://127.0.0.1:{port}")
 }
+
+/// Worker threads of a [`stand_in`]: more than the requests any test holds at
+/// once.
+pub const STAND_IN_WORKERS: usize = 8;
 
 /// Send one HTTP/1.1 request with its target exactly as given, byte for byte
 /// (what `curl --path-as-is` sends: no dot-segment resolution, no

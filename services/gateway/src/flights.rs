@@ -93,7 +93,11 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    #[tokio::test]
+    // Paused time: the fetches' sleeps and the callers' timeouts end in the
+    // order of their deadlines, not in the order a loaded machine gets to
+    // them (with real time, a stall past 50 ms makes the 5 ms caller's
+    // timeout and the fetch due at once, and `timeout` polls the fetch first).
+    #[tokio::test(start_paused = true)]
     async fn concurrent_callers_share_one_fetch_and_nothing_is_kept() {
         let flights: Flights<u32> = Flights::default();
         let calls = AtomicUsize::new(0);
@@ -115,7 +119,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 4);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn callers_that_give_up_leave_nothing_behind() {
         let flights: Flights<u32> = Flights::default();
         let slow = || async {

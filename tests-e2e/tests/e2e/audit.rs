@@ -157,7 +157,9 @@ async fn audit_events_from_other_services_are_stored_once() {
         .unwrap_or_default();
     assert_eq!(org["ip"], "198.51.100.7");
     assert_eq!(org["detail"], json!({"name": "Acme"}));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once identity's consumer has handled all three (nothing left to deliver
+    // or to acknowledge), count.
+    s.consumer_caught_up("CORE", "identity-audit").await;
     let count: i64 =
         sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE action = 'org.created'")
             .fetch_one(&s.db)

@@ -113,7 +113,16 @@ async fn an_event_given_up_on_waits_in_the_dlq_and_replays_into_its_consumer() {
     assert!(dead.is_some(), "the event reached the DLQ");
     assert_eq!(metric(&s).await, "hub_dead_letter_events 1");
     database_available(&s, true).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A later event is stored (the consumer works again), and the consumer
+    // has nothing left to deliver or to acknowledge: the dead letter was
+    // not redelivered by itself.
+    let later = s.publish(audit("after.the.outage")).await;
+    let stored_later = eventually(Duration::from_secs(20), || async {
+        (stored(&s, &[later]).await == 1).then_some(())
+    })
+    .await;
+    assert!(stored_later.is_some(), "the later event was stored");
+    s.consumer_caught_up("CORE", "identity-audit").await;
     assert_eq!(stored(&s, &[id]).await, 0, "not redelivered by itself");
     let letters = service_kit::deadletter::list(&js, &s.naming)
         .await

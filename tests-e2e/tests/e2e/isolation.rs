@@ -110,7 +110,7 @@ async fn provisioning_hands_an_older_schema_to_its_role() {
     let s = TestStack::spawn().await;
     let admin_url = s.database_url.replace(
         s.database_url.rsplit('/').next().unwrap_or_default(),
-        &format!("hubtest_{}", uuid::Uuid::new_v4().simple()),
+        &tests_e2e::runs::database_name(),
     );
     let name = admin_url.rsplit('/').next().unwrap_or_default().to_owned();
     let server = sqlx::PgPool::connect(&tests_e2e::admin_database_url())

@@ -26,6 +26,7 @@ mod outbox;
 mod personal_data;
 mod profile;
 mod role_matrix;
+mod runs;
 pub mod servers;
 mod sessions;
 mod tls;

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use service_kit::settings::Layered;
 use sqlx::{Connection, Executor, PgConnection};
-use tests_e2e::{admin_database_url, Resp, TestStack, TEST_DB_PREFIX};
+use tests_e2e::{admin_database_url, Resp, TestStack};
 
 const COMPANY: &str = "Kestrel Lojistik AS";
 const TAX_ID: &str = "TX-40417733";
@@ -256,7 +256,7 @@ const OLD_STREET: &str = "Cumhuriyet Cd. 77";
 
 async fn scratch_database() -> (String, PgConnection) {
     let admin = admin_database_url();
-    let name = format!("{TEST_DB_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    let name = tests_e2e::runs::database_name();
     let mut conn = PgConnection::connect(&admin).await.expect("admin");
     conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())
         .await

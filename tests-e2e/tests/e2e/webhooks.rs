@@ -6,31 +6,35 @@ use futures::future::join_all;
 use serde_json::{json, Value};
 use std::{
     sync::{
-        atomic::{AtomicU16, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering},
         Arc, Mutex,
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 use tests_e2e::{eventually, StackOptions, TestStack};
 use webhook_dispatcher::ssrf;
 
-/// One request a receiver got: (headers, body, when).
-type Got = (Vec<(String, String)>, Vec<u8>, Instant);
+/// One request a receiver got: (headers, body).
+type Got = (Vec<(String, String)>, Vec<u8>);
 
-/// A receiver answering `status` (changeable), after `delay_ms` (changeable).
+/// A receiver answering `status` (changeable); while `held` is set it answers
+/// nothing (the request waits until the test lets it go).
 struct Receiver {
     url: String,
     got: Arc<Mutex<Vec<Got>>>,
     status: Arc<AtomicU16>,
-    delay_ms: Arc<AtomicU64>,
+    held: Arc<AtomicBool>,
+    /// Requests answered so far.
+    answered: Arc<AtomicUsize>,
 }
 
 impl Receiver {
     fn start(status: u16) -> Receiver {
         let got: Arc<Mutex<Vec<Got>>> = Arc::default();
         let status = Arc::new(AtomicU16::new(status));
-        let delay_ms = Arc::new(AtomicU64::new(0));
-        let (g, st, d) = (got.clone(), status.clone(), delay_ms.clone());
+        let held = Arc::new(AtomicBool::new(false));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let (g, st, h, a) = (got.clone(), status.clone(), held.clone(), answered.clone());
         let url = tests_e2e::stand_in(move |req, body| {
             let headers = req
                 .headers()
@@ -38,9 +42,12 @@ impl Receiver {
                 .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
                 .collect();
             if let Ok(mut g) = g.lock() {
-                g.push((headers, body.to_vec(), Instant::now()));
+                g.push((headers, body.to_vec()));
             }
-            std::thread::sleep(Duration::from_millis(d.load(Ordering::SeqCst)));
+            while h.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            a.fetch_add(1, Ordering::SeqCst);
             let code = st.load(Ordering::SeqCst);
             actix_web::HttpResponse::build(
                 actix_web::http::StatusCode::from_u16(code)
@@ -53,7 +60,8 @@ impl Receiver {
             url,
             got,
             status,
-            delay_ms,
+            held,
+            answered,
         }
     }
 
@@ -134,6 +142,25 @@ async fn insert_endpoint(s: &TestStack, org: &str, url: &str) -> uuid::Uuid {
         .bind(id).bind(org).bind(url).bind(sealed).bind(uuid::Uuid::new_v4()).bind(created)
         .execute(&s.db).await.expect("endpoint");
     id
+}
+
+/// Wait (at most `secs`) until `ep`'s delivery log, as `token` reads it,
+/// satisfies `done`; returns the log. A delivery's row changes only after its
+/// receiver answered, and a row `delivered` or `failed` is never sent again:
+/// the positive marker before asserting how many requests a receiver got.
+async fn until_log(
+    s: &TestStack,
+    token: &str,
+    ep: &str,
+    secs: u64,
+    done: impl Fn(&[Value]) -> bool,
+) -> Option<Vec<Value>> {
+    eventually(Duration::from_secs(secs), || async {
+        let log = delivery_log(s, token, ep).await;
+        let rows = log.body.as_array().cloned().unwrap_or_default();
+        done(&rows).then_some(rows)
+    })
+    .await
 }
 
 async fn until_count(r: &Receiver, n: usize, secs: u64) -> bool {
@@ -231,11 +258,31 @@ async fn every_server_event_arrives_with_both_signatures_valid() {
         "three deliveries, got {}",
         rx.count()
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ep = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks?org_id={org}"),
+        Some(&owner),
+        None,
+    )
+    .await
+    .body[0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // Every event fanned out, and each delivery recorded delivered (after its
+    // answer): nothing more can come, so what the receiver got is final.
+    s.consumer_caught_up("PRODUCT", "webhook-dispatcher-fanout")
+        .await;
+    let log = until_log(&s, &owner, &ep, 15, |rows| {
+        rows.len() == 3 && rows.iter().all(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("three deliveries recorded delivered");
     let got = rx.all();
     assert_eq!(got.len(), 3, "one per event");
     let mut kinds = Vec::new();
-    for (h, body, _) in &got {
+    for (h, body) in &got {
         let event: Value = serde_json::from_slice(body).expect("json body");
         kinds.push(event["type"].as_str().unwrap_or_default().to_owned());
         assert_eq!(
@@ -292,29 +339,11 @@ async fn every_server_event_arrives_with_both_signatures_valid() {
         kinds,
         ["server.active", "server.created", "server.terminated"]
     );
-    let ep = p_call(
-        &s,
-        "GET",
-        &format!("/v1/webhooks?org_id={org}"),
-        Some(&owner),
-        None,
-    )
-    .await
-    .body[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let log = delivery_log(&s, &owner, &ep).await;
     assert!(
-        log.body
-            .as_array()
-            .into_iter()
-            .flatten()
-            .all(|d| d["status"] == "delivered"
-                && d["attempts"] == 1
-                && d["last_status_code"] == 200),
-        "{:?}",
-        log.body
+        log.iter().all(|d| d["status"] == "delivered"
+            && d["attempts"] == 1
+            && d["last_status_code"] == 200),
+        "{log:?}"
     );
 }
 
@@ -325,20 +354,24 @@ async fn a_failing_receiver_gets_exactly_three_attempts() {
     let rx = Receiver::start(500);
     let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
     let event = publish_event(&s, &org, "server.created").await;
-    assert!(until_count(&rx, 3, 10).await);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The series is over once the delivery is recorded failed (after the last
+    // answer): then count what the receiver got.
+    let log = until_log(&s, &owner, &ep, 20, |rows| {
+        rows.first().is_some_and(|d| d["status"] == "failed")
+    })
+    .await
+    .expect("the delivery failed");
     assert_eq!(rx.count(), 3, "three attempts in all");
     let ids: Vec<String> = rx
         .all()
         .iter()
-        .map(|(h, _, _)| header(h, "webhook-id").to_owned())
+        .map(|(h, _)| header(h, "webhook-id").to_owned())
         .collect();
     assert!(
         ids.iter().all(|i| *i == event),
         "the same event id on each attempt"
     );
-    let log = delivery_log(&s, &owner, &ep).await;
-    let d = &log.body[0];
+    let d = &log[0];
     assert_eq!(
         (
             d["status"].as_str(),
@@ -391,27 +424,36 @@ async fn a_failing_receiver_gets_exactly_three_attempts() {
 
 #[tokio::test]
 async fn a_hanging_receiver_does_not_delay_another_endpoint() {
-    let s = TestStack::spawn().await;
+    // An attempt may take a minute here, so the hanging receiver's attempts
+    // stay in flight until the test lets them go: the fast endpoint's
+    // deliveries can only arrive beside them, not after them.
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[delivery]\ntimeout_ms = 60000\nlease_ms = 120000\n".into(),
+        ..Default::default()
+    })
+    .await;
     let (owner, org) = s.org_with_owner("hooks-hang@example.com").await;
     let slow = Receiver::start(200);
-    slow.delay_ms.store(8_000, Ordering::SeqCst);
+    slow.held.store(true, Ordering::SeqCst);
     let fast = Receiver::start(200);
     endpoint(&s, &owner, &org, &slow.url).await;
     endpoint(&s, &owner, &org, &fast.url).await;
     // Keep the slow one busy first, then send events both get.
     publish_event(&s, &org, "server.created").await;
-    assert!(until_count(&slow, 1, 5).await);
-    let sent = Instant::now();
+    assert!(until_count(&slow, 1, 10).await);
     for _ in 0..5 {
         publish_event(&s, &org, "server.active").await;
     }
+    let fast_got_all = until_count(&fast, 6, 30).await;
+    // Read before the slow receiver is let go: still hanging.
+    let slow_answered = slow.answered.load(Ordering::SeqCst);
+    slow.held.store(false, Ordering::SeqCst);
     assert!(
-        until_count(&fast, 6, 5).await,
-        "the fast endpoint got {}",
+        fast_got_all,
+        "the fast endpoint got {} while the slow one hung",
         fast.count()
     );
-    let waited = sent.elapsed();
-    assert!(waited < Duration::from_millis(2500), "{waited:?}");
+    assert_eq!(slow_answered, 0, "the slow receiver was still hanging");
 }
 
 #[tokio::test]
@@ -481,7 +523,7 @@ async fn rotation_signs_with_both_secrets_for_the_overlap() {
     }
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 1, 10).await);
-    let (h, body, _) = rx.all().remove(0);
+    let (h, body) = rx.all().remove(0);
     let sig = header(&h, "webhook-signature");
     assert_eq!(sig.split(' ').count(), 2, "{sig}");
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
@@ -511,7 +553,7 @@ async fn rotation_signs_with_both_secrets_for_the_overlap() {
     s.clock.advance(time::Duration::hours(25));
     publish_event(&s, &org, "server.active").await;
     assert!(until_count(&rx, 2, 10).await);
-    let (h, _, _) = rx.all().remove(1);
+    let (h, _) = rx.all().remove(1);
     assert_eq!(header(&h, "webhook-signature").split(' ').count(), 1);
 }
 
@@ -525,6 +567,10 @@ async fn deleting_an_endpoint_stops_its_deliveries() {
     let (owner, org) = s.org_with_owner("hooks-delete@example.com").await;
     let rx = Receiver::start(500);
     let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
+    // Another endpoint of the organization failing the same way: its later
+    // attempts are the markers that the deleted endpoint's would have come by.
+    let witness = Receiver::start(500);
+    let wep = endpoint_id(&s, &owner, &org, &witness.url).await;
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 1, 10).await);
     let r = p_call(
@@ -536,19 +582,34 @@ async fn deleting_an_endpoint_stops_its_deliveries() {
     )
     .await;
     assert_eq!(r.status, 200);
-    tokio::time::sleep(Duration::from_millis(3500)).await;
+    // The witness's series is over (three attempts, 1.5 s apart, the last
+    // recorded failed): the deleted endpoint's retries, due at the same
+    // times, would have come by then.
+    until_log(&s, &owner, &wep, 20, |rows| {
+        rows.first()
+            .is_some_and(|d| d["status"] == "failed" && d["attempts"] == 3)
+    })
+    .await
+    .expect("the witness's series ended");
+    assert_eq!(witness.count(), 3);
     assert_eq!(rx.count(), 1, "no attempt after the delete");
+    // A later event: once the witness has it, its fan-out is done (one
+    // INSERT for every endpoint), and the deleted endpoint got no delivery.
+    witness.status.store(200, Ordering::SeqCst);
     publish_event(&s, &org, "server.active").await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(until_count(&witness, 4, 10).await);
     assert_eq!(rx.count(), 1, "no delivery for later events");
-    let status: String = sqlx::query_scalar(
-        "SELECT status FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT status, last_error FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
     )
     .bind(&ep)
-    .fetch_one(&s.db)
+    .fetch_all(&s.db)
     .await
-    .expect("row");
-    assert_eq!(status, "failed");
+    .expect("rows");
+    assert_eq!(
+        rows,
+        [("failed".to_owned(), Some("endpoint deleted".to_owned()))]
+    );
     assert_eq!(
         p_call(
             &s,
@@ -663,19 +724,25 @@ async fn a_restart_between_attempts_loses_nothing_and_sends_nothing_twice() {
     let run = tokio::spawn(app.run_until_stopped());
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 1, 10).await);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let row = || async {
+        sqlx::query_as::<_, (i32, String)>(
+            "SELECT attempts, status FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
+        )
+        .bind(&ep)
+        .fetch_optional(&s.db)
+        .await
+        .expect("row")
+    };
+    // The first attempt's outcome recorded before the stop.
+    let recorded = eventually(Duration::from_secs(10), || async {
+        row().await.filter(|(attempts, _)| *attempts == 1)
+    })
+    .await;
     first.cancel();
     let _ = run.await;
-    let (attempts, status): (i32, String) = sqlx::query_as(
-        "SELECT attempts, status FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
-    )
-    .bind(&ep)
-    .fetch_one(&s.db)
-    .await
-    .expect("row");
     assert_eq!(
-        (attempts, status.as_str()),
-        (1, "pending"),
+        recorded.as_ref().map(|(a, st)| (*a, st.as_str())),
+        Some((1, "pending")),
         "the retry is scheduled in Postgres"
     );
     rx.status.store(200, Ordering::SeqCst);
@@ -688,16 +755,16 @@ async fn a_restart_between_attempts_loses_nothing_and_sends_nothing_twice() {
         until_count(&rx, 2, 10).await,
         "the second attempt came after the restart"
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Recorded delivered (after the answer): no attempt can follow.
+    let delivered = eventually(Duration::from_secs(10), || async {
+        row().await.filter(|(_, status)| status == "delivered")
+    })
+    .await;
     assert_eq!(rx.count(), 2, "nothing sent twice");
-    let (attempts, status): (i32, String) = sqlx::query_as(
-        "SELECT attempts, status FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
-    )
-    .bind(&ep)
-    .fetch_one(&s.db)
-    .await
-    .expect("row");
-    assert_eq!((attempts, status.as_str()), (2, "delivered"));
+    assert_eq!(
+        delivered.as_ref().map(|(a, st)| (*a, st.as_str())),
+        Some((2, "delivered"))
+    );
     second.cancel();
 }
 
