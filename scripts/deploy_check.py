@@ -87,6 +87,26 @@ def psql(sql, db="postgres"):
                "-Atqc", sql).stdout.strip()
 
 
+# tests-e2e/src/runs.rs: RUN_LOCK_SPACE ("hubt") and the run id as the second key.
+RUN_LOCK_SPACE = 0x68756274
+ADMIN_DB = os.environ.get("TEST_DATABASE_URL", f"postgres://postgres@{PGHOST}:{PGPORT}/postgres")
+
+
+def hold_run_lock(run_id):
+    """Take the run's advisory lock on a psql session kept open until the
+    check ends (its process, and with it the lock, dies with ours)."""
+    key = int(run_id, 16)
+    key = key - (1 << 32) if key >= 1 << 31 else key
+    p = subprocess.Popen(["psql", ADMIN_DB, "-Atq", "-v", "ON_ERROR_STOP=1"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write(f"SELECT pg_advisory_lock({RUN_LOCK_SPACE}, {key}); SELECT 'locked';\n")
+    p.stdin.flush()
+    for line in p.stdout:
+        if line.strip() == "locked":
+            return p
+    raise CheckFailed("could not take the run's lock in Postgres")
+
+
 # --- the host side: relays, the SMTP server, the webhook receiver -----------
 
 class Relay:
@@ -538,9 +558,15 @@ def main():
     a = ap.parse_args()
     repo, tag = a.image.rsplit(":", 1)
 
-    run_id = secrets.token_hex(6)
+    # A test run as tests-e2e/src/runs.rs defines one: its database and streams
+    # carry the run id, and the run's advisory lock, held for as long as this
+    # process lives, keeps a concurrent `make test`'s cleaner off them; after
+    # the check (however it ends) the next cleaner drops what is left.
+    run_id = secrets.token_hex(4)
+    stack_tag = run_id + secrets.token_hex(6)
+    run_lock = hold_run_lock(run_id)
     network = f"hubcheck-{run_id}"
-    db = f"hubcheck_{run_id}"
+    db = f"hubtest_{run_id}_{secrets.token_hex(16)}"
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="hub-deploy-check-"))
     workdir.chmod(0o755)
     cleanup = []
@@ -586,7 +612,7 @@ def main():
             return f"postgres://{auth}@{HOST_NAME}:{pg.port}/{db}?sslmode=require"
 
         base_values = yaml.safe_load((CHART / "values.yaml").read_text())
-        names = {"subject_prefix": f"t{run_id}.", "stream_suffix": f"_t{run_id}"}
+        names = {"subject_prefix": f"t{stack_tag}.", "stream_suffix": f"_t{stack_tag}"}
         run_values = {
             "image": {"repository": repo},
             "tls": {"extraCA": ca_pem},
@@ -644,6 +670,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - teardown goes on
                 log(f"cleanup: {e}")
         shutil.rmtree(workdir, ignore_errors=True)
+        run_lock.kill()
     sys.exit(0 if ok else 1)
 
 

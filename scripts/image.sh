@@ -57,4 +57,6 @@ podman build --quiet --format docker --pull=never \
   --build-arg BINARIES=prebuilt --build-arg RUNTIME_BASE="$BASE" \
   --build-arg VERSION="$VERSION" --build-arg REVISION="$REVISION" --build-arg CREATED="$CREATED" \
   -t "$HUB_IMAGE" "$CONTEXT" >/dev/null
+# The image this tag named before is now dangling: drop it (and only ours).
+podman image prune -f --filter label=org.opencontainers.image.title=hub >/dev/null
 podman_log "built $HUB_IMAGE ($(podman image inspect --format '{{.Size}}' "$HUB_IMAGE" | numfmt --to=iec))"
