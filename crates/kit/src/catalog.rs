@@ -8,6 +8,35 @@ use anyhow::Context;
 use hub_domain::catalog::{Catalog, MAX_FILE_BYTES};
 use std::io::Read;
 
+/// How a service applies its part of a catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The declared file (`migrate`): insert, or update the declared fields.
+    Declared,
+    /// The dev seed: insert what is missing, change nothing that exists.
+    Missing,
+}
+
+/// Rows created, updated and left unchanged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub created: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+}
+
+impl Counts {
+    /// Count one upsert's outcome as `RETURNING (xmax = 0)` reports it: true
+    /// for an insert, false for an update, no row when nothing changed.
+    pub fn add(&mut self, outcome: Option<bool>) {
+        match outcome {
+            Some(true) => self.created += 1,
+            Some(false) => self.updated += 1,
+            None => self.unchanged += 1,
+        }
+    }
+}
+
 /// The catalog `catalog.file` declares, or None when it is empty.
 pub fn read(settings: &CatalogSettings) -> anyhow::Result<Option<Catalog>> {
     let path = settings.file.trim();

@@ -12,31 +12,8 @@
 //! its restarts.
 
 use hub_domain::catalog::Distributor;
+pub use service_kit::catalog::{Counts, Mode};
 use sqlx::PgPool;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Declared,
-    Missing,
-}
-
-/// Rows created, updated and left unchanged.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    pub created: u64,
-    pub updated: u64,
-    pub unchanged: u64,
-}
-
-impl Counts {
-    fn add(&mut self, outcome: Option<bool>) {
-        match outcome {
-            Some(true) => self.created += 1,
-            Some(false) => self.updated += 1,
-            None => self.unchanged += 1,
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Applied {

@@ -14,21 +14,8 @@
 //! restarts.
 
 use hub_domain::catalog::Sku;
+pub use service_kit::catalog::{Counts, Mode};
 use sqlx::PgPool;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Declared,
-    Missing,
-}
-
-/// SKUs created, updated and left unchanged.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    pub created: u64,
-    pub updated: u64,
-    pub unchanged: u64,
-}
 
 /// `RETURNING (xmax = 0)`: true for an insert, false for an update, no row
 /// when the WHERE found nothing to change.
@@ -93,11 +80,7 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
         .bind(s.listed)
         .fetch_optional(&mut *tx)
         .await?;
-        match outcome {
-            Some(true) => counts.created += 1,
-            Some(false) => counts.updated += 1,
-            None => counts.unchanged += 1,
-        }
+        counts.add(outcome);
     }
     tx.commit().await?;
     Ok(counts)
