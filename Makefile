@@ -3,7 +3,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/hub-target
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: run test deps build lint fmt clean-test-dbs bench-auth bench-ledger bench-webhooks bench-agent helm-check image deploy-check
+.PHONY: run test deps build lint fmt sqlx-prepare clean-test-dbs bench-auth bench-ledger bench-webhooks bench-agent helm-check image deploy-check
 
 run: deps
 	scripts/run.sh
@@ -17,9 +17,15 @@ deps:
 build:
 	cargo build --workspace --all-targets
 
-lint:
+# Clippy runs with every query macro checked against a migrated database, and
+# fails when the committed `.sqlx/` is not current (scripts/sqlx.sh).
+lint: deps
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	scripts/sqlx.sh check
+
+# After changing a query or a migration: refresh `.sqlx/` (then commit it).
+sqlx-prepare: deps
+	scripts/sqlx.sh prepare
 
 fmt:
 	cargo fmt --all

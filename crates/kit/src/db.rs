@@ -1,5 +1,11 @@
 //! Postgres: one pool per service, its `search_path` pinned to the service's own
 //! schema, and that schema's migrations.
+//!
+//! Queries here use sqlx's checked macros, except the DDL of [`provision`] and
+//! [`migrate`]: a role or schema name is an identifier, which Postgres cannot
+//! take as a bind parameter, so those statements are formatted from names
+//! checked first (`check_schema_name`, the role's character set). They are
+//! the kit's only runtime-string queries.
 
 use crate::settings::DatabaseSettings;
 use anyhow::Context;
@@ -90,15 +96,16 @@ pub async fn provision(s: &DatabaseSettings, schema: &str) -> anyhow::Result<()>
         }
     }
     if let Some(pw) = password {
-        let stmt: String =
-            sqlx::query_scalar("SELECT format('ALTER ROLE %I WITH LOGIN PASSWORD %L', $1, $2)")
-                .bind(&role)
-                .bind(pw)
-                .fetch_one(&mut conn)
-                .await?;
+        let stmt = sqlx::query_scalar!(
+            r#"SELECT format('ALTER ROLE %I WITH LOGIN PASSWORD %L', $1::text, $2::text) AS "stmt!""#,
+            role,
+            pw,
+        )
+        .fetch_one(&mut conn)
+        .await?;
         sqlx::query(&stmt).execute(&mut conn).await?;
     }
-    sqlx::query("SELECT pg_advisory_lock(hashtext('hub-schema-create'))")
+    sqlx::query!("SELECT pg_advisory_lock(hashtext('hub-schema-create'))")
         .execute(&mut conn)
         .await?;
     let owned: sqlx::Result<()> = async {
@@ -116,8 +123,8 @@ pub async fn provision(s: &DatabaseSettings, schema: &str) -> anyhow::Result<()>
         Ok(())
     }
     .await;
-    sqlx::query("SELECT pg_advisory_unlock(hashtext('hub-schema-create'))")
-        .execute(&mut conn)
+    sqlx::query_scalar!("SELECT pg_advisory_unlock(hashtext('hub-schema-create'))")
+        .fetch_one(&mut conn)
         .await?;
     owned.with_context(|| format!("handing schema {schema} to role {role}"))?;
     conn.close().await?;
@@ -182,15 +189,17 @@ fn check_schema_name(schema: &str) -> anyhow::Result<()> {
 pub async fn migrate(pool: &PgPool, schema: &str, migrator: &Migrator) -> anyhow::Result<()> {
     check_schema_name(schema)?;
     let mut conn = pool.acquire().await?;
-    sqlx::query("SELECT pg_advisory_lock(hashtext('hub-schema-create'))")
+    sqlx::query!("SELECT pg_advisory_lock(hashtext('hub-schema-create'))")
         .execute(&mut *conn)
         .await?;
     // A service role without CREATE on the database finds its schema made by
     // `provision`: create only what is missing.
-    let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_namespace WHERE nspname = $1")
-        .bind(schema)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let exists = sqlx::query_scalar!(
+        r#"SELECT 1 AS "one!" FROM pg_namespace WHERE nspname = $1"#,
+        schema
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
     let created = match exists {
         Some(_) => Ok(Default::default()),
         None => {
@@ -199,8 +208,8 @@ pub async fn migrate(pool: &PgPool, schema: &str, migrator: &Migrator) -> anyhow
                 .await
         }
     };
-    sqlx::query("SELECT pg_advisory_unlock(hashtext('hub-schema-create'))")
-        .execute(&mut *conn)
+    sqlx::query_scalar!("SELECT pg_advisory_unlock(hashtext('hub-schema-create'))")
+        .fetch_one(&mut *conn)
         .await?;
     created.with_context(|| format!("creating schema {schema}"))?;
     drop(conn);

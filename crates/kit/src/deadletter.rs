@@ -15,7 +15,6 @@
 //! idempotent) and deletes it from the DLQ. Each service reports how many of
 //! its consumers' events wait there as `hub_dead_letter_events` on `/metrics`.
 
-use crate::settings::NatsSettings;
 use anyhow::Context;
 use async_nats::{jetstream, HeaderMap};
 use event_contracts::Naming;
@@ -167,46 +166,4 @@ pub async fn count(js: &jetstream::Context, naming: &Naming, prefix: &str) -> an
         }
     }
     Ok(n)
-}
-
-/// The `dlq` subcommand of every service binary: `list`, `replay SEQ...`,
-/// `replay --all`.
-pub async fn command(settings: &NatsSettings, args: &[String]) -> anyhow::Result<()> {
-    let client = crate::nats::connect(settings, "dlq-command").await?;
-    let js = jetstream::new(client);
-    let naming = settings.naming();
-    match args.first().map(String::as_str) {
-        Some("list") => {
-            let all = list(&js, &naming).await?;
-            println!("{} dead letter(s)", all.len());
-            for d in all {
-                println!(
-                    "{}\t{}\t{}\tdeliveries={}\t{}",
-                    d.sequence, d.consumer, d.original_subject, d.deliveries, d.error
-                );
-            }
-            Ok(())
-        }
-        Some("replay") => {
-            let seqs: Vec<u64> = if args.get(1).map(String::as_str) == Some("--all") {
-                list(&js, &naming)
-                    .await?
-                    .iter()
-                    .map(|d| d.sequence)
-                    .collect()
-            } else {
-                args[1..]
-                    .iter()
-                    .map(|a| a.parse().with_context(|| format!("not a sequence: {a}")))
-                    .collect::<anyhow::Result<_>>()?
-            };
-            anyhow::ensure!(!seqs.is_empty(), "usage: dlq replay <sequence>... | --all");
-            for seq in seqs {
-                replay(&js, &naming, seq).await?;
-                println!("replayed {seq}");
-            }
-            Ok(())
-        }
-        _ => anyhow::bail!("usage: dlq list | dlq replay <sequence>... | dlq replay --all"),
-    }
 }

@@ -4,6 +4,11 @@
 //! [`crate::outage`]) answer 503 `{"error": "service temporarily unavailable"}`
 //! with `Retry-After`, logged once per cause and interval; every 503 carries
 //! `Retry-After: 5`.
+//!
+//! Every unexpected error carries the step it came from: the conversions
+//! behind `?` are `#[track_caller]`, so a `sqlx::Error` or `anyhow::Error`
+//! that becomes a 500 is logged as `at services/…/routes/x.rs:42: …` (the
+//! line of the `?` in the handler or store), once, when the response is made.
 
 use actix_web::{http::StatusCode, HttpResponse, ResponseError};
 use serde::Serialize;
@@ -129,21 +134,83 @@ impl ResponseError for ApiError {
     }
 }
 
+/// Where an unexpected error surfaced, as the first line of its chain.
+#[track_caller]
+fn located(e: anyhow::Error) -> anyhow::Error {
+    let at = std::panic::Location::caller();
+    e.context(format!("at {}:{}", at.file(), at.line()))
+}
+
+impl ApiError {
+    /// A 500 for an error the caller found itself (not through `?`), with the
+    /// caller's location.
+    #[track_caller]
+    pub fn internal(e: impl Into<anyhow::Error>) -> Self {
+        ApiError::Internal(located(e.into()))
+    }
+}
+
 impl From<anyhow::Error> for ApiError {
-    /// An outage anywhere in the chain is a 503; anything else a 500.
+    /// An outage anywhere in the chain is a 503; anything else a 500 that
+    /// names the line of the `?` that raised it.
+    #[track_caller]
     fn from(e: anyhow::Error) -> Self {
         match outage::classify(&e) {
             Some(o) => ApiError::Outage(o),
-            None => ApiError::Internal(e),
+            None => ApiError::Internal(located(e)),
         }
     }
 }
 
 impl From<sqlx::Error> for ApiError {
+    #[track_caller]
     fn from(e: sqlx::Error) -> Self {
         match outage::classify_sqlx(&e) {
             Some(o) => ApiError::Outage(o),
-            None => ApiError::Internal(anyhow::Error::new(e)),
+            None => ApiError::Internal(located(anyhow::Error::new(e))),
+        }
+    }
+}
+
+/// Client errors for named constraints, in one place: storage code maps a
+/// violation of a unique, check, exclusion or foreign-key constraint it
+/// expects to the answer the client gets, and every other database error
+/// becomes an `ApiError` exactly as `?` would make it (an outage a 503,
+/// anything else a 500 naming the caller's line).
+///
+/// ```ignore
+/// insert(...).await.on_constraint("servers_hostname_per_org", || {
+///     ApiError::conflict("a server with this hostname already exists")
+/// })?;
+/// ```
+pub trait OnConstraint<T> {
+    /// A violation of `name` becomes `f()`.
+    fn on_constraint(self, name: &str, f: impl FnOnce() -> ApiError) -> ApiResult<T>;
+    /// A violation of any constraint `table` knows becomes its answer.
+    fn on_constraints(self, table: impl FnOnce(&str) -> Option<ApiError>) -> ApiResult<T>;
+}
+
+impl<T> OnConstraint<T> for Result<T, sqlx::Error> {
+    #[track_caller]
+    fn on_constraint(self, name: &str, f: impl FnOnce() -> ApiError) -> ApiResult<T> {
+        self.on_constraints(|c| (c == name).then(f))
+    }
+
+    #[track_caller]
+    fn on_constraints(self, table: impl FnOnce(&str) -> Option<ApiError>) -> ApiResult<T> {
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let mapped = e
+                    .as_database_error()
+                    .and_then(|d| d.constraint())
+                    .and_then(table);
+                // Not a closure: `from` must see this function's caller.
+                Err(match mapped {
+                    Some(client) => client,
+                    None => ApiError::from(e),
+                })
+            }
         }
     }
 }
@@ -217,6 +284,35 @@ mod tests {
             (404, r#"{"error":"not found"}"#.to_owned())
         );
         assert_eq!(body_of(ApiError::TooManyRequests).0, 429);
+    }
+
+    /// A step failing through `?`, and the line of that `?` (kept on one line).
+    #[rustfmt::skip]
+    fn failing_step() -> (u32, ApiResult<()>) {
+        let line = line!() + 1;
+        let r = (|| -> ApiResult<()> { Err::<(), _>(sqlx::Error::RowNotFound)?; Ok(()) })();
+        (line, r)
+    }
+
+    #[test]
+    fn internal_errors_name_the_line_of_their_question_mark() {
+        let (line, r) = failing_step();
+        let Err(ApiError::Internal(e)) = r else {
+            panic!("expected an internal error");
+        };
+        let chain = format!("{e:#}");
+        assert!(
+            chain.starts_with(&format!("at {}:{line}: ", file!())),
+            "{chain}"
+        );
+        assert!(chain.contains("no rows returned"), "{chain}");
+        let e = ApiError::from(anyhow::anyhow!("read-back lost"));
+        let ApiError::Internal(e) = e else {
+            panic!("expected an internal error")
+        };
+        assert!(format!("{e:#}").contains(&format!("{}:{}", file!(), line!() - 4)));
+        let e = ApiError::internal(anyhow::anyhow!("impossible row"));
+        assert!(e.to_string().contains(file!()), "{e}");
     }
 
     #[test]

@@ -159,7 +159,7 @@ impl Readiness {
     pub async fn check(&self) -> Result<(), &'static str> {
         use crate::outage::{report_recovered, Dependency};
         if let Some(db) = &self.db {
-            let ping = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(db);
+            let ping = sqlx::query_scalar!(r#"SELECT 1 AS "one!""#).fetch_one(db);
             match tokio::time::timeout(READY_CHECK_TIMEOUT, ping).await {
                 Ok(Ok(_)) => report_recovered(Dependency::Postgres),
                 _ => return Err("database unreachable"),

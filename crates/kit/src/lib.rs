@@ -35,4 +35,4 @@ pub mod telemetry;
 pub mod tls;
 
 pub use clock::{Clock, Runtime};
-pub use error::{ApiError, ApiResult};
+pub use error::{ApiError, ApiResult, OnConstraint};

@@ -27,14 +27,16 @@ pub async fn enqueue<T: Event>(
 ) -> anyhow::Result<Uuid> {
     let env = Envelope::new(event);
     let payload = serde_json::to_string(&env).context("serializing event")?;
-    sqlx::query("INSERT INTO outbox (id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)")
-        .bind(env.id)
-        .bind(naming.subject(T::SUBJECT))
-        .bind(payload)
-        .bind(crate::telemetry::current_traceparent())
-        .execute(conn)
-        .await
-        .context("writing outbox row")?;
+    sqlx::query!(
+        "INSERT INTO outbox (id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)",
+        env.id,
+        naming.subject(T::SUBJECT),
+        payload,
+        crate::telemetry::current_traceparent(),
+    )
+    .execute(conn)
+    .await
+    .context("writing outbox row")?;
     Ok(env.id)
 }
 
@@ -48,14 +50,16 @@ pub async fn enqueue_raw(
     id: Uuid,
     payload: String,
 ) -> anyhow::Result<()> {
-    sqlx::query("INSERT INTO outbox (id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)")
-        .bind(id)
-        .bind(naming.subject(relative_subject))
-        .bind(payload)
-        .bind(crate::telemetry::current_traceparent())
-        .execute(conn)
-        .await
-        .context("writing outbox row")?;
+    sqlx::query!(
+        "INSERT INTO outbox (id, subject, payload, traceparent) VALUES ($1, $2, $3, $4)",
+        id,
+        naming.subject(relative_subject),
+        payload,
+        crate::telemetry::current_traceparent(),
+    )
+    .execute(conn)
+    .await
+    .context("writing outbox row")?;
     Ok(())
 }
 
@@ -67,7 +71,6 @@ pub struct Outbox {
     batch: i64,
 }
 
-#[derive(sqlx::FromRow)]
 struct Row {
     id: Uuid,
     subject: String,
@@ -113,12 +116,13 @@ impl Outbox {
 
     async fn publish_batch(&self) -> anyhow::Result<usize> {
         let mut tx = self.pool.begin().await?;
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows = sqlx::query_as!(
+            Row,
             "SELECT id, subject, payload, traceparent FROM outbox \
              ORDER BY id \
              LIMIT $1 FOR UPDATE SKIP LOCKED",
+            self.batch,
         )
-        .bind(self.batch)
         .fetch_all(&mut *tx)
         .await?;
         if rows.is_empty() {
@@ -150,16 +154,17 @@ impl Outbox {
                 Err(e) => failed.push((id, e)),
             }
         }
-        sqlx::query("DELETE FROM outbox WHERE id = ANY($1)")
-            .bind(&sent)
+        sqlx::query!("DELETE FROM outbox WHERE id = ANY($1)", &sent)
             .execute(&mut *tx)
             .await?;
         for (id, err) in &failed {
-            sqlx::query("UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1")
-                .bind(id)
-                .bind(err)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query!(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1",
+                id,
+                err,
+            )
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         if let Some((_, e)) = failed.first() {
