@@ -3,7 +3,8 @@
 # Uses running servers when they answer; otherwise installs the Debian packages
 # (postgresql, nats-server) and starts project-local instances under .local/.
 #
-#   PGHOST/PGPORT (default 127.0.0.1:5432), NATS_HOST/NATS_PORT (127.0.0.1:4222)
+#   PGHOST/PGPORT (default 127.0.0.1:5432), NATS_HOST/NATS_PORT (127.0.0.1:4222),
+#   PG_MAX_CONNECTIONS (250: the max_connections of a Postgres started here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -12,6 +13,8 @@ PGHOST=${PGHOST:-127.0.0.1}
 PGPORT=${PGPORT:-5432}
 NATS_HOST=${NATS_HOST:-127.0.0.1}
 NATS_PORT=${NATS_PORT:-4222}
+PG_MAX_CONNECTIONS=${PG_MAX_CONNECTIONS:-250}
+PG_MIN_CONNECTIONS=${PG_MIN_CONNECTIONS:-210}
 
 log() { printf 'deps: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -71,8 +74,19 @@ else
   fi
   log "starting postgres on $PGHOST:$PGPORT"
   run_pg "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w \
-    -o "-c listen_addresses=$PGHOST -p $PGPORT -k /tmp -c ssl=on" start >/dev/null
+    -o "-c listen_addresses=$PGHOST -p $PGPORT -k /tmp -c ssl=on -c max_connections=$PG_MAX_CONNECTIONS" start >/dev/null
   pg_ok || { log "postgres did not come up; see $DATA/server.log"; exit 1; }
+fi
+# Connections: the dev stack's pools hold up to about 90 (defaults.toml: identity and
+# org-billing 20 each, the other four 10, org-billing's 6 ledger writers, the
+# agent's journal writers); a test stack up to about 60 (8 per service, the writers,
+# the harness's 4), and `make test` runs two at once. Postgres's default of 100
+# is enough for either alone, not for a test run beside `make run` or a
+# benchmark: the Postgres started here gets $PG_MAX_CONNECTIONS; a running one
+# with fewer than $PG_MIN_CONNECTIONS is reported.
+have=$(psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atqc 'show max_connections' 2>/dev/null || echo 0)
+if [ "${have:-0}" -lt "$PG_MIN_CONNECTIONS" ]; then
+  log "warning: postgres allows max_connections=$have; a test run beside 'make run' needs about $PG_MIN_CONNECTIONS (ALTER SYSTEM SET max_connections = $PG_MAX_CONNECTIONS, then restart it)"
 fi
 
 # --- NATS with JetStream -------------------------------------------------------
