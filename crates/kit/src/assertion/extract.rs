@@ -1,0 +1,238 @@
+//! Extractors: who is calling, as handlers take it.
+
+use super::*;
+
+fn assertion_of(req: &HttpRequest) -> Result<Arc<Assertion>, ApiError> {
+    req.extensions()
+        .get::<Arc<Assertion>>()
+        .cloned()
+        .ok_or_else(|| ApiError::unauthorized(VerifyError::Missing.message()))
+}
+
+type Ready<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;
+
+/// The services an internal route serves: a marker type names them, so that
+/// a handler cannot take an internal request without saying from whom.
+pub trait Callers {
+    const ALLOWED: &'static [ServiceName];
+}
+
+/// Marker types for [`Peer`]: `Peer<from::Kyc>` serves kyc and nobody else.
+pub mod from {
+    use super::Callers;
+    use hub_domain::ServiceName;
+
+    macro_rules! callers {
+        ($($name:ident),*) => {$(
+            #[doc = concat!("Served to ", stringify!($name), " only.")]
+            pub struct $name;
+            impl Callers for $name {
+                const ALLOWED: &'static [ServiceName] = &[ServiceName::$name];
+            }
+        )*};
+    }
+    callers!(
+        Identity,
+        OrgBilling,
+        Kyc,
+        ServerProduct,
+        WebhookDispatcher,
+        Agent
+    );
+}
+
+/// The caller of an internal route: one of the services `C` names, never the
+/// gateway and never some other service holding a valid key; 403 otherwise.
+pub struct Peer<C: Callers> {
+    pub service: ServiceName,
+    _callers: PhantomData<C>,
+}
+
+impl<C: Callers> Peer<C> {
+    fn of(a: Arc<Assertion>) -> Result<Peer<C>, ApiError> {
+        match ServiceName::parse(&a.iss) {
+            Some(service) if C::ALLOWED.contains(&service) => Ok(Peer {
+                service,
+                _callers: PhantomData,
+            }),
+            _ => Err(ApiError::forbidden(format!(
+                "this internal route does not serve {}",
+                a.iss
+            ))),
+        }
+    }
+}
+
+impl<C: Callers + 'static> FromRequest for Peer<C> {
+    type Error = ApiError;
+    type Future = Ready<Self>;
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let r = assertion_of(req).and_then(Peer::of);
+        Box::pin(async move { r })
+    }
+}
+
+/// The verified request context: always present behind [`require_assertion`],
+/// with or without an identity.
+#[derive(Debug, Clone)]
+pub struct RequestCtx(pub Arc<Assertion>);
+
+impl RequestCtx {
+    pub fn ip(&self) -> &str {
+        &self.0.ip
+    }
+}
+
+impl FromRequest for RequestCtx {
+    type Error = ApiError;
+    type Future = Ready<Self>;
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let r = assertion_of(req).map(RequestCtx);
+        Box::pin(async move { r })
+    }
+}
+
+/// An authenticated caller (session or API key).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub identity: Identity,
+    pub credential: Credential,
+    pub ip: String,
+    /// `identity.memberships` is not the whole list (see [`Assertion`]).
+    pub memberships_truncated: bool,
+    /// When the sender stops waiting (unix milliseconds), if it will.
+    pub deadline_ms: Option<i64>,
+}
+
+impl Caller {
+    fn from_assertion(a: &Assertion) -> Result<Caller, ApiError> {
+        match (&a.identity, a.credential) {
+            (Some(identity), Some(credential)) => Ok(Caller {
+                identity: identity.clone(),
+                credential,
+                ip: a.ip.clone(),
+                memberships_truncated: a.memberships_truncated,
+                deadline_ms: a.deadline_ms,
+            }),
+            _ => Err(ApiError::unauthorized("authentication required")),
+        }
+    }
+
+    pub fn user_id(&self) -> UserId {
+        self.identity.user_id
+    }
+
+    pub fn is_session(&self) -> bool {
+        self.credential.kind == CredentialKind::Session
+    }
+
+    /// How long until the sender stops waiting, if it said (zero when past).
+    pub fn time_left(&self) -> Option<Duration> {
+        self.deadline_ms.map(|d| {
+            let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+            Duration::from_millis(u64::try_from(i128::from(d) - now).unwrap_or(0))
+        })
+    }
+
+    /// The caller's role in `org_id` if it grants `cap`. Not a member: 404, the
+    /// same answer as for an organization that does not exist.
+    pub fn require(&self, org_id: OrgId, cap: Capability) -> Result<Role, ApiError> {
+        let role = self.identity.role_in(org_id).ok_or(ApiError::NotFound)?;
+        if role.can(cap) {
+            Ok(role)
+        } else {
+            Err(ApiError::forbidden(cap.denied_message()))
+        }
+    }
+
+    /// [`require`](Self::require), for sessions only: a key (even a manager's)
+    /// gets 403 naming "session" once it passed the role check.
+    pub fn require_session(&self, org_id: OrgId, cap: Capability) -> Result<Role, ApiError> {
+        let role = self.require(org_id, cap)?;
+        if self.is_session() {
+            Ok(role)
+        } else {
+            Err(ApiError::forbidden(
+                "this operation needs a session: API keys cannot manage members or keys",
+            ))
+        }
+    }
+
+    pub fn require_staff(&self) -> Result<(), ApiError> {
+        if self.identity.staff {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("staff only"))
+        }
+    }
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Ready<Self>;
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let r = assertion_of(req).and_then(|a| Caller::from_assertion(&a));
+        Box::pin(async move { r })
+    }
+}
+
+/// A caller authenticated with a session token: endpoints marked "session" in
+/// the spec refuse API keys with a 401 that says so.
+#[derive(Debug, Clone)]
+pub struct SessionCaller(pub Caller);
+
+impl SessionCaller {
+    pub fn session_id(&self) -> Uuid {
+        self.0.credential.id
+    }
+}
+
+impl std::ops::Deref for SessionCaller {
+    type Target = Caller;
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
+impl FromRequest for SessionCaller {
+    type Error = ApiError;
+    type Future = Ready<Self>;
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let r = assertion_of(req)
+            .and_then(|a| Caller::from_assertion(&a))
+            .and_then(|c| {
+                if c.is_session() {
+                    Ok(SessionCaller(c))
+                } else {
+                    Err(ApiError::unauthorized(
+                        "this endpoint needs a session token; API keys are not accepted",
+                    ))
+                }
+            });
+        Box::pin(async move { r })
+    }
+}
+
+/// A staff caller. Put it before the body extractor: a caller who is not staff
+/// gets 403 whatever the body (extractors run in parameter order and the
+/// first failure answers).
+#[derive(Debug, Clone)]
+pub struct StaffCaller(pub Caller);
+
+impl std::ops::Deref for StaffCaller {
+    type Target = Caller;
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
+impl FromRequest for StaffCaller {
+    type Error = ApiError;
+    type Future = Ready<Self>;
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let r = assertion_of(req)
+            .and_then(|a| Caller::from_assertion(&a))
+            .and_then(|c| c.require_staff().map(|_| StaffCaller(c)));
+        Box::pin(async move { r })
+    }
+}
