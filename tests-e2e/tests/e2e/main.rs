@@ -25,6 +25,7 @@ mod outage;
 mod outbox;
 mod personal_data;
 mod profile;
+mod properties;
 mod role_matrix;
 mod runs;
 pub mod servers;
