@@ -17,6 +17,8 @@ pub enum Role {
     Visitor,
 }
 
+crate::text::sqlx_text!(Role, "role");
+
 pub const ROLES: [Role; 5] = [
     Role::Owner,
     Role::Manager,

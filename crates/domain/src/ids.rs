@@ -75,6 +75,39 @@ id_type!(
     ApiKeyId
 );
 
+id_type!(
+    /// A browser session (identity).
+    SessionId
+);
+id_type!(
+    /// A server ordered through the product API (server-product).
+    ServerId
+);
+id_type!(
+    /// A KYC submission (kyc).
+    SubmissionId
+);
+id_type!(
+    /// A webhook endpoint (webhook-dispatcher).
+    EndpointId
+);
+id_type!(
+    /// A webhook delivery (webhook-dispatcher).
+    DeliveryId
+);
+id_type!(
+    /// A conversation with the assistant (agent).
+    ConversationId
+);
+id_type!(
+    /// A sensitive action the assistant staged for confirmation (agent).
+    StagedActionId
+);
+id_type!(
+    /// A maintenance window (server-product).
+    MaintenanceId
+);
+
 impl ApiKeyId {
     /// A request made with an API key acts as the key itself: its principal's
     /// user id is the key's id (no person's id is ever borrowed).

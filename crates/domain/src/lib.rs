@@ -10,10 +10,14 @@ mod identity;
 mod ids;
 mod money;
 mod service;
+mod text;
 
 pub use authz::{Capability, Role, CAPABILITIES, ROLES};
 pub use email::{Email, EmailError};
 pub use identity::{Credential, CredentialKind, Identity, Membership};
-pub use ids::{ApiKeyId, OrgId, UserId};
-pub use money::{CountryCode, CountryError, Currency, MinorUnits};
+pub use ids::{
+    ApiKeyId, ConversationId, DeliveryId, EndpointId, MaintenanceId, OrgId, ServerId, SessionId,
+    StagedActionId, SubmissionId, UserId,
+};
+pub use money::{CountryCode, CountryError, Currency, LegalType, MinorUnits};
 pub use service::ServiceName;

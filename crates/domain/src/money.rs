@@ -29,8 +29,12 @@ impl Currency {
     }
 }
 
+crate::text::sqlx_text!(Currency, "currency");
+
 /// A signed count of minor currency units (int64), with checked arithmetic only.
+/// On the wire a JSON integer, in Postgres a `bigint`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::Type), sqlx(transparent))]
 #[serde(transparent)]
 pub struct MinorUnits(pub i64);
 
@@ -42,6 +46,38 @@ impl MinorUnits {
         self.0 < 0
     }
 }
+
+/// The legal form of an organization's holder, chosen at creation and fixed
+/// once KYC is approved: what the KYC form asks for depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LegalType {
+    Individual,
+    Corporate,
+}
+
+impl LegalType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LegalType::Individual => "individual",
+            LegalType::Corporate => "corporate",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<LegalType> {
+        [LegalType::Individual, LegalType::Corporate]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for LegalType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+crate::text::sqlx_text!(LegalType, "legal type");
 
 /// ISO 3166-1 alpha-2 code, upper case, from the officially assigned list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -131,5 +167,22 @@ mod tests {
             assert_eq!(Currency::parse(c.as_str()), Some(c));
         }
         assert_eq!(Currency::parse("try"), None);
+    }
+}
+
+#[cfg(test)]
+mod legal_type_tests {
+    use super::LegalType;
+
+    #[test]
+    fn legal_types_are_their_lowercase_names_everywhere() {
+        for t in [LegalType::Individual, LegalType::Corporate] {
+            assert_eq!(LegalType::parse(t.as_str()), Some(t));
+            let wire = serde_json::to_string(&t).expect("serializes");
+            assert_eq!(wire, format!("\"{t}\""));
+            assert_eq!(serde_json::from_str::<LegalType>(&wire).ok(), Some(t));
+        }
+        assert_eq!(LegalType::parse("Corporate"), None);
+        assert!(serde_json::from_str::<LegalType>("\"partnership\"").is_err());
     }
 }
