@@ -11,6 +11,7 @@ pub mod payload;
 mod routes;
 pub mod settings;
 mod state;
+mod store;
 mod submission;
 pub mod sweep;
 

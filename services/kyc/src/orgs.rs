@@ -46,9 +46,9 @@ pub async fn profile(
         200 => resp
             .json::<OrgProfile>()
             .await
-            .map_err(|e| ApiError::Internal(anyhow::anyhow!("org profile: {e}"))),
+            .map_err(|e| ApiError::internal(anyhow::anyhow!("org profile: {e}"))),
         404 => Err(ApiError::NotFound),
-        s => Err(ApiError::Internal(anyhow::anyhow!(
+        s => Err(ApiError::internal(anyhow::anyhow!(
             "org-billing answered {s} to a profile lookup"
         ))),
     }
@@ -56,7 +56,6 @@ pub async fn profile(
 
 pub use event_contracts::internal::KycState;
 
-#[derive(sqlx::FromRow)]
 struct Row {
     version: i64,
     kyc_status: String,
@@ -75,10 +74,11 @@ pub async fn load(
     state: &AppState,
     org_id: OrgId,
 ) -> anyhow::Result<KycState> {
-    let row: Option<Row> = sqlx::query_as(
+    let row = sqlx::query_as!(
+        Row,
         "SELECT version, kyc_status, kyc_tier, legal_identity, verified_at FROM org_state WHERE org_id = $1",
+        org_id as OrgId,
     )
-    .bind(org_id)
     .fetch_optional(conn)
     .await?;
     let Some(r) = row else {
@@ -124,25 +124,26 @@ pub async fn change(
     org_id: OrgId,
     change: Change<'_>,
 ) -> anyhow::Result<i64> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO org_state (org_id, version, kyc_status) VALUES ($1, 0, 'unverified') \
          ON CONFLICT (org_id) DO NOTHING",
+        org_id as OrgId,
     )
-    .bind(org_id)
     .execute(&mut *conn)
     .await?;
-    let (verified_at,): (Option<OffsetDateTime>,) =
-        sqlx::query_as("SELECT verified_at FROM org_state WHERE org_id = $1 FOR UPDATE")
-            .bind(org_id)
-            .fetch_one(&mut *conn)
-            .await?;
+    let verified_at = sqlx::query_scalar!(
+        "SELECT verified_at FROM org_state WHERE org_id = $1 FOR UPDATE",
+        org_id as OrgId,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
     let version: i64 = match change {
         Change::Submitted | Change::MoreInfoRequested => {
-            sqlx::query_scalar(
+            sqlx::query_scalar!(
                 "UPDATE org_state SET version = version + 1, kyc_status = 'pending' \
                  WHERE org_id = $1 RETURNING version",
+                org_id as OrgId,
             )
-            .bind(org_id)
             .fetch_one(&mut *conn)
             .await?
         }
@@ -152,25 +153,25 @@ pub async fn change(
             } else {
                 "rejected"
             };
-            sqlx::query_scalar(
+            sqlx::query_scalar!(
                 "UPDATE org_state SET version = version + 1, kyc_status = $2 \
                  WHERE org_id = $1 RETURNING version",
+                org_id as OrgId,
+                status,
             )
-            .bind(org_id)
-            .bind(status)
             .fetch_one(&mut *conn)
             .await?
         }
         Change::Approved(identity, at) => {
             let sealed = state.sealer.seal_json(identity, &identity_aad(org_id))?;
-            sqlx::query_scalar(
+            sqlx::query_scalar!(
                 "UPDATE org_state SET version = version + 1, kyc_status = 'verified', \
                    kyc_tier = kyc_tier + 1, legal_identity = $2, verified_at = $3 \
                  WHERE org_id = $1 RETURNING version",
+                org_id as OrgId,
+                sealed,
+                at,
             )
-            .bind(org_id)
-            .bind(sealed)
-            .bind(at)
             .fetch_one(&mut *conn)
             .await?
         }

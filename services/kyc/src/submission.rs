@@ -11,10 +11,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-pub const COLUMNS: &str = "id, org_id, org_name, legal_type, status, payload, field_keys, \
-    review_notes, requested_fields, reviewed_at, created_at, purged_at";
-
-#[derive(sqlx::FromRow)]
+/// A submission as stored (every query of [`crate::store`] returns these columns).
 pub struct Row {
     pub id: Uuid,
     pub org_id: OrgId,

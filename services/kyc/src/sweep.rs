@@ -22,21 +22,7 @@ pub async fn run_once(pool: &PgPool, clock: &Clock, after_days: i64) -> anyhow::
     let mut purged = Vec::new();
     loop {
         let now = clock.now();
-        let ids: Vec<Uuid> = sqlx::query_scalar(
-            "UPDATE submissions SET payload = NULL, field_keys = '{}', review_notes = '', \
-               purged_at = $1 \
-             WHERE id IN ( \
-               SELECT id FROM submissions \
-               WHERE purged_at IS NULL AND reviewed_at IS NOT NULL \
-                 AND reviewed_at <= $1 - make_interval(days => $2) \
-               ORDER BY reviewed_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
-             RETURNING id",
-        )
-        .bind(now)
-        .bind(after_days as i32)
-        .bind(BATCH)
-        .fetch_all(pool)
-        .await?;
+        let ids = crate::store::purge_decided(pool, now, after_days as i32, BATCH).await?;
         let n = ids.len();
         purged.extend(ids);
         if (n as i64) < BATCH {

@@ -8,7 +8,7 @@ use crate::{
     orgs::{self, Change},
     payload::LegalType,
     state::AppState,
-    submission::{self, Row},
+    store,
 };
 use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
@@ -22,12 +22,7 @@ pub const NOTES_MAX: usize = 2000;
 /// oldest first, with the organization's name.
 #[tracing::instrument(skip_all)]
 pub async fn queue(state: web::Data<AppState>, _staff: StaffCaller) -> ApiResult<HttpResponse> {
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {} FROM submissions WHERE status = 'pending' ORDER BY created_at, id LIMIT 500",
-        submission::COLUMNS
-    ))
-    .fetch_all(&state.pool)
-    .await?;
+    let rows = store::pending(&state.pool).await?;
     let out = rows
         .into_iter()
         .map(|r| r.resource(&state, true))
@@ -117,14 +112,7 @@ async fn decide(
     };
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
-    let row: Row = sqlx::query_as(&format!(
-        "SELECT {} FROM submissions WHERE id = $1 FOR UPDATE",
-        submission::COLUMNS
-    ))
-    .bind(id)
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or(ApiError::NotFound)?;
+    let row = store::lock(&mut tx, id).await?.ok_or(ApiError::NotFound)?;
     if row.status != "pending" {
         return Err(ApiError::Conflict(format!(
             "this submission was already reviewed ({})",
@@ -142,10 +130,10 @@ async fn decide(
     let change = match &decision {
         Decision::Approve => {
             let payload = row.payload(state)?.ok_or_else(|| {
-                ApiError::Internal(anyhow::anyhow!("pending submission without payload"))
+                ApiError::internal(anyhow::anyhow!("pending submission without payload"))
             })?;
             let legal_type = LegalType::parse(&row.legal_type)
-                .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("bad legal type")))?;
+                .ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad legal type")))?;
             Some(payload.legal_identity(legal_type))
         }
         _ => None,
@@ -154,18 +142,15 @@ async fn decide(
         Decision::RequestInfo(f) => f.clone(),
         _ => Vec::new(),
     };
-    let updated: Row = sqlx::query_as(&format!(
-        "UPDATE submissions SET status = $2, review_notes = $3, requested_fields = $4, \
-           reviewed_by = $5, reviewed_at = $6 WHERE id = $1 RETURNING {}",
-        submission::COLUMNS
-    ))
-    .bind(id)
-    .bind(decision.status())
-    .bind(&notes)
-    .bind(&requested)
-    .bind(staff.user_id())
-    .bind(now)
-    .fetch_one(&mut *tx)
+    let updated = store::decide(
+        &mut tx,
+        id,
+        decision.status(),
+        &notes,
+        &requested,
+        staff.user_id(),
+        now,
+    )
     .await?;
     let org_change = match (&decision, &change) {
         (Decision::Approve, Some(identity)) => Change::Approved(identity, now),

@@ -10,12 +10,13 @@ use crate::{
     orgs::{self, Change},
     payload::{LegalType, Payload},
     state::AppState,
+    store,
     submission::{self, Row},
 };
 use actix_web::{web, HttpResponse};
 use hub_domain::{Capability, OrgId};
 use serde_json::json;
-use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
+use service_kit::{assertion::Caller, outbox, ApiError, ApiResult, OnConstraint};
 use uuid::Uuid;
 
 /// POST /v1/organizations/{id}/kyc (owner or manager): 201 KYCSubmission;
@@ -32,38 +33,30 @@ pub async fn submit(
     let body = super::json_body(&body)?;
     let org = orgs::profile(&state, &caller, org_id).await?;
     let legal_type = LegalType::parse(&org.legal_type).ok_or_else(|| {
-        ApiError::Internal(anyhow::anyhow!("unknown legal type {:?}", org.legal_type))
+        ApiError::internal(anyhow::anyhow!("unknown legal type {:?}", org.legal_type))
     })?;
     let payload = Payload::parse(legal_type, &body)?;
 
     let id = Uuid::now_v7();
     let sealed = state.sealer.seal_json(&payload, &submission::aad(id))?;
     let mut tx = state.pool.begin().await?;
-    let inserted = sqlx::query_as::<_, Row>(&format!(
-        "INSERT INTO submissions (id, org_id, org_name, legal_type, status, payload, field_keys, \
-           submitted_by, created_at) \
-         VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8) RETURNING {}",
-        submission::COLUMNS
-    ))
-    .bind(id)
-    .bind(org_id)
-    .bind(&org.name)
-    .bind(legal_type.as_str())
-    .bind(&sealed)
-    .bind(payload.keys())
-    .bind(caller.user_id())
-    .bind(state.clock.now())
-    .fetch_one(&mut *tx)
-    .await;
-    let row = match inserted {
-        Ok(row) => row,
-        Err(sqlx::Error::Database(d)) if d.constraint() == Some("submissions_one_pending") => {
-            return Err(ApiError::conflict(
-                "another KYC submission of this organization is pending",
-            ));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let row = store::insert_pending(
+        &mut tx,
+        store::NewSubmission {
+            id,
+            org_id,
+            org_name: &org.name,
+            legal_type: legal_type.as_str(),
+            sealed: &sealed,
+            field_keys: &payload.keys(),
+            submitted_by: caller.user_id(),
+            at: state.clock.now(),
+        },
+    )
+    .await
+    .on_constraint("submissions_one_pending", || {
+        ApiError::conflict("another KYC submission of this organization is pending")
+    })?;
     orgs::change(&mut tx, &state, org_id, Change::Submitted).await?;
     outbox::audit(
         &mut tx,
@@ -95,13 +88,7 @@ pub async fn list(
         || caller
             .require(org_id, Capability::Read)?
             .can(Capability::KycRead);
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {} FROM submissions WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 100",
-        submission::COLUMNS
-    ))
-    .bind(org_id)
-    .fetch_all(&state.pool)
-    .await?;
+    let rows = store::of_org(&state.pool, org_id).await?;
     if !full {
         let out: Vec<_> = rows.into_iter().map(Row::status_only).collect();
         return Ok(HttpResponse::Ok().json(out));
