@@ -35,20 +35,20 @@ pub async fn store(state: &AppState, msgs: Vec<RawMessage>) -> anyhow::Result<()
         return Ok(());
     }
     let now = state.clock.now();
-    let n = sqlx::query(
+    let n = sqlx::query!(
         "INSERT INTO deliveries (endpoint_id, org_id, event_id, event_type, payload, next_attempt_at, created_at, updated_at) \
          SELECT e.id, ev.org_id, ev.id, ev.kind, ev.payload, $6, $6, $6 \
          FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) AS ev(id, org_id, kind, payload, at) \
          JOIN endpoints e ON e.org_id = ev.org_id AND e.created_at <= ev.at \
            AND (e.deleted_at IS NULL OR e.deleted_at > ev.at) \
          ON CONFLICT (endpoint_id, event_id, series) DO NOTHING",
+        &ids as &[Uuid],
+        &orgs as &[OrgId],
+        &kinds,
+        &payloads,
+        &at,
+        now,
     )
-    .bind(&ids as &[Uuid])
-    .bind(&orgs)
-    .bind(&kinds)
-    .bind(&payloads)
-    .bind(&at)
-    .bind(now)
     .execute(&state.pool)
     .await?
     .rows_affected();

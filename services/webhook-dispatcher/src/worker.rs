@@ -32,7 +32,6 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-#[derive(sqlx::FromRow)]
 struct Claimed {
     id: Uuid,
     endpoint_id: Uuid,
@@ -159,33 +158,35 @@ async fn claim_and_send(
         let lease = now + time::Duration::milliseconds(state.delivery.lease_ms as i64);
         // Candidates come from the head of the due index (bounded), so ranking
         // them per endpoint costs the same however long the queue is.
-        let claimed: Vec<Claimed> = sqlx::query_as(
-            "WITH cand AS ( \
-               SELECT id, endpoint_id, next_attempt_at FROM deliveries \
-               WHERE status = 'pending' AND next_attempt_at <= $1 AND endpoint_id <> ALL($2) \
-               ORDER BY next_attempt_at LIMIT $3 * 4), \
-             ranked AS ( \
-               SELECT c.id, c.next_attempt_at, \
-                      row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.id) AS rn, \
-                      $5 - COALESCE(f.n, 0) AS room \
-               FROM cand c LEFT JOIN unnest($6::uuid[], $7::int[]) AS f(endpoint_id, n) \
-                 ON f.endpoint_id = c.endpoint_id), \
-             due AS ( \
-               SELECT d.id FROM deliveries d JOIN ranked r ON r.id = d.id \
-               WHERE r.rn <= r.room AND d.status = 'pending' \
-               ORDER BY r.next_attempt_at LIMIT $3 FOR UPDATE OF d SKIP LOCKED) \
-             UPDATE deliveries d SET next_attempt_at = $4 FROM due, endpoints e \
-             WHERE d.id = due.id AND e.id = d.endpoint_id \
-             RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.payload, d.attempts, \
-                       e.url, e.secret, e.previous_secret, e.previous_until",
+        let claimed = sqlx::query_as!(
+            Claimed,
+            r#"WITH cand AS (
+               SELECT id, endpoint_id, next_attempt_at FROM deliveries
+               WHERE status = 'pending' AND next_attempt_at <= $1 AND endpoint_id <> ALL($2)
+               ORDER BY next_attempt_at LIMIT $3 * 4),
+             ranked AS (
+               SELECT c.id, c.next_attempt_at,
+                      row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.id) AS rn,
+                      $5 - COALESCE(f.n, 0) AS room
+               FROM cand c LEFT JOIN unnest($6::uuid[], $7::int[]) AS f(endpoint_id, n)
+                 ON f.endpoint_id = c.endpoint_id),
+             due AS (
+               SELECT d.id FROM deliveries d JOIN ranked r ON r.id = d.id
+               WHERE r.rn <= r.room AND d.status = 'pending'
+               ORDER BY r.next_attempt_at LIMIT $3 FOR UPDATE OF d SKIP LOCKED)
+             UPDATE deliveries d SET next_attempt_at = $4 FROM due, endpoints e
+             WHERE d.id = due.id AND e.id = d.endpoint_id
+             RETURNING d.id AS "id!", d.endpoint_id AS "endpoint_id!", d.event_id AS "event_id!",
+                       d.event_type AS "event_type!", d.payload AS "payload!", d.attempts AS "attempts!",
+                       e.url AS "url!", e.secret AS "secret!", e.previous_secret, e.previous_until"#,
+            now,
+            &busy,
+            room as i64,
+            lease,
+            cap as i32,
+            &ids,
+            &counts,
         )
-        .bind(now)
-        .bind(&busy)
-        .bind(room as i64)
-        .bind(lease)
-        .bind(cap as i32)
-        .bind(&ids)
-        .bind(&counts)
         .fetch_all(pool)
         .await?;
         if claimed.is_empty() {
@@ -203,11 +204,13 @@ async fn claim_and_send(
             };
             if !admitted {
                 // Over this endpoint's share: give the claim back.
-                sqlx::query("UPDATE deliveries SET next_attempt_at = $2 WHERE id = $1 AND status = 'pending'")
-                    .bind(c.id)
-                    .bind(now)
-                    .execute(pool)
-                    .await?;
+                sqlx::query!(
+                    "UPDATE deliveries SET next_attempt_at = $2 WHERE id = $1 AND status = 'pending'",
+                    c.id,
+                    now,
+                )
+                .execute(pool)
+                .await?;
                 continue;
             }
             let permit = sem.clone().acquire_owned().await?;
@@ -349,19 +352,19 @@ async fn record(
             codes.push(o.code);
             errors.push(o.error);
         }
-        let updated = sqlx::query(
+        let updated = sqlx::query!(
             "UPDATE deliveries d SET status = u.status, attempts = d.attempts + 1, next_attempt_at = u.next, \
                last_status_code = u.code, last_error = u.err, updated_at = $6, \
                delivered_at = CASE WHEN u.status = 'delivered' THEN $6 ELSE d.delivered_at END \
              FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::text[]) AS u(id, status, next, code, err) \
              WHERE d.id = u.id AND d.status = 'pending'",
+            &ids,
+            &statuses as &[&str],
+            &nexts,
+            &codes as &[Option<i32>],
+            &errors as &[Option<String>],
+            now,
         )
-        .bind(&ids)
-        .bind(&statuses)
-        .bind(&nexts)
-        .bind(&codes)
-        .bind(&errors)
-        .bind(now)
         .execute(&pool)
         .await;
         match updated {

@@ -9,11 +9,7 @@ use service_kit::{assertion::Caller, ApiError, ApiResult};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-pub const COLUMNS: &str =
-    "id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
-    last_status_code, last_error, created_at, updated_at, delivered_at";
-
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 pub struct Delivery {
     id: Uuid,
     endpoint_id: Uuid,
@@ -40,10 +36,13 @@ pub async fn log(
     path: web::Path<Uuid>,
 ) -> ApiResult<HttpResponse> {
     let e = authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
-    let rows: Vec<Delivery> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50"
-    ))
-    .bind(e.id)
+    let rows = sqlx::query_as!(
+        Delivery,
+        "SELECT id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
+           last_status_code, last_error, created_at, updated_at, delivered_at \
+         FROM deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50",
+        e.id,
+    )
     .fetch_all(&state.pool)
     .await?;
     Ok(HttpResponse::Ok().json(rows))
@@ -66,20 +65,20 @@ pub async fn retry(
     // The endpoint's row, locked: its retries take turns (the count below is
     // exact under concurrent requests), and a deletion waits for this one (and
     // then stops the new row) or comes first (and this one is a 404).
-    let live: Option<Uuid> = sqlx::query_scalar(
+    let live = sqlx::query_scalar!(
         "SELECT id FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE",
+        e.id,
     )
-    .bind(e.id)
     .fetch_optional(&mut *tx)
     .await?;
     live.ok_or(ApiError::NotFound)?;
-    let series: Option<i32> = sqlx::query_scalar(
+    let series = sqlx::query_scalar!(
         "SELECT max(x.series) FROM deliveries d \
          JOIN deliveries x ON x.endpoint_id = d.endpoint_id AND x.event_id = d.event_id \
          WHERE d.id = $1 AND d.endpoint_id = $2",
+        delivery,
+        e.id,
     )
-    .bind(delivery)
-    .bind(e.id)
     .fetch_one(&mut *tx)
     .await?;
     let series = series.ok_or(ApiError::NotFound)?;
@@ -89,16 +88,18 @@ pub async fn retry(
             "this delivery was already retried {cap} times, the most allowed"
         )));
     }
-    let row: Delivery = sqlx::query_as(&format!(
+    let row = sqlx::query_as!(
+        Delivery,
         "INSERT INTO deliveries (endpoint_id, org_id, event_id, event_type, payload, series, next_attempt_at, created_at, updated_at) \
          SELECT d.endpoint_id, d.org_id, d.event_id, d.event_type, d.payload, $3, $4, $4, $4 \
          FROM deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 \
-         RETURNING {COLUMNS}"
-    ))
-    .bind(delivery)
-    .bind(e.id)
-    .bind(series + 1)
-    .bind(now)
+         RETURNING id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
+           last_status_code, last_error, created_at, updated_at, delivered_at",
+        delivery,
+        e.id,
+        series + 1,
+        now,
+    )
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;

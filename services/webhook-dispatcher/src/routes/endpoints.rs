@@ -7,14 +7,14 @@ use crate::{
     state::{secret_aad, AppState},
 };
 use actix_web::{web, HttpResponse};
-use hub_domain::{Capability, OrgId};
+use hub_domain::{Capability, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 pub struct Endpoint {
     pub id: Uuid,
     pub org_id: OrgId,
@@ -30,10 +30,12 @@ pub async fn authorized(
     id: Uuid,
     cap: Capability,
 ) -> ApiResult<Endpoint> {
-    let e: Endpoint = sqlx::query_as(
-        "SELECT id, org_id, url, created_at FROM endpoints WHERE id = $1 AND deleted_at IS NULL",
+    let e = sqlx::query_as!(
+        Endpoint,
+        r#"SELECT id, org_id AS "org_id: OrgId", url, created_at FROM endpoints
+            WHERE id = $1 AND deleted_at IS NULL"#,
+        id,
     )
-    .bind(id)
     .fetch_optional(&state.pool)
     .await?
     .ok_or(ApiError::NotFound)?;
@@ -67,14 +69,16 @@ pub async fn create(
     let mut tx = state.pool.begin().await?;
     // Creations for one organization take turns, so the count is exact under
     // concurrent requests (deletions only lower it).
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-        .bind(format!("webhook-endpoints:{}", body.org_id))
-        .execute(&mut *tx)
-        .await?;
-    let live: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM endpoints WHERE org_id = $1 AND deleted_at IS NULL",
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        format!("webhook-endpoints:{}", body.org_id),
     )
-    .bind(body.org_id)
+    .execute(&mut *tx)
+    .await?;
+    let live = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM endpoints WHERE org_id = $1 AND deleted_at IS NULL"#,
+        body.org_id as OrgId,
+    )
     .fetch_one(&mut *tx)
     .await?;
     let cap = state.webhooks.max_endpoints_per_org;
@@ -83,16 +87,17 @@ pub async fn create(
             "this organization already has the maximum of {cap} webhook endpoints; delete one first"
         )));
     }
-    let e: Endpoint = sqlx::query_as(
-        "INSERT INTO endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
-         RETURNING id, org_id, url, created_at",
+    let e = sqlx::query_as!(
+        Endpoint,
+        r#"INSERT INTO endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+           RETURNING id, org_id AS "org_id: OrgId", url, created_at"#,
+        id,
+        body.org_id as OrgId,
+        url.as_str(),
+        sealed,
+        caller.user_id() as UserId,
+        state.clock.now(),
     )
-    .bind(id)
-    .bind(body.org_id)
-    .bind(url.as_str())
-    .bind(sealed)
-    .bind(caller.user_id())
-    .bind(state.clock.now())
     .fetch_one(&mut *tx)
     .await?;
     outbox::audit(
@@ -123,11 +128,13 @@ pub async fn list(
     q: web::Query<OrgQuery>,
 ) -> ApiResult<HttpResponse> {
     caller.require(q.org_id, Capability::Read)?;
-    let es: Vec<Endpoint> = sqlx::query_as(
-        "SELECT id, org_id, url, created_at FROM endpoints WHERE org_id = $1 AND deleted_at IS NULL \
-         ORDER BY created_at, id LIMIT 500",
+    let es = sqlx::query_as!(
+        Endpoint,
+        r#"SELECT id, org_id AS "org_id: OrgId", url, created_at FROM endpoints
+            WHERE org_id = $1 AND deleted_at IS NULL
+            ORDER BY created_at, id LIMIT 500"#,
+        q.org_id as OrgId,
     )
-    .bind(q.org_id)
     .fetch_all(&state.pool)
     .await?;
     Ok(HttpResponse::Ok().json(es))
@@ -150,22 +157,23 @@ pub async fn delete(
     .await?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
-    let gone =
-        sqlx::query("UPDATE endpoints SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL")
-            .bind(e.id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+    let gone = sqlx::query!(
+        "UPDATE endpoints SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
+        e.id,
+        now,
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     if gone == 0 {
         return Err(ApiError::NotFound);
     }
-    sqlx::query(
+    sqlx::query!(
         "UPDATE deliveries SET status = 'failed', last_error = 'endpoint deleted', updated_at = $2 \
          WHERE endpoint_id = $1 AND status = 'pending'",
+        e.id,
+        now,
     )
-    .bind(e.id)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     outbox::audit(
@@ -201,12 +209,12 @@ pub async fn rotate(
     let sealed = state.sealer.seal(secret.as_bytes(), &secret_aad(e.id))?;
     let until = state.clock.now() + time::Duration::seconds(state.delivery.rotation_overlap_secs);
     let mut tx = state.pool.begin().await?;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE endpoints SET previous_secret = secret, previous_until = $3, secret = $2 WHERE id = $1",
+        e.id,
+        sealed,
+        until,
     )
-    .bind(e.id)
-    .bind(sealed)
-    .bind(until)
     .execute(&mut *tx)
     .await?;
     outbox::audit(
