@@ -15,14 +15,14 @@ pub async fn record(
     detail: Value,
     ip: &str,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO audit_log (actor_user_id, action, subject, detail, ip) VALUES ($1, $2, $3, $4, $5)",
+        actor as Option<UserId>,
+        action,
+        subject,
+        detail,
+        ip,
     )
-    .bind(actor)
-    .bind(action)
-    .bind(subject)
-    .bind(detail)
-    .bind(ip)
     .execute(conn)
     .await?;
     Ok(())
@@ -51,18 +51,18 @@ pub async fn store_events(pool: &PgPool, envs: Vec<Envelope<AuditRecorded>>) -> 
         ips.push(e.ip.chars().take(64).collect::<String>());
         ats.push(env.occurred_at);
     }
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO audit_log (event_id, actor_user_id, action, subject, detail, ip, created_at) \
          SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::timestamptz[]) \
          ON CONFLICT (event_id) DO NOTHING",
+        &ids,
+        &actors as &[Option<UserId>],
+        &actions,
+        &subjects,
+        &details,
+        &ips,
+        &ats,
     )
-    .bind(ids)
-    .bind(actors)
-    .bind(actions)
-    .bind(subjects)
-    .bind(details)
-    .bind(ips)
-    .bind(ats)
     .execute(pool)
     .await?;
     Ok(())

@@ -224,15 +224,15 @@ impl Mailer {
     ) -> anyhow::Result<()> {
         let id = Uuid::now_v7();
         let sealed = self.sealer.seal(token.as_bytes(), id.as_bytes())?;
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO mail_queue (id, kind, recipient, token_hash, sealed) \
              VALUES ($1, $2, $3, $4, $5)",
+            id,
+            KIND_MAGIC_LINK,
+            recipient,
+            crate::tokens::hash(token),
+            sealed,
         )
-        .bind(id)
-        .bind(KIND_MAGIC_LINK)
-        .bind(recipient)
-        .bind(crate::tokens::hash(token))
-        .bind(sealed)
         .execute(conn)
         .await
         .context("writing the mail queue row")?;
@@ -284,7 +284,6 @@ impl Mailer {
     }
 }
 
-#[derive(sqlx::FromRow)]
 struct Claimed {
     id: Uuid,
     recipient: String,
@@ -308,7 +307,8 @@ pub fn backoff_ms(attempts: i32, base: u64, max: u64) -> u64 {
 /// One pass: claim due mail and send it; returns how many were sent.
 pub async fn run_once(mailer: &Mailer, pool: &PgPool) -> anyhow::Result<u64> {
     let s = &mailer.settings;
-    let claimed: Vec<Claimed> = sqlx::query_as(
+    let claimed: Vec<Claimed> = sqlx::query_as!(
+        Claimed,
         "UPDATE mail_queue SET lease_until = now() + make_interval(secs => $1), \
                 attempts = attempts + 1 \
          WHERE id IN (SELECT id FROM mail_queue \
@@ -316,9 +316,9 @@ pub async fn run_once(mailer: &Mailer, pool: &PgPool) -> anyhow::Result<u64> {
                         AND (lease_until IS NULL OR lease_until < now()) \
                       ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
          RETURNING id, recipient, token_hash, sealed, attempts",
+        s.lease_ms as f64 / 1000.0,
+        s.concurrency.max(1) as i64,
     )
-    .bind(s.lease_ms as f64 / 1000.0)
-    .bind(s.concurrency.max(1) as i64)
     .fetch_all(pool)
     .await?;
     let n = claimed.len();
@@ -351,10 +351,10 @@ async fn attempt(mailer: &Mailer, pool: &PgPool, row: Claimed) -> Outcome {
         return Outcome::Drop("nothing to send".into());
     };
     // A link used or expired meanwhile is not worth mailing.
-    let live: Result<Option<bool>, _> = sqlx::query_scalar(
-        "SELECT used_at IS NULL AND expires_at > now() FROM magic_links WHERE token_hash = $1",
+    let live: Result<Option<bool>, _> = sqlx::query_scalar!(
+        r#"SELECT used_at IS NULL AND expires_at > now() AS "live!" FROM magic_links WHERE token_hash = $1"#,
+        &hash,
     )
-    .bind(&hash)
     .fetch_optional(pool)
     .await;
     match live {
@@ -391,20 +391,12 @@ async fn settle(
     outcome: Outcome,
 ) -> anyhow::Result<bool> {
     let s = &mailer.settings;
-    let (sql, err, delay_ms, sent) = match outcome {
-        Outcome::Sent => (
-            "UPDATE mail_queue SET sent_at = now(), sealed = NULL, lease_until = NULL, \
-                    last_error = $2 WHERE id = $1 AND sent_at IS NULL",
-            None,
-            0,
-            true,
-        ),
+    let (how, err, delay_ms, sent) = match outcome {
+        Outcome::Sent => (Settle::Sent, None, 0, true),
         Outcome::Retry(e) => {
             tracing::warn!(mail_id = %id, attempts, error = %e, "mail not sent; will retry");
             (
-                "UPDATE mail_queue SET lease_until = NULL, last_error = $2, \
-                        next_attempt_at = now() + make_interval(secs => $3) \
-                 WHERE id = $1 AND sent_at IS NULL",
+                Settle::Retry,
                 Some(e),
                 backoff_ms(attempts, s.retry_base_ms, s.retry_max_ms),
                 false,
@@ -412,25 +404,14 @@ async fn settle(
         }
         Outcome::Drop(e) => {
             tracing::warn!(mail_id = %id, attempts, error = %e, "mail dropped");
-            (
-                "UPDATE mail_queue SET dropped_at = now(), sealed = NULL, lease_until = NULL, \
-                        last_error = $2 WHERE id = $1 AND sent_at IS NULL",
-                Some(e),
-                0,
-                false,
-            )
+            (Settle::Drop, Some(e), 0, false)
         }
     };
     // The server has the message: try hard to record it, so that it is not
     // sent again when the lease runs out.
     let mut tries = 0;
     loop {
-        let r = sqlx::query(sql)
-            .bind(id)
-            .bind(err.as_deref())
-            .bind(delay_ms as f64 / 1000.0)
-            .execute(pool)
-            .await;
+        let r = record(pool, how, id, err.as_deref(), delay_ms as f64 / 1000.0).await;
         match r {
             Ok(_) => return Ok(sent),
             Err(e) if tries < 5 => {
@@ -443,13 +424,69 @@ async fn settle(
     }
 }
 
+/// How a mail attempt ended, as recorded.
+#[derive(Clone, Copy)]
+enum Settle {
+    /// Sent: the sealed body is dropped.
+    Sent,
+    /// Not sent: due again after the delay.
+    Retry,
+    /// Given up: the sealed body is dropped.
+    Drop,
+}
+
+/// Record an attempt's outcome on mail `id` (not if it was recorded sent).
+async fn record(
+    pool: &PgPool,
+    how: Settle,
+    id: Uuid,
+    err: Option<&str>,
+    delay_secs: f64,
+) -> sqlx::Result<()> {
+    match how {
+        Settle::Sent => {
+            sqlx::query!(
+                "UPDATE mail_queue SET sent_at = now(), sealed = NULL, lease_until = NULL, \
+                    last_error = $2 WHERE id = $1 AND sent_at IS NULL",
+                id,
+                err,
+            )
+            .execute(pool)
+            .await
+        }
+        Settle::Retry => {
+            sqlx::query!(
+                "UPDATE mail_queue SET lease_until = NULL, last_error = $2, \
+                    next_attempt_at = now() + make_interval(secs => $3) \
+             WHERE id = $1 AND sent_at IS NULL",
+                id,
+                err,
+                delay_secs,
+            )
+            .execute(pool)
+            .await
+        }
+        Settle::Drop => {
+            sqlx::query!(
+                "UPDATE mail_queue SET dropped_at = now(), sealed = NULL, lease_until = NULL, \
+                    last_error = $2 WHERE id = $1 AND sent_at IS NULL",
+                id,
+                err,
+            )
+            .execute(pool)
+            .await
+        }
+    }
+    .map(|_| ())
+}
+
 /// Delete sent and dropped mail older than `keep_secs` (the sweep).
 pub async fn sweep(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
-    Ok(sqlx::query(
+    Ok(sqlx::query!(
         "DELETE FROM mail_queue WHERE (sent_at IS NOT NULL OR dropped_at IS NOT NULL) \
          AND created_at < now() - make_interval(secs => $1)",
+        keep_secs as f64,
     )
-    .bind(keep_secs as f64)
     .execute(pool)
     .await?
     .rows_affected())

@@ -26,15 +26,18 @@ pub async fn revoke_keys_created_by(
     org_id: OrgId,
     user_id: UserId,
 ) -> anyhow::Result<Vec<ApiKeyId>> {
-    let revoked: Vec<(ApiKeyId, Vec<u8>)> = sqlx::query_as(
-        "UPDATE api_keys SET revoked_at = now() \
-         WHERE org_id = $1 AND created_by = $2 AND revoked_at IS NULL \
-         RETURNING id, token_hash",
+    let revoked: Vec<(ApiKeyId, Vec<u8>)> = sqlx::query!(
+        r#"UPDATE api_keys SET revoked_at = now()
+           WHERE org_id = $1 AND created_by = $2 AND revoked_at IS NULL
+           RETURNING id AS "id: ApiKeyId", token_hash"#,
+        org_id as OrgId,
+        user_id as UserId,
     )
-    .bind(org_id)
-    .bind(user_id)
     .fetch_all(&mut *conn)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.token_hash))
+    .collect();
     for (id, hash) in &revoked {
         outbox::enqueue(
             &mut *conn,
@@ -53,20 +56,24 @@ pub async fn revoke_keys_created_by(
 
 /// Serialize membership changes of `user_id` across organizations (the cap).
 pub async fn lock_user(conn: &mut PgConnection, user_id: UserId) -> sqlx::Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 2))")
-        .bind(user_id)
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 2))",
+        user_id.to_string(),
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
 /// Serialize membership changes of `org_id` (adds, role changes, the first
 /// owner) until the transaction ends.
 pub async fn lock_org(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 1))")
-        .bind(org_id)
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 1))",
+        org_id.to_string(),
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -105,14 +112,14 @@ pub async fn ensure_creator_owner(
     let mut tx = state.pool.begin().await?;
     // Serialize with member adds on the same organization.
     lock_org(&mut tx, org_id).await?;
-    let inserted = sqlx::query(
+    let inserted = sqlx::query!(
         "INSERT INTO memberships (org_id, user_id, role) \
          SELECT $1, $2, 'owner' WHERE NOT EXISTS (SELECT 1 FROM memberships WHERE org_id = $1) \
            AND EXISTS (SELECT 1 FROM users WHERE id = $2) \
          ON CONFLICT DO NOTHING",
+        org_id as OrgId,
+        user_id as UserId,
     )
-    .bind(org_id)
-    .bind(user_id)
     .execute(&mut *tx)
     .await?
     .rows_affected()

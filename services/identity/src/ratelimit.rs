@@ -41,19 +41,21 @@ pub async fn check_and_record(
     let mut ordered: Vec<&Limit> = limits.iter().collect();
     ordered.sort_by(|a, b| a.bucket.cmp(b.bucket));
     for l in &ordered {
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(l.bucket)
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query!(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            l.bucket,
+        )
+        .execute(&mut *conn)
+        .await?;
     }
     for l in &ordered {
-        let used: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM rate_limit_hits \
-             WHERE bucket = $1 AND at > $3 - make_interval(secs => $2)",
+        let used: i64 = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM rate_limit_hits
+             WHERE bucket = $1 AND at > $3::timestamptz - make_interval(secs => $2)"#,
+            l.bucket,
+            l.window_secs as f64,
+            now,
         )
-        .bind(l.bucket)
-        .bind(l.window_secs as f64)
-        .bind(now)
         .fetch_one(&mut *conn)
         .await?;
         if used >= l.max {
@@ -61,11 +63,13 @@ pub async fn check_and_record(
         }
     }
     for l in &ordered {
-        sqlx::query("INSERT INTO rate_limit_hits (bucket, at) VALUES ($1, $2)")
-            .bind(l.bucket)
-            .bind(now)
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query!(
+            "INSERT INTO rate_limit_hits (bucket, at) VALUES ($1, $2)",
+            l.bucket,
+            now,
+        )
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(true)
 }

@@ -9,7 +9,6 @@ use uuid::Uuid;
 
 pub const API_KEY_PREFIX: &str = "svc_live_";
 
-#[derive(sqlx::FromRow)]
 struct SessionRow {
     credential_id: Uuid,
     user_id: UserId,
@@ -19,7 +18,6 @@ struct SessionRow {
     expires_at: OffsetDateTime,
 }
 
-#[derive(sqlx::FromRow)]
 struct KeyRow {
     id: ApiKeyId,
     org_id: OrgId,
@@ -52,15 +50,17 @@ async fn session(
     is_staff: impl Fn(&str) -> bool,
 ) -> sqlx::Result<Option<Resolved>> {
     let hash = crate::tokens::hash(token);
-    let row: Option<SessionRow> = sqlx::query_as(
-        "SELECT s.id AS credential_id, s.expires_at, u.id AS user_id, u.email, u.name, \
-           COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role) \
-                                     ORDER BY m.created_at, m.org_id) \
-                     FROM memberships m WHERE m.user_id = u.id), '[]'::json) AS memberships \
-         FROM sessions s JOIN users u ON u.id = s.user_id \
-         WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()",
+    let row: Option<SessionRow> = sqlx::query_as!(
+        SessionRow,
+        r#"SELECT s.id AS credential_id, s.expires_at, u.id AS user_id, u.email, u.name,
+           COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role)
+                                     ORDER BY m.created_at, m.org_id)
+                     FROM memberships m WHERE m.user_id = u.id), '[]'::json)
+             AS "memberships!: sqlx::types::Json<Vec<Membership>>"
+         FROM sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"#,
+        hash,
     )
-    .bind(hash)
     .fetch_optional(pool)
     .await?;
     Ok(row.map(|r| {
@@ -85,10 +85,11 @@ async fn session(
 /// An API key is its own principal: user_id is the key's id, exactly one
 /// membership at the key's role, never staff, never owner.
 async fn api_key(pool: &PgPool, token: &str) -> sqlx::Result<Option<Resolved>> {
-    let row: Option<KeyRow> = sqlx::query_as(
+    let row: Option<KeyRow> = sqlx::query_as!(
+        KeyRow,
         "SELECT id, org_id, role, name FROM api_keys WHERE token_hash = $1 AND revoked_at IS NULL",
+        crate::tokens::hash(token),
     )
-    .bind(crate::tokens::hash(token))
     .fetch_optional(pool)
     .await?;
     Ok(row.and_then(|k| {

@@ -10,22 +10,23 @@ use tokio_util::sync::CancellationToken;
 /// One sweep; returns how many rows it deleted.
 pub async fn run_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
     let keep = keep_secs as f64;
-    let mut n =
-        sqlx::query("DELETE FROM magic_links WHERE expires_at < now() - make_interval(secs => $1)")
-            .bind(keep)
-            .execute(pool)
-            .await?
-            .rows_affected();
-    n += sqlx::query(
+    let mut n = sqlx::query!(
+        "DELETE FROM magic_links WHERE expires_at < now() - make_interval(secs => $1)",
+        keep,
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
+    n += sqlx::query!(
         "DELETE FROM sessions WHERE expires_at < now() - make_interval(secs => $1) \
          OR revoked_at < now() - make_interval(secs => $1)",
+        keep,
     )
-    .bind(keep)
     .execute(pool)
     .await?
     .rows_affected();
     // The longest window is one hour.
-    n += sqlx::query("DELETE FROM rate_limit_hits WHERE at < now() - interval '2 hours'")
+    n += sqlx::query!("DELETE FROM rate_limit_hits WHERE at < now() - interval '2 hours'",)
         .execute(pool)
         .await?
         .rows_affected();

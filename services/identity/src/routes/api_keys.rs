@@ -5,7 +5,7 @@
 use crate::{audit, resolve::API_KEY_PREFIX, state::AppState, tokens};
 use actix_web::{web, HttpResponse};
 use event_contracts::CredentialRevoked;
-use hub_domain::{ApiKeyId, Capability, OrgId, Role};
+use hub_domain::{ApiKeyId, Capability, OrgId, Role, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 pub const NAME_MAX: usize = 100;
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct ApiKey {
     id: ApiKeyId,
     name: String,
@@ -59,16 +59,17 @@ pub async fn create(
     }
     let token = tokens::generate(API_KEY_PREFIX)?;
     let mut tx = state.pool.begin().await?;
-    let key: ApiKey = sqlx::query_as(
+    let key: ApiKey = sqlx::query_as!(
+        ApiKey,
         "INSERT INTO api_keys (id, org_id, name, role, token_hash, created_by) \
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, name, role, created_by, created_at, revoked_at",
+        ApiKeyId::new() as ApiKeyId,
+        org_id as OrgId,
+        &name,
+        role.as_str(),
+        tokens::hash(&token),
+        caller.user_id() as UserId,
     )
-    .bind(ApiKeyId::new())
-    .bind(org_id)
-    .bind(&name)
-    .bind(role.as_str())
-    .bind(tokens::hash(&token))
-    .bind(caller.user_id())
     .fetch_one(&mut *tx)
     .await?;
     audit::record(
@@ -93,11 +94,12 @@ pub async fn list(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require_session(org_id, Capability::Admin)?;
-    let keys: Vec<ApiKey> = sqlx::query_as(
+    let keys: Vec<ApiKey> = sqlx::query_as!(
+        ApiKey,
         "SELECT id, name, role, created_by, created_at, revoked_at FROM api_keys \
          WHERE org_id = $1 ORDER BY created_at DESC LIMIT 500",
+        org_id as OrgId,
     )
-    .bind(org_id)
     .fetch_all(&state.pool)
     .await?;
     Ok(HttpResponse::Ok().json(keys))
@@ -114,12 +116,12 @@ pub async fn revoke(
     let (org_id, key_id) = path.into_inner();
     caller.require_session(org_id, Capability::Admin)?;
     let mut tx = state.pool.begin().await?;
-    let hash: Option<Vec<u8>> = sqlx::query_scalar(
+    let hash: Option<Vec<u8>> = sqlx::query_scalar!(
         "UPDATE api_keys SET revoked_at = now() \
          WHERE id = $1 AND org_id = $2 AND revoked_at IS NULL RETURNING token_hash",
+        key_id as ApiKeyId,
+        org_id as OrgId,
     )
-    .bind(key_id)
-    .bind(org_id)
     .fetch_optional(&mut *tx)
     .await?;
     let hash = hash.ok_or(ApiError::NotFound)?;

@@ -89,13 +89,13 @@ pub async fn request_link(
         return Err(ApiError::TooManyRequests);
     }
     let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO magic_links (token_hash, user_id, expires_at) \
          VALUES ($1, $2, now() + make_interval(secs => $3))",
+        tokens::hash(&token),
+        user_id as UserId,
+        a.magic_link_ttl_secs as f64,
     )
-    .bind(tokens::hash(&token))
-    .bind(user_id)
-    .bind(a.magic_link_ttl_secs as f64)
     .execute(&mut *tx)
     .await?;
     // The mail goes out after the commit, from the mail queue (the token
@@ -154,12 +154,12 @@ pub async fn verify(
     }
 
     let mut tx = state.pool.begin().await?;
-    let user_id: Option<UserId> = sqlx::query_scalar(
+    let user_id: Option<UserId> = sqlx::query_scalar!(
         "UPDATE magic_links SET used_at = now() \
          WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() \
-         RETURNING user_id",
+         RETURNING user_id AS \"user_id: UserId\"",
+        tokens::hash(&body.token),
     )
-    .bind(tokens::hash(&body.token))
     .fetch_optional(&mut *tx)
     .await?;
     let Some(user_id) = user_id else {
@@ -167,15 +167,15 @@ pub async fn verify(
     };
     let session_token = tokens::generate("sess_")?;
     let session_id = Uuid::now_v7();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at) \
          VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))",
+        session_id,
+        user_id as UserId,
+        tokens::hash(&session_token),
+        ctx.ip(),
+        state.auth.session_ttl_secs as f64,
     )
-    .bind(session_id)
-    .bind(user_id)
-    .bind(tokens::hash(&session_token))
-    .bind(ctx.ip())
-    .bind(state.auth.session_ttl_secs as f64)
     .execute(&mut *tx)
     .await?;
     audit::record(
@@ -253,16 +253,20 @@ pub async fn patch_me(
 ) -> ApiResult<HttpResponse> {
     let name = crate::fields::name(&body.name)?;
     let mut tx = state.pool.begin().await?;
-    let old: String = sqlx::query_scalar("SELECT name FROM users WHERE id = $1 FOR UPDATE")
-        .bind(caller.user_id())
-        .fetch_one(&mut *tx)
-        .await?;
+    let old: String = sqlx::query_scalar!(
+        "SELECT name FROM users WHERE id = $1 FOR UPDATE",
+        caller.user_id() as UserId,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     if old != name {
-        sqlx::query("UPDATE users SET name = $2, updated_at = now() WHERE id = $1")
-            .bind(caller.user_id())
-            .bind(&name)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!(
+            "UPDATE users SET name = $2, updated_at = now() WHERE id = $1",
+            caller.user_id() as UserId,
+            &name,
+        )
+        .execute(&mut *tx)
+        .await?;
         // The changed field's name, never its value (as the profile route):
         // audit rows outlive edits, and audit detail holds no personal data.
         audit::record(
@@ -305,13 +309,13 @@ async fn revoke(
     ip: &str,
 ) -> ApiResult<()> {
     let mut tx = state.pool.begin().await?;
-    let hash: Option<Vec<u8>> = sqlx::query_scalar(
+    let hash: Option<Vec<u8>> = sqlx::query_scalar!(
         "UPDATE sessions SET revoked_at = now() \
          WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now() \
          RETURNING token_hash",
+        session_id,
+        user_id as UserId,
     )
-    .bind(session_id)
-    .bind(user_id)
     .fetch_optional(&mut *tx)
     .await?;
     let hash = hash.ok_or(ApiError::NotFound)?;
@@ -358,7 +362,7 @@ pub async fn logout(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
         .json(json!({"status": "logged_out"})))
 }
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct SessionOut {
     id: Uuid,
     ip: String,
@@ -366,7 +370,6 @@ struct SessionOut {
     created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     expires_at: OffsetDateTime,
-    #[sqlx(default)]
     current: bool,
 }
 
@@ -376,12 +379,13 @@ pub async fn list_sessions(
     state: web::Data<AppState>,
     caller: SessionCaller,
 ) -> ApiResult<HttpResponse> {
-    let mut rows: Vec<SessionOut> = sqlx::query_as(
-        "SELECT id, ip, created_at, expires_at FROM sessions \
-         WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now() \
-         ORDER BY created_at DESC LIMIT 200",
+    let mut rows: Vec<SessionOut> = sqlx::query_as!(
+        SessionOut,
+        r#"SELECT id, ip, created_at, expires_at, false AS "current!" FROM sessions
+         WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now()
+         ORDER BY created_at DESC LIMIT 200"#,
+        caller.user_id() as UserId,
     )
-    .bind(caller.user_id())
     .fetch_all(&state.pool)
     .await?;
     for r in &mut rows {

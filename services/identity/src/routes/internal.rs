@@ -46,14 +46,15 @@ pub async fn timezones(
             "at most {MAX_TIMEZONE_LOOKUP} user_ids"
         )));
     }
-    let rows: Vec<(uuid::Uuid, String)> =
-        sqlx::query_as("SELECT id, timezone FROM users WHERE id = ANY($1)")
-            .bind(&body.user_ids)
-            .fetch_all(&state.pool)
-            .await?;
+    let rows = sqlx::query!(
+        "SELECT id, timezone FROM users WHERE id = ANY($1)",
+        &body.user_ids as &[hub_domain::UserId],
+    )
+    .fetch_all(&state.pool)
+    .await?;
     let map: serde_json::Map<String, serde_json::Value> = rows
         .into_iter()
-        .map(|(id, tz)| (id.to_string(), serde_json::Value::String(tz)))
+        .map(|r| (r.id.to_string(), serde_json::Value::String(r.timezone)))
         .collect();
     Ok(HttpResponse::Ok().json(json!({ "timezones": map })))
 }

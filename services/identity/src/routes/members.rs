@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct Member {
     user_id: UserId,
     email: String,
@@ -23,11 +23,12 @@ pub async fn list(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Read)?;
-    let rows: Vec<Member> = sqlx::query_as(
+    let rows: Vec<Member> = sqlx::query_as!(
+        Member,
         "SELECT m.user_id, u.email, m.role FROM memberships m JOIN users u ON u.id = m.user_id \
          WHERE m.org_id = $1 ORDER BY m.created_at, u.email",
+        org_id as OrgId,
     )
-    .bind(org_id)
     .fetch_all(&state.pool)
     .await?;
     Ok(HttpResponse::Ok().json(rows))
@@ -38,11 +39,15 @@ struct OrgRoles(Vec<(UserId, String)>);
 
 impl OrgRoles {
     async fn load(tx: &mut sqlx::PgConnection, org_id: OrgId) -> sqlx::Result<OrgRoles> {
-        sqlx::query_as("SELECT user_id, role FROM memberships WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_all(tx)
-            .await
-            .map(OrgRoles)
+        let rows = sqlx::query!(
+            r#"SELECT user_id AS "user_id: UserId", role FROM memberships WHERE org_id = $1"#,
+            org_id as OrgId,
+        )
+        .fetch_all(tx)
+        .await?;
+        Ok(OrgRoles(
+            rows.into_iter().map(|r| (r.user_id, r.role)).collect(),
+        ))
     }
 
     fn of(&self, user_id: UserId) -> Option<Role> {
@@ -117,10 +122,12 @@ pub async fn add(
     }
     if previous.is_none() {
         let cap = state.auth.max_memberships_per_user;
-        let count: i64 = sqlx::query_scalar("SELECT count(*) FROM memberships WHERE user_id = $1")
-            .bind(user_id)
-            .fetch_one(&mut *tx)
-            .await?;
+        let count: i64 = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM memberships WHERE user_id = $1"#,
+            user_id as UserId,
+        )
+        .fetch_one(&mut *tx)
+        .await?;
         if count >= cap {
             return Err(ApiError::Conflict(format!(
                 "this user already belongs to the maximum of {cap} organizations"
@@ -128,13 +135,13 @@ pub async fn add(
         }
     }
     if previous != Some(role) {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) \
              ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role, updated_at = now()",
+            org_id as OrgId,
+            user_id as UserId,
+            role.as_str(),
         )
-        .bind(org_id)
-        .bind(user_id)
-        .bind(role.as_str())
         .execute(&mut *tx)
         .await?;
         let action = if previous.is_some() {
@@ -228,11 +235,13 @@ pub async fn remove(
             "the last owner cannot leave the organization",
         )?;
     }
-    sqlx::query("DELETE FROM memberships WHERE org_id = $1 AND user_id = $2")
-        .bind(org_id)
-        .bind(user_id)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "DELETE FROM memberships WHERE org_id = $1 AND user_id = $2",
+        org_id as OrgId,
+        user_id as UserId,
+    )
+    .execute(&mut *tx)
+    .await?;
     let action = if user_id == caller.user_id() {
         "org.member_left"
     } else {

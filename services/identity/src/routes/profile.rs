@@ -3,11 +3,12 @@
 use crate::{audit, fields, state::AppState};
 use actix_web::{web, HttpResponse};
 use event_contracts::IdentityChanged;
+use hub_domain::UserId;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::SessionCaller, outbox, ApiResult};
 
-#[derive(Serialize, sqlx::FromRow, Clone, PartialEq)]
+#[derive(Serialize, Clone, PartialEq)]
 struct Profile {
     email: String,
     name: String,
@@ -18,16 +19,16 @@ struct Profile {
     bio: String,
 }
 
-const SELECT: &str =
-    "SELECT email, name, phone, job_title, timezone, locale, bio FROM users WHERE id = $1";
-
 /// GET /v1/profile
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn get(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
-    let p: Profile = sqlx::query_as(SELECT)
-        .bind(caller.user_id())
-        .fetch_one(&state.pool)
-        .await?;
+    let p = sqlx::query_as!(
+        Profile,
+        "SELECT email, name, phone, job_title, timezone, locale, bio FROM users WHERE id = $1",
+        caller.user_id() as UserId,
+    )
+    .fetch_one(&state.pool)
+    .await?;
     Ok(HttpResponse::Ok().json(p))
 }
 
@@ -59,10 +60,14 @@ pub async fn patch(
     let bio = b.bio.as_deref().map(fields::bio).transpose()?;
 
     let mut tx = state.pool.begin().await?;
-    let old: Profile = sqlx::query_as(&format!("{SELECT} FOR UPDATE"))
-        .bind(caller.user_id())
-        .fetch_one(&mut *tx)
-        .await?;
+    let old = sqlx::query_as!(
+        Profile,
+        "SELECT email, name, phone, job_title, timezone, locale, bio FROM users WHERE id = $1 \
+         FOR UPDATE",
+        caller.user_id() as UserId,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     let new = Profile {
         email: old.email.clone(),
         name: name.unwrap_or_else(|| old.name.clone()),
@@ -84,17 +89,17 @@ pub async fn patch(
         .into_iter()
         .filter_map(|(f, c)| c.then_some(f))
         .collect();
-        sqlx::query(
+        sqlx::query!(
             "UPDATE users SET name = $2, phone = $3, job_title = $4, timezone = $5, \
              locale = $6, bio = $7, updated_at = now() WHERE id = $1",
+            caller.user_id() as UserId,
+            &new.name,
+            &new.phone,
+            &new.job_title,
+            &new.timezone,
+            &new.locale,
+            &new.bio,
         )
-        .bind(caller.user_id())
-        .bind(&new.name)
-        .bind(&new.phone)
-        .bind(&new.job_title)
-        .bind(&new.timezone)
-        .bind(&new.locale)
-        .bind(&new.bio)
         .execute(&mut *tx)
         .await?;
         // The detail names the fields, not their values: audit rows outlive edits.
