@@ -19,38 +19,24 @@ use sqlx::PgPool;
 
 /// `RETURNING (xmax = 0)`: true for an insert, false for an update, no row
 /// when the WHERE found nothing to change.
-const DECLARED: &str = "INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor, \
-       currency, position, listed) \
-     VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true)) \
-     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, sla_hours = EXCLUDED.sla_hours, \
-       badges = COALESCE($5, skus.badges), monthly_price_minor = EXCLUDED.monthly_price_minor, \
-       position = COALESCE($8, skus.position), listed = COALESCE($9, skus.listed) \
-     WHERE (skus.name, skus.sla_hours, skus.badges, skus.monthly_price_minor, skus.position, skus.listed) \
-       IS DISTINCT FROM (EXCLUDED.name, EXCLUDED.sla_hours, COALESCE($5, skus.badges), \
-         EXCLUDED.monthly_price_minor, COALESCE($8, skus.position), COALESCE($9, skus.listed)) \
-     RETURNING (xmax = 0)";
-
-const MISSING: &str = "INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor, \
-       currency, position, listed) \
-     VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true)) \
-     ON CONFLICT (id) DO NOTHING RETURNING (xmax = 0)";
-
 /// Apply `skus` (already validated: [`hub_domain::catalog::Catalog::parse`]).
 pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Counts> {
     let mut counts = Counts::default();
     let mut tx = pool.begin().await?;
     // One applier at a time (two migration Jobs, a Job and a dev seed).
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('server_product.catalog'))")
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('server_product.catalog'))",)
         .execute(&mut *tx)
         .await?;
     for s in skus {
         if mode == Mode::Declared {
-            let fixed: Option<(String, String)> =
-                sqlx::query_as("SELECT fulfilment, currency FROM skus WHERE id = $1 FOR UPDATE")
-                    .bind(&s.id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if let Some((fulfilment, currency)) = fixed {
+            let fixed = sqlx::query!(
+                "SELECT fulfilment, currency FROM skus WHERE id = $1 FOR UPDATE",
+                &s.id,
+            )
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(f) = fixed {
+                let (fulfilment, currency) = (f.fulfilment, f.currency);
                 for (field, stored, declared) in [
                     ("fulfilment", &fulfilment, &s.fulfilment),
                     ("currency", &currency, &s.currency),
@@ -65,21 +51,51 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
                 }
             }
         }
-        let outcome: Option<bool> = sqlx::query_scalar(match mode {
-            Mode::Declared => DECLARED,
-            Mode::Missing => MISSING,
-        })
-        .bind(&s.id)
-        .bind(s.name.trim())
-        .bind(&s.fulfilment)
-        .bind(s.sla_hours)
-        .bind(&s.badges)
-        .bind(s.monthly_price_minor)
-        .bind(&s.currency)
-        .bind(s.position)
-        .bind(s.listed)
-        .fetch_optional(&mut *tx)
-        .await?;
+        // Declared: insert, or update the declared fields only if one differs
+        // (Some(true) inserted, Some(false) updated, None unchanged). Missing
+        // (the dev seed): insert only.
+        let outcome: Option<bool> = match mode {
+            Mode::Declared => sqlx::query_scalar!(
+                r#"INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor,
+                                    currency, position, listed)
+                   VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true))
+                   ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, sla_hours = EXCLUDED.sla_hours,
+                     badges = COALESCE($5, skus.badges), monthly_price_minor = EXCLUDED.monthly_price_minor,
+                     position = COALESCE($8, skus.position), listed = COALESCE($9, skus.listed)
+                   WHERE (skus.name, skus.sla_hours, skus.badges, skus.monthly_price_minor, skus.position, skus.listed)
+                     IS DISTINCT FROM (EXCLUDED.name, EXCLUDED.sla_hours, COALESCE($5, skus.badges),
+                       EXCLUDED.monthly_price_minor, COALESCE($8, skus.position), COALESCE($9, skus.listed))
+                   RETURNING (xmax = 0) AS "inserted!""#,
+                &s.id,
+                s.name.trim(),
+                &s.fulfilment,
+                s.sla_hours,
+                s.badges.as_deref(),
+                s.monthly_price_minor,
+                &s.currency,
+                s.position,
+                s.listed,
+            )
+            .fetch_optional(&mut *tx)
+            .await?,
+            Mode::Missing => sqlx::query_scalar!(
+                r#"INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor,
+                                    currency, position, listed)
+                   VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true))
+                   ON CONFLICT (id) DO NOTHING RETURNING (xmax = 0) AS "inserted!""#,
+                &s.id,
+                s.name.trim(),
+                &s.fulfilment,
+                s.sla_hours,
+                s.badges.as_deref(),
+                s.monthly_price_minor,
+                &s.currency,
+                s.position,
+                s.listed,
+            )
+            .fetch_optional(&mut *tx)
+            .await?,
+        };
         counts.add(outcome);
     }
     tx.commit().await?;

@@ -15,7 +15,7 @@
 //!  anything but failed/terminated ──transfer (owner of both)──> same state
 //! ```
 
-use crate::servers::{Row, COLUMNS};
+use crate::servers::Row;
 use hub_domain::OrgId;
 use service_kit::ApiError;
 use sqlx::PgConnection;
@@ -106,28 +106,30 @@ pub async fn transition(
     action: Action,
     now: OffsetDateTime,
 ) -> Result<Row, ApiError> {
-    let moved: Option<Row> = sqlx::query_as(&format!(
-        "UPDATE servers SET status = COALESCE($4, status), updated_at = $5, \
-           activated_at = CASE WHEN $4 = 'active' AND activated_at IS NULL THEN $5 ELSE activated_at END, \
-           terminated_at = CASE WHEN $4 = 'terminated' THEN $5 ELSE terminated_at END \
-         WHERE id = $1 AND org_id = $2 AND status = ANY($3) RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(org_id)
-    .bind(action.from())
-    .bind(action.to())
-    .bind(now)
+    let moved: Option<Row> = sqlx::query_as!(
+        Row,
+        r#"UPDATE servers SET status = COALESCE($4, status), updated_at = $5,
+           activated_at = CASE WHEN $4 = 'active' AND activated_at IS NULL THEN $5 ELSE activated_at END,
+           terminated_at = CASE WHEN $4 = 'terminated' THEN $5 ELSE terminated_at END
+           WHERE id = $1 AND org_id = $2 AND status = ANY($3) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        id,
+        org_id as OrgId,
+        action.from() as &[&str],
+        action.to(),
+        now,
+    )
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(row) = moved {
         return Ok(row);
     }
-    let state: Option<String> =
-        sqlx::query_scalar("SELECT status FROM servers WHERE id = $1 AND org_id = $2")
-            .bind(id)
-            .bind(org_id)
-            .fetch_optional(&mut *conn)
-            .await?;
+    let state: Option<String> = sqlx::query_scalar!(
+        "SELECT status FROM servers WHERE id = $1 AND org_id = $2",
+        id,
+        org_id as OrgId,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
     match state {
         None => Err(ApiError::NotFound),
         Some(s) => Err(ApiError::Conflict(format!(

@@ -10,10 +10,8 @@ use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-pub const COLUMNS: &str = "id, org_id, sku_id, hostname, status, fulfilment, provider_ref, \
-    credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at";
-
-#[derive(sqlx::FromRow, Clone)]
+/// A server as stored: every query returns these columns (`org_id` typed).
+#[derive(Clone)]
 pub struct Row {
     pub id: Uuid,
     pub org_id: OrgId,
@@ -80,11 +78,16 @@ pub fn credentials_aad(id: Uuid) -> Vec<u8> {
 
 /// Load server `id` (no lock); 404 when there is none.
 pub async fn load(conn: &mut PgConnection, id: Uuid) -> Result<Row, ApiError> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM servers WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or(ApiError::NotFound)
+    sqlx::query_as!(
+        Row,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref,
+                  credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at
+             FROM servers WHERE id = $1"#,
+        id,
+    )
+    .fetch_optional(conn)
+    .await?
+    .ok_or(ApiError::NotFound)
 }
 
 /// Server `id` if the caller may act on it with `cap`: 404 when there is no
@@ -117,16 +120,16 @@ pub async fn emit(
         data: row.server(),
     };
     let payload = serde_json::to_string(&event)?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO events (id, org_id, server_id, type, payload, created_at) \
-         VALUES ($1, $2, $3, $4, $5::jsonb, $6)",
+         VALUES ($1, $2, $3, $4, $5::text::jsonb, $6)",
+        event.id,
+        row.org_id as OrgId,
+        row.id,
+        kind,
+        &payload,
+        event.created_at,
     )
-    .bind(event.id)
-    .bind(row.org_id)
-    .bind(row.id)
-    .bind(kind)
-    .bind(&payload)
-    .bind(event.created_at)
     .execute(&mut *conn)
     .await?;
     outbox::enqueue_raw(
@@ -145,13 +148,13 @@ pub async fn open_usage(
     row: &Row,
     at: OffsetDateTime,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO usage_periods (server_id, org_id, sku_id, started_at) VALUES ($1, $2, $3, $4)",
+        row.id,
+        row.org_id as OrgId,
+        &row.sku_id,
+        at,
     )
-    .bind(row.id)
-    .bind(row.org_id)
-    .bind(&row.sku_id)
-    .bind(at)
     .execute(conn)
     .await?;
     Ok(())
@@ -164,11 +167,13 @@ pub async fn close_usage(
     server: Uuid,
     at: OffsetDateTime,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE usage_periods SET ended_at = $2 WHERE server_id = $1 AND ended_at IS NULL")
-        .bind(server)
-        .bind(at)
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "UPDATE usage_periods SET ended_at = $2 WHERE server_id = $1 AND ended_at IS NULL",
+        server,
+        at,
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

@@ -18,7 +18,6 @@ use event_contracts::SERVER_ACTIVE;
 use std::time::Duration;
 use uuid::Uuid;
 
-#[derive(sqlx::FromRow)]
 struct Job {
     server_id: Uuid,
     attempts: i32,
@@ -29,11 +28,12 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
     let mut taken = 0;
     loop {
         let mut tx = state.pool.begin().await?;
-        let job: Option<Job> = sqlx::query_as(
+        let job: Option<Job> = sqlx::query_as!(
+            Job,
             "SELECT server_id, attempts FROM provision_jobs WHERE due_at <= $1 \
              ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED",
+            state.clock.now(),
         )
-        .bind(state.clock.now())
         .fetch_optional(&mut *tx)
         .await?;
         let Some(job) = job else {
@@ -46,8 +46,7 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
         let now = state.clock.now();
         if row.status != "provisioning" {
             // Terminated (or otherwise moved on) while provisioning: drop the job.
-            sqlx::query("DELETE FROM provision_jobs WHERE server_id = $1")
-                .bind(row.id)
+            sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", row.id,)
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -58,11 +57,13 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
                 Some(r) => r.clone(),
                 None => {
                     let r = state.provider.create(&row.hostname).await?;
-                    sqlx::query("UPDATE servers SET provider_ref = $2 WHERE id = $1")
-                        .bind(row.id)
-                        .bind(&r)
-                        .execute(&mut *tx)
-                        .await?;
+                    sqlx::query!(
+                        "UPDATE servers SET provider_ref = $2 WHERE id = $1",
+                        row.id,
+                        &r,
+                    )
+                    .execute(&mut *tx)
+                    .await?;
                     r
                 }
             };
@@ -74,19 +75,20 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
                 let sealed = state
                     .sealer
                     .seal_json(&creds, &servers::credentials_aad(row.id))?;
-                sqlx::query("UPDATE servers SET credentials = $2 WHERE id = $1")
-                    .bind(row.id)
-                    .bind(sealed)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query!(
+                    "UPDATE servers SET credentials = $2 WHERE id = $1",
+                    row.id,
+                    sealed,
+                )
+                .execute(&mut *tx)
+                .await?;
                 let active =
                     lifecycle::transition(&mut tx, row.org_id, row.id, Action::Provisioned, now)
                         .await
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
                 servers::open_usage(&mut tx, &active, now).await?;
                 servers::emit(&mut tx, state, SERVER_ACTIVE, &active).await?;
-                sqlx::query("DELETE FROM provision_jobs WHERE server_id = $1")
-                    .bind(row.id)
+                sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", row.id,)
                     .execute(&mut *tx)
                     .await?;
             }
@@ -120,12 +122,12 @@ async fn reschedule(
     } else {
         poll
     };
-    sqlx::query(
+    sqlx::query!(
         "UPDATE provision_jobs SET due_at = $2, attempts = attempts + $3 WHERE server_id = $1",
+        id,
+        now + time::Duration::try_from(wait).unwrap_or(time::Duration::SECOND),
+        i32::from(error),
     )
-    .bind(id)
-    .bind(now + time::Duration::try_from(wait).unwrap_or(time::Duration::SECOND))
-    .bind(i32::from(error))
     .execute(tx)
     .await?;
     Ok(())
@@ -141,13 +143,14 @@ async fn fail(
     lifecycle::transition(tx, row.org_id, row.id, Action::Fail, now)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    sqlx::query("UPDATE servers SET failure = $2 WHERE id = $1")
-        .bind(row.id)
-        .bind(why.chars().take(500).collect::<String>())
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("DELETE FROM provision_jobs WHERE server_id = $1")
-        .bind(row.id)
+    sqlx::query!(
+        "UPDATE servers SET failure = $2 WHERE id = $1",
+        row.id,
+        why.chars().take(500).collect::<String>(),
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", row.id,)
         .execute(&mut *tx)
         .await?;
     Ok(())

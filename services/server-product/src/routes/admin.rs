@@ -3,11 +3,12 @@
 use crate::{
     lifecycle::{self, Action},
     provider::Credentials,
-    servers::{self, Row, Server, COLUMNS},
+    servers::{self, Row, Server},
     state::AppState,
 };
 use actix_web::{web, HttpResponse};
 use event_contracts::SERVER_ACTIVE;
+use hub_domain::{OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::StaffCaller, ApiError, ApiResult};
@@ -25,9 +26,10 @@ struct Queued {
 /// GET /v1/admin/fulfilment (staff): manual orders waiting, oldest due first.
 #[tracing::instrument(skip_all)]
 pub async fn queue(state: web::Data<AppState>, _staff: StaffCaller) -> ApiResult<HttpResponse> {
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM servers WHERE status = 'pending_fulfilment' ORDER BY due_at, id LIMIT 500"
-    ))
+    let rows: Vec<Row> = sqlx::query_as!(
+        Row,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE status = 'pending_fulfilment' ORDER BY due_at, id LIMIT 500"#,
+    )
     .fetch_all(&state.pool)
     .await?;
     let now = state.clock.now();
@@ -83,11 +85,13 @@ pub async fn complete(
         .seal_json(&creds, &servers::credentials_aad(id))?;
     let mut tx = state.pool.begin().await?;
     let active = lifecycle::transition(&mut tx, row.org_id, id, Action::Fulfil, now).await?;
-    sqlx::query("UPDATE servers SET credentials = $2 WHERE id = $1")
-        .bind(id)
-        .bind(sealed)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE servers SET credentials = $2 WHERE id = $1",
+        id,
+        sealed,
+    )
+    .execute(&mut *tx)
+    .await?;
     servers::open_usage(&mut tx, &active, now).await?;
     servers::emit(&mut tx, &state, SERVER_ACTIVE, &active).await?;
     service_kit::outbox::audit(
@@ -115,7 +119,7 @@ pub struct NewWindow {
     ends_at: OffsetDateTime,
 }
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 pub struct Window {
     id: Uuid,
     title: String,
@@ -142,17 +146,18 @@ pub async fn add_window(
     if body.ends_at <= body.starts_at {
         return Err(ApiError::bad_request("ends_at must be after starts_at"));
     }
-    let w: Window = sqlx::query_as(
+    let w: Window = sqlx::query_as!(
+        Window,
         "INSERT INTO maintenance_windows (id, title, description, starts_at, ends_at, created_by, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, title, description, starts_at, ends_at",
+        Uuid::now_v7(),
+        body.title.trim(),
+        &body.description,
+        body.starts_at,
+        body.ends_at,
+        staff.user_id() as UserId,
+        state.clock.now(),
     )
-    .bind(Uuid::now_v7())
-    .bind(body.title.trim())
-    .bind(&body.description)
-    .bind(body.starts_at)
-    .bind(body.ends_at)
-    .bind(staff.user_id())
-    .bind(state.clock.now())
     .fetch_one(&state.pool)
     .await?;
     Ok(HttpResponse::Created().json(w))
@@ -164,11 +169,12 @@ pub async fn upcoming(
     state: web::Data<AppState>,
     _ctx: service_kit::assertion::RequestCtx,
 ) -> ApiResult<HttpResponse> {
-    let ws: Vec<Window> = sqlx::query_as(
+    let ws: Vec<Window> = sqlx::query_as!(
+        Window,
         "SELECT id, title, description, starts_at, ends_at FROM maintenance_windows \
          WHERE ends_at > $1 ORDER BY starts_at, id LIMIT 200",
+        state.clock.now(),
     )
-    .bind(state.clock.now())
     .fetch_all(&state.pool)
     .await?;
     Ok(HttpResponse::Ok().json(ws))

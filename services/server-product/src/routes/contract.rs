@@ -6,7 +6,7 @@
 use super::servers::{order, terminate_server};
 use crate::{
     lifecycle::{self, Action},
-    servers::{self, Row, COLUMNS},
+    servers::{self, Row},
     state::AppState,
 };
 use actix_web::{web, HttpResponse};
@@ -63,10 +63,11 @@ pub async fn services(
     q: web::Query<OrgQuery>,
 ) -> ApiResult<HttpResponse> {
     caller.require(q.org_id, Capability::Read)?;
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM servers WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1000"
-    ))
-    .bind(q.org_id)
+    let rows: Vec<Row> = sqlx::query_as!(
+        Row,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1000"#,
+        q.org_id as OrgId,
+    )
     .fetch_all(&state.pool)
     .await?;
     Ok(HttpResponse::Ok().json(rows.iter().map(Service::from).collect::<Vec<_>>()))
@@ -158,11 +159,12 @@ pub async fn resize(
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
-    let plan: Option<String> =
-        sqlx::query_scalar("SELECT fulfilment FROM skus WHERE id = $1 AND listed")
-            .bind(&body.plan)
-            .fetch_optional(&state.pool)
-            .await?;
+    let plan: Option<String> = sqlx::query_scalar!(
+        "SELECT fulfilment FROM skus WHERE id = $1 AND listed",
+        &body.plan,
+    )
+    .fetch_optional(&state.pool)
+    .await?;
     match plan {
         None => return Err(ApiError::bad_request("plan is not a SKU of the catalog")),
         Some(f) if f != row.fulfilment => {
@@ -178,11 +180,12 @@ pub async fn resize(
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     lifecycle::transition(&mut tx, row.org_id, id, Action::Resize, now).await?;
-    let resized: Row = sqlx::query_as(&format!(
-        "UPDATE servers SET sku_id = $2 WHERE id = $1 RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(&body.plan)
+    let resized: Row = sqlx::query_as!(
+        Row,
+        r#"UPDATE servers SET sku_id = $2 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        id,
+        &body.plan,
+    )
     .fetch_one(&mut *tx)
     .await?;
     servers::close_usage(&mut tx, id, now).await?;
@@ -227,12 +230,13 @@ pub async fn transfer(
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     lifecycle::transition(&mut tx, row.org_id, id, Action::Transfer, now).await?;
-    let moved = sqlx::query_as::<_, Row>(&format!(
-        "UPDATE servers SET org_id = $2, updated_at = $3 WHERE id = $1 RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(body.to_org_id)
-    .bind(now)
+    let moved = sqlx::query_as!(
+        Row,
+        r#"UPDATE servers SET org_id = $2, updated_at = $3 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        id,
+        body.to_org_id as OrgId,
+        now,
+    )
     .fetch_one(&mut *tx)
     .await;
     let moved = match moved {
@@ -245,10 +249,10 @@ pub async fn transfer(
         }
         Err(e) => return Err(e.into()),
     };
-    let had_usage: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM usage_periods WHERE server_id = $1 AND ended_at IS NULL)",
+    let had_usage: bool = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM usage_periods WHERE server_id = $1 AND ended_at IS NULL) AS "open!""#,
+        id,
     )
-    .bind(id)
     .fetch_one(&mut *tx)
     .await?;
     if had_usage {
@@ -270,7 +274,7 @@ pub async fn transfer(
     Ok(HttpResponse::Ok().json(Service::from(&moved)))
 }
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct Period {
     #[serde(skip)]
     server_id: Uuid,
@@ -290,13 +294,14 @@ struct Usage {
 }
 
 async fn usage_of(state: &AppState, org: OrgId) -> ApiResult<Vec<Usage>> {
-    let periods: Vec<Period> = sqlx::query_as(
-        "SELECT server_id, sku_id AS plan, started_at, ended_at, \
-           floor(extract(epoch FROM (COALESCE(ended_at, $2) - started_at)))::bigint AS seconds \
-         FROM usage_periods WHERE org_id = $1 ORDER BY server_id, started_at",
+    let periods: Vec<Period> = sqlx::query_as!(
+        Period,
+        r#"SELECT server_id, sku_id AS plan, started_at, ended_at,
+           floor(extract(epoch FROM (COALESCE(ended_at, $2) - started_at)))::bigint AS "seconds!"
+         FROM usage_periods WHERE org_id = $1 ORDER BY server_id, started_at"#,
+        org as OrgId,
+        state.clock.now(),
     )
-    .bind(org)
-    .bind(state.clock.now())
     .fetch_all(&state.pool)
     .await?;
     let mut out: Vec<Usage> = Vec::new();
@@ -335,17 +340,19 @@ pub async fn export(
     q: web::Query<OrgQuery>,
 ) -> ApiResult<HttpResponse> {
     caller.require(q.org_id, Capability::Admin)?;
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM servers WHERE org_id = $1 ORDER BY created_at, id"
-    ))
-    .bind(q.org_id)
+    let rows: Vec<Row> = sqlx::query_as!(
+        Row,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at, id"#,
+        q.org_id as OrgId,
+    )
     .fetch_all(&state.pool)
     .await?;
-    let events: Vec<serde_json::Value> =
-        sqlx::query_scalar("SELECT payload FROM events WHERE org_id = $1 ORDER BY created_at, id")
-            .bind(q.org_id)
-            .fetch_all(&state.pool)
-            .await?;
+    let events: Vec<serde_json::Value> = sqlx::query_scalar!(
+        "SELECT payload FROM events WHERE org_id = $1 ORDER BY created_at, id",
+        q.org_id as OrgId,
+    )
+    .fetch_all(&state.pool)
+    .await?;
     Ok(HttpResponse::Ok().json(json!({
         "org_id": q.org_id,
         "exported_at": state.clock.now().format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),

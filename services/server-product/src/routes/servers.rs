@@ -7,13 +7,13 @@
 use crate::{
     lifecycle::{self, Action},
     provider::Credentials,
-    servers::{self, Row, Server, COLUMNS},
+    servers::{self, Row, Server},
     state::AppState,
 };
 use actix_web::{web, HttpResponse};
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use event_contracts::{SERVER_CREATED, SERVER_TERMINATED};
-use hub_domain::{Capability, OrgId};
+use hub_domain::{Capability, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
@@ -39,13 +39,14 @@ pub async fn order(
 ) -> ApiResult<Row> {
     caller.require(org_id, Capability::OperateServers)?;
     let hostname = servers::hostname(hostname)?;
-    let sku: Option<(String, Option<i32>)> =
-        sqlx::query_as("SELECT fulfilment, sla_hours FROM skus WHERE id = $1 AND listed")
-            .bind(sku_id)
-            .fetch_optional(&state.pool)
-            .await?;
-    let (fulfilment, sla_hours) =
-        sku.ok_or_else(|| ApiError::bad_request("sku_id is not a SKU of the catalog"))?;
+    let sku = sqlx::query!(
+        "SELECT fulfilment, sla_hours FROM skus WHERE id = $1 AND listed",
+        sku_id,
+    )
+    .fetch_optional(&state.pool)
+    .await?
+    .ok_or_else(|| ApiError::bad_request("sku_id is not a SKU of the catalog"))?;
+    let (fulfilment, sla_hours) = (sku.fulfilment, sku.sla_hours);
     let now = state.clock.now();
     let (status, due_at) = match sla_hours {
         Some(h) => (
@@ -55,19 +56,20 @@ pub async fn order(
         None => ("provisioning", None),
     };
     let mut tx = state.pool.begin().await?;
-    let inserted = sqlx::query_as::<_, Row>(&format!(
-        "INSERT INTO servers (id, org_id, sku_id, hostname, status, fulfilment, due_at, created_by, \
-           created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING {COLUMNS}"
-    ))
-    .bind(Uuid::now_v7())
-    .bind(org_id)
-    .bind(sku_id)
-    .bind(&hostname)
-    .bind(status)
-    .bind(&fulfilment)
-    .bind(due_at)
-    .bind(caller.user_id())
-    .bind(now)
+    let inserted = sqlx::query_as!(
+        Row,
+        r#"INSERT INTO servers (id, org_id, sku_id, hostname, status, fulfilment, due_at, created_by,
+           created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        Uuid::now_v7(),
+        org_id as OrgId,
+        sku_id,
+        &hostname,
+        status,
+        &fulfilment,
+        due_at,
+        caller.user_id() as UserId,
+        now,
+    )
     .fetch_one(&mut *tx)
     .await;
     let row = match inserted {
@@ -80,11 +82,13 @@ pub async fn order(
         Err(e) => return Err(e.into()),
     };
     if fulfilment == "api" {
-        sqlx::query("INSERT INTO provision_jobs (server_id, due_at) VALUES ($1, $2)")
-            .bind(row.id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!(
+            "INSERT INTO provision_jobs (server_id, due_at) VALUES ($1, $2)",
+            row.id,
+            now,
+        )
+        .execute(&mut *tx)
+        .await?;
     }
     servers::emit(&mut tx, state, SERVER_CREATED, &row).await?;
     service_kit::outbox::audit(
@@ -150,15 +154,16 @@ pub async fn list(
         )));
     }
     let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
-    let rows: Vec<Row> = sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM servers WHERE org_id = $1 \
-           AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3)) \
-         ORDER BY created_at DESC, id DESC LIMIT $4"
-    ))
-    .bind(q.org_id)
-    .bind(after.map(|a| a.0))
-    .bind(after.map(|a| a.1))
-    .bind(limit + 1)
+    let rows: Vec<Row> = sqlx::query_as!(
+        Row,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1
+           AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+           ORDER BY created_at DESC, id DESC LIMIT $4"#,
+        q.org_id as OrgId,
+        after.map(|a| a.0),
+        after.map(|a| a.1),
+        limit + 1,
+    )
     .fetch_all(&state.pool)
     .await?;
     let more = rows.len() as i64 > limit;
@@ -285,8 +290,7 @@ pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> Ap
     let mut tx = state.pool.begin().await?;
     let done = lifecycle::transition(&mut tx, row.org_id, id, Action::Terminate, now).await?;
     servers::close_usage(&mut tx, id, now).await?;
-    sqlx::query("DELETE FROM provision_jobs WHERE server_id = $1")
-        .bind(id)
+    sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", id,)
         .execute(&mut *tx)
         .await?;
     servers::emit(&mut tx, state, SERVER_TERMINATED, &done).await?;

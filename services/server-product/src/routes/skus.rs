@@ -19,7 +19,7 @@ use service_kit::{
     ApiError, ApiResult,
 };
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct Sku {
     id: String,
     name: String,
@@ -32,7 +32,8 @@ struct Sku {
 
 /// GET /v1/skus (public): listed SKUs in catalog order.
 pub async fn list(state: web::Data<AppState>, _ctx: RequestCtx) -> ApiResult<HttpResponse> {
-    let skus: Vec<Sku> = sqlx::query_as(
+    let skus: Vec<Sku> = sqlx::query_as!(
+        Sku,
         "SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency \
          FROM skus WHERE listed ORDER BY position, id",
     )
@@ -42,7 +43,7 @@ pub async fn list(state: web::Data<AppState>, _ctx: RequestCtx) -> ApiResult<Htt
 }
 
 /// A SKU as staff see it: with its position and whether it is listed.
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct AdminSku {
     id: String,
     name: String,
@@ -55,15 +56,13 @@ struct AdminSku {
     listed: bool,
 }
 
-const ADMIN_COLUMNS: &str =
-    "id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed";
-
 /// GET /v1/admin/skus (staff): every SKU, retired ones too, in catalog order.
 #[tracing::instrument(skip_all)]
 pub async fn all(_staff: StaffCaller, state: web::Data<AppState>) -> ApiResult<HttpResponse> {
-    let skus: Vec<AdminSku> = sqlx::query_as(&format!(
-        "SELECT {ADMIN_COLUMNS} FROM skus ORDER BY position, id LIMIT 5000"
-    ))
+    let skus: Vec<AdminSku> = sqlx::query_as!(
+        AdminSku,
+        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed FROM skus ORDER BY position, id LIMIT 5000"#,
+    )
     .fetch_all(&state.pool)
     .await?;
     Ok(HttpResponse::Ok().json(skus))
@@ -80,20 +79,21 @@ pub async fn create(
     let s = body.into_inner();
     s.validate().map_err(ApiError::BadRequest)?;
     let mut tx = state.pool.begin().await?;
-    let created: Option<AdminSku> = sqlx::query_as(&format!(
-        "INSERT INTO skus ({ADMIN_COLUMNS}) \
-         VALUES ($1, $2, $3, $4, COALESCE($5, '{{}}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true)) \
-         ON CONFLICT (id) DO NOTHING RETURNING {ADMIN_COLUMNS}"
-    ))
-    .bind(&s.id)
-    .bind(s.name.trim())
-    .bind(&s.fulfilment)
-    .bind(s.sla_hours)
-    .bind(&s.badges)
-    .bind(s.monthly_price_minor)
-    .bind(&s.currency)
-    .bind(s.position)
-    .bind(s.listed)
+    let created: Option<AdminSku> = sqlx::query_as!(
+        AdminSku,
+        r#"INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed)
+           VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true))
+           ON CONFLICT (id) DO NOTHING RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed"#,
+        &s.id,
+        s.name.trim(),
+        &s.fulfilment,
+        s.sla_hours,
+        s.badges.as_deref(),
+        s.monthly_price_minor,
+        &s.currency,
+        s.position,
+        s.listed,
+    )
     .fetch_optional(&mut *tx)
     .await?;
     let Some(created) = created else {
@@ -189,10 +189,11 @@ pub async fn update(
         return Err(ApiError::NotFound);
     }
     let mut tx = state.pool.begin().await?;
-    let current: AdminSku = sqlx::query_as(&format!(
-        "SELECT {ADMIN_COLUMNS} FROM skus WHERE id = $1 FOR UPDATE"
-    ))
-    .bind(&id)
+    let current: AdminSku = sqlx::query_as!(
+        AdminSku,
+        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed FROM skus WHERE id = $1 FOR UPDATE"#,
+        &id,
+    )
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(ApiError::NotFound)?;
@@ -209,19 +210,20 @@ pub async fn update(
     }
     let sla_hours = p.sla_hours.unwrap_or(current.sla_hours);
     catalog::check_fulfilment(&current.fulfilment, sla_hours).map_err(ApiError::Unprocessable)?;
-    let updated: AdminSku = sqlx::query_as(&format!(
-        "UPDATE skus SET name = COALESCE($2, name), monthly_price_minor = COALESCE($3, monthly_price_minor), \
-           sla_hours = $4, badges = COALESCE($5, badges), position = COALESCE($6, position), \
-           listed = COALESCE($7, listed) \
-         WHERE id = $1 RETURNING {ADMIN_COLUMNS}"
-    ))
-    .bind(&id)
-    .bind(p.name.as_deref().map(str::trim))
-    .bind(p.monthly_price_minor)
-    .bind(sla_hours)
-    .bind(&p.badges)
-    .bind(p.position)
-    .bind(p.listed)
+    let updated: AdminSku = sqlx::query_as!(
+        AdminSku,
+        r#"UPDATE skus SET name = COALESCE($2, name), monthly_price_minor = COALESCE($3, monthly_price_minor),
+           sla_hours = $4, badges = COALESCE($5, badges), position = COALESCE($6, position),
+           listed = COALESCE($7, listed)
+           WHERE id = $1 RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed"#,
+        &id,
+        p.name.as_deref().map(str::trim),
+        p.monthly_price_minor,
+        sla_hours,
+        p.badges.as_deref(),
+        p.position,
+        p.listed,
+    )
     .fetch_one(&mut *tx)
     .await?;
     let mut changed = serde_json::Map::new();
