@@ -26,7 +26,7 @@ pub async fn run_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
     .await?
     .rows_affected();
     // The longest window is one hour.
-    n += sqlx::query!("DELETE FROM rate_limit_hits WHERE at < now() - interval '2 hours'",)
+    n += sqlx::query!("DELETE FROM rate_limit_hits WHERE at < now() - interval '2 hours'")
         .execute(pool)
         .await?
         .rows_affected();

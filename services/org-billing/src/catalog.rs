@@ -21,39 +21,6 @@ pub struct Applied {
     pub coverage: Counts,
 }
 
-/// Insert or update: `RETURNING (xmax = 0)` is true for an insert, false for
-/// an update, and no row for a conflict the WHERE left alone.
-const DECLARED: &str = "INSERT INTO distributors (id, name, country, legal_name, currency, tax_id, \
-       address, bank_name, bank_iban, bank_swift, contact_phone, contact_email, notes, profit_pct) \
-     VALUES ($1, $2, $3, $4, $5, COALESCE($6, ''), COALESCE($7, ''), COALESCE($8, ''), \
-       COALESCE($9, ''), COALESCE($10, ''), COALESCE($11, ''), COALESCE($12, ''), COALESCE($13, ''), \
-       COALESCE($14::float8::numeric(5, 2), 0)) \
-     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, country = EXCLUDED.country, \
-       legal_name = EXCLUDED.legal_name, currency = EXCLUDED.currency, \
-       tax_id = COALESCE($6, distributors.tax_id), address = COALESCE($7, distributors.address), \
-       bank_name = COALESCE($8, distributors.bank_name), bank_iban = COALESCE($9, distributors.bank_iban), \
-       bank_swift = COALESCE($10, distributors.bank_swift), \
-       contact_phone = COALESCE($11, distributors.contact_phone), \
-       contact_email = COALESCE($12, distributors.contact_email), \
-       notes = COALESCE($13, distributors.notes), \
-       profit_pct = COALESCE($14::float8::numeric(5, 2), distributors.profit_pct) \
-     WHERE (distributors.name, distributors.country, distributors.legal_name, distributors.currency, \
-            distributors.tax_id, distributors.address, distributors.bank_name, distributors.bank_iban, \
-            distributors.bank_swift, distributors.contact_phone, distributors.contact_email, \
-            distributors.notes, distributors.profit_pct) \
-       IS DISTINCT FROM (EXCLUDED.name, EXCLUDED.country, EXCLUDED.legal_name, EXCLUDED.currency, \
-            COALESCE($6, distributors.tax_id), COALESCE($7, distributors.address), \
-            COALESCE($8, distributors.bank_name), COALESCE($9, distributors.bank_iban), \
-            COALESCE($10, distributors.bank_swift), COALESCE($11, distributors.contact_phone), \
-            COALESCE($12, distributors.contact_email), COALESCE($13, distributors.notes), \
-            COALESCE($14::float8::numeric(5, 2), distributors.profit_pct)) \
-     RETURNING (xmax = 0)";
-
-const COVER: &str = "INSERT INTO distributor_coverage (country, distributor_id) VALUES ($1, $2) \
-     ON CONFLICT (country) DO UPDATE SET distributor_id = EXCLUDED.distributor_id \
-     WHERE distributor_coverage.distributor_id IS DISTINCT FROM EXCLUDED.distributor_id \
-     RETURNING (xmax = 0)";
-
 /// Apply `distributors` (already validated: [`hub_domain::catalog::Catalog::parse`]).
 pub async fn apply(
     pool: &PgPool,
@@ -63,53 +30,105 @@ pub async fn apply(
     let mut applied = Applied::default();
     let mut tx = pool.begin().await?;
     // One applier at a time (two migration Jobs, a Job and a dev seed).
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('org_billing.catalog'))")
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('org_billing.catalog'))")
         .execute(&mut *tx)
         .await?;
-    let (upsert, cover) = match mode {
-        Mode::Declared => (DECLARED.to_owned(), COVER.to_owned()),
-        Mode::Missing => (
-            insert_only(DECLARED, "ON CONFLICT (id)"),
-            insert_only(COVER, "ON CONFLICT (country)"),
-        ),
-    };
+    // Each statement answers `RETURNING (xmax = 0)`: true for an insert, false
+    // for an update, and no row where nothing changed. Declared: insert, or
+    // update the declared fields only if one differs. Missing (the dev seed):
+    // insert only. One distributor's arguments, for either statement:
+    macro_rules! upsert {
+        ($d:ident, $tx:ident, $sql:literal) => {
+            sqlx::query_scalar!(
+                $sql,
+                $d.id,
+                $d.name.trim(),
+                &$d.country,
+                $d.legal_name.trim(),
+                &$d.currency,
+                $d.tax_id.as_deref(),
+                $d.address.as_deref(),
+                $d.bank_name.as_deref(),
+                $d.bank_iban.as_deref(),
+                $d.bank_swift.as_deref(),
+                $d.contact_phone.as_deref(),
+                $d.contact_email.as_deref(),
+                $d.notes.as_deref(),
+                $d.profit_pct,
+            )
+            .fetch_optional(&mut *$tx)
+            .await?
+        };
+    }
     for d in distributors {
-        let outcome: Option<bool> = sqlx::query_scalar(&upsert)
-            .bind(d.id)
-            .bind(d.name.trim())
-            .bind(&d.country)
-            .bind(d.legal_name.trim())
-            .bind(&d.currency)
-            .bind(&d.tax_id)
-            .bind(&d.address)
-            .bind(&d.bank_name)
-            .bind(&d.bank_iban)
-            .bind(&d.bank_swift)
-            .bind(&d.contact_phone)
-            .bind(&d.contact_email)
-            .bind(&d.notes)
-            .bind(d.profit_pct)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let outcome: Option<bool> = match mode {
+            Mode::Declared => upsert!(
+                d,
+                tx,
+                r#"INSERT INTO distributors (id, name, country, legal_name, currency, tax_id,
+                       address, bank_name, bank_iban, bank_swift, contact_phone, contact_email, notes, profit_pct)
+                   VALUES ($1, $2, $3, $4, $5, COALESCE($6, ''), COALESCE($7, ''), COALESCE($8, ''),
+                       COALESCE($9, ''), COALESCE($10, ''), COALESCE($11, ''), COALESCE($12, ''), COALESCE($13, ''),
+                       COALESCE($14::float8::numeric(5, 2), 0))
+                   ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, country = EXCLUDED.country,
+                       legal_name = EXCLUDED.legal_name, currency = EXCLUDED.currency,
+                       tax_id = COALESCE($6, distributors.tax_id), address = COALESCE($7, distributors.address),
+                       bank_name = COALESCE($8, distributors.bank_name), bank_iban = COALESCE($9, distributors.bank_iban),
+                       bank_swift = COALESCE($10, distributors.bank_swift),
+                       contact_phone = COALESCE($11, distributors.contact_phone),
+                       contact_email = COALESCE($12, distributors.contact_email),
+                       notes = COALESCE($13, distributors.notes),
+                       profit_pct = COALESCE($14::float8::numeric(5, 2), distributors.profit_pct)
+                   WHERE (distributors.name, distributors.country, distributors.legal_name, distributors.currency,
+                          distributors.tax_id, distributors.address, distributors.bank_name, distributors.bank_iban,
+                          distributors.bank_swift, distributors.contact_phone, distributors.contact_email,
+                          distributors.notes, distributors.profit_pct)
+                     IS DISTINCT FROM (EXCLUDED.name, EXCLUDED.country, EXCLUDED.legal_name, EXCLUDED.currency,
+                          COALESCE($6, distributors.tax_id), COALESCE($7, distributors.address),
+                          COALESCE($8, distributors.bank_name), COALESCE($9, distributors.bank_iban),
+                          COALESCE($10, distributors.bank_swift), COALESCE($11, distributors.contact_phone),
+                          COALESCE($12, distributors.contact_email), COALESCE($13, distributors.notes),
+                          COALESCE($14::float8::numeric(5, 2), distributors.profit_pct))
+                   RETURNING (xmax = 0) AS "inserted!""#
+            ),
+            Mode::Missing => upsert!(
+                d,
+                tx,
+                r#"INSERT INTO distributors (id, name, country, legal_name, currency, tax_id,
+                       address, bank_name, bank_iban, bank_swift, contact_phone, contact_email, notes, profit_pct)
+                   VALUES ($1, $2, $3, $4, $5, COALESCE($6, ''), COALESCE($7, ''), COALESCE($8, ''),
+                       COALESCE($9, ''), COALESCE($10, ''), COALESCE($11, ''), COALESCE($12, ''), COALESCE($13, ''),
+                       COALESCE($14::float8::numeric(5, 2), 0))
+                   ON CONFLICT (id) DO NOTHING RETURNING (xmax = 0) AS "inserted!""#
+            ),
+        };
         applied.distributors.add(outcome);
         for country in &d.covers {
-            let outcome: Option<bool> = sqlx::query_scalar(&cover)
-                .bind(country)
-                .bind(d.id)
+            let outcome: Option<bool> = match mode {
+                Mode::Declared => sqlx::query_scalar!(
+                    r#"INSERT INTO distributor_coverage (country, distributor_id) VALUES ($1, $2)
+                       ON CONFLICT (country) DO UPDATE SET distributor_id = EXCLUDED.distributor_id
+                       WHERE distributor_coverage.distributor_id IS DISTINCT FROM EXCLUDED.distributor_id
+                       RETURNING (xmax = 0) AS "inserted!""#,
+                    country,
+                    d.id,
+                )
                 .fetch_optional(&mut *tx)
-                .await?;
+                .await?,
+                Mode::Missing => sqlx::query_scalar!(
+                    r#"INSERT INTO distributor_coverage (country, distributor_id) VALUES ($1, $2)
+                       ON CONFLICT (country) DO NOTHING RETURNING (xmax = 0) AS "inserted!""#,
+                    country,
+                    d.id,
+                )
+                .fetch_optional(&mut *tx)
+                .await?,
+            };
             applied.coverage.add(outcome);
         }
     }
     tx.commit().await?;
     Ok(applied)
-}
-
-/// `sql` with its `ON CONFLICT ... DO UPDATE ... WHERE ...` replaced by
-/// `DO NOTHING` (the parameters of the update part stay typed by the insert).
-fn insert_only(sql: &str, conflict: &str) -> String {
-    let head = sql.split(conflict).next().unwrap_or(sql);
-    format!("{head}{conflict} DO NOTHING RETURNING (xmax = 0)")
 }
 
 /// Apply the declared catalog of `catalog.file` (the `migrate` subcommand)
@@ -129,20 +148,4 @@ pub async fn apply_declared(
         "catalog applied: distributors"
     );
     Ok(a)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_seed_mode_only_inserts() {
-        let sql = insert_only(DECLARED, "ON CONFLICT (id)");
-        assert!(sql.ends_with("ON CONFLICT (id) DO NOTHING RETURNING (xmax = 0)"));
-        assert!(!sql.contains("DO UPDATE"));
-        // $6..$14 keep their types from the VALUES list.
-        assert!(sql.contains("$14::float8"));
-        let c = insert_only(COVER, "ON CONFLICT (country)");
-        assert!(c.ends_with("ON CONFLICT (country) DO NOTHING RETURNING (xmax = 0)"));
-    }
 }

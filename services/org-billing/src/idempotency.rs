@@ -43,26 +43,27 @@ async fn begin(
     key: &str,
     hash: &[u8],
 ) -> sqlx::Result<Begin> {
-    let inserted = sqlx::query(
+    let inserted = sqlx::query!(
         "INSERT INTO idempotency_keys (scope, key, request_hash) VALUES ($1, $2, $3) \
          ON CONFLICT (scope, key) DO NOTHING",
+        scope,
+        key,
+        hash,
     )
-    .bind(scope)
-    .bind(key)
-    .bind(hash)
     .execute(&mut *conn)
     .await?
     .rows_affected();
     if inserted == 1 {
         return Ok(Begin::Fresh);
     }
-    let (stored_hash, status, body): (Vec<u8>, Option<i32>, Option<Value>) = sqlx::query_as(
+    let stored = sqlx::query!(
         "SELECT request_hash, status, body FROM idempotency_keys WHERE scope = $1 AND key = $2",
+        scope,
+        key,
     )
-    .bind(scope)
-    .bind(key)
     .fetch_one(&mut *conn)
     .await?;
+    let (stored_hash, status, body) = (stored.request_hash, stored.status, stored.body);
     if stored_hash != hash {
         return Ok(Begin::Mismatch);
     }
@@ -92,13 +93,13 @@ pub async fn settle(
     };
     match (key, stored) {
         (Some(k), Some((status, body))) => {
-            sqlx::query(
+            sqlx::query!(
                 "UPDATE idempotency_keys SET status = $3, body = $4 WHERE scope = $1 AND key = $2",
+                scope,
+                k,
+                status,
+                &body,
             )
-            .bind(scope)
-            .bind(k)
-            .bind(status)
-            .bind(&body)
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;

@@ -129,7 +129,7 @@ const SEAL_BATCH: i64 = 200;
 /// are gone this only applies the migrations. Returns how many rows it sealed.
 pub async fn finish_migrations(pool: &PgPool, sealer: &Sealer) -> anyhow::Result<u64> {
     let mut lock = pool.acquire().await?;
-    sqlx::query("SELECT pg_advisory_lock(hashtext('org-billing-seal-legal-identity'))")
+    sqlx::query!("SELECT pg_advisory_lock(hashtext('org-billing-seal-legal-identity'))")
         .execute(&mut *lock)
         .await?;
     let result = seal_plaintext(pool, sealer).await;
@@ -139,8 +139,8 @@ pub async fn finish_migrations(pool: &PgPool, sealer: &Sealer) -> anyhow::Result
             .map(|_| n),
         Err(e) => Err(e),
     };
-    sqlx::query("SELECT pg_advisory_unlock(hashtext('org-billing-seal-legal-identity'))")
-        .execute(&mut *lock)
+    sqlx::query_scalar!("SELECT pg_advisory_unlock(hashtext('org-billing-seal-legal-identity'))")
+        .fetch_one(&mut *lock)
         .await?;
     let n = result?;
     if n > 0 {
@@ -153,10 +153,10 @@ pub async fn finish_migrations(pool: &PgPool, sealer: &Sealer) -> anyhow::Result
 }
 
 async fn seal_plaintext(pool: &PgPool, sealer: &Sealer) -> anyhow::Result<u64> {
-    let has_plaintext: bool = sqlx::query_scalar(
+    let has_plaintext: bool = sqlx::query_scalar!(
         "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
            WHERE table_schema = current_schema() AND table_name = 'organizations' \
-             AND column_name = 'tax_id')",
+             AND column_name = 'tax_id') AS \"exists!\"",
     )
     .fetch_one(pool)
     .await?;
@@ -168,6 +168,10 @@ async fn seal_plaintext(pool: &PgPool, sealer: &Sealer) -> anyhow::Result<u64> {
         let mut tx = pool.begin().await?;
         // Anything the plaintext columns hold, verified or not: nothing in
         // clear may survive them.
+        // A runtime string, not a checked macro: these columns exist only
+        // between migrations 20261124200001 and 20261124200002, which this
+        // step runs between; the schema the macros check against (every
+        // migration applied) no longer has them.
         let rows: Vec<Plain> = sqlx::query_as(
             "SELECT id, legal_name, tax_id, registration_number, registered_address \
              FROM organizations \
@@ -233,19 +237,19 @@ pub async fn apply(state: &AppState, org_id: OrgId, s: &KycState) -> anyhow::Res
         .as_ref()
         .map(|i| seal_identity(&state.sealer, org_id, i))
         .transpose()?;
-    let applied = sqlx::query(
+    let applied = sqlx::query!(
         "UPDATE organizations SET kyc_version = $2, kyc_status = $3, kyc_tier = $4, \
            kyc_verified_at = $5, kyc_locked = $6, \
            legal_identity = COALESCE($7, legal_identity) \
          WHERE id = $1 AND kyc_version < $2",
+        org_id as OrgId,
+        s.version,
+        &s.kyc_status,
+        s.kyc_tier,
+        s.kyc_verified_at,
+        sealed.is_some(),
+        sealed,
     )
-    .bind(org_id)
-    .bind(s.version)
-    .bind(&s.kyc_status)
-    .bind(s.kyc_tier)
-    .bind(s.kyc_verified_at)
-    .bind(sealed.is_some())
-    .bind(sealed)
     .execute(&state.pool)
     .await?
     .rows_affected()
@@ -256,11 +260,12 @@ pub async fn apply(state: &AppState, org_id: OrgId, s: &KycState) -> anyhow::Res
 /// The guarantee: on `core.v1.kyc.changed`, pull the state from kyc and apply it.
 pub async fn on_changed(state: &AppState, env: Envelope<KycChanged>) -> anyhow::Result<()> {
     let org_id = env.data.org_id;
-    let shown: Option<i64> =
-        sqlx::query_scalar("SELECT kyc_version FROM organizations WHERE id = $1")
-            .bind(org_id)
-            .fetch_optional(&state.pool)
-            .await?;
+    let shown: Option<i64> = sqlx::query_scalar!(
+        "SELECT kyc_version FROM organizations WHERE id = $1",
+        org_id as OrgId,
+    )
+    .fetch_optional(&state.pool)
+    .await?;
     match shown {
         // Already there (the push won), or not an organization of ours.
         Some(v) if v >= env.data.version => return Ok(()),

@@ -92,18 +92,12 @@ pub struct Applied {
     pub transaction_id: i64,
 }
 
-#[derive(sqlx::FromRow)]
 struct Outcome {
     outcome: String,
     balance_after: Option<i64>,
     currency: Option<String>,
     transaction_id: Option<i64>,
 }
-
-const WALLET_SQL: &str = "SELECT outcome, balance_after, currency, transaction_id \
-     FROM apply_wallet_moves($1, $2, $3, $4, $5, $6, $7, $8, $9) ORDER BY ord";
-const TOKEN_SQL: &str = "SELECT outcome, balance_after, NULL::text AS currency, transaction_id \
-     FROM apply_token_moves($1, $2, $3, $4, $5, $10, $6, $7, $8, $9) ORDER BY ord";
 
 /// Apply `moves` to `book` in one statement (so in the caller's transaction,
 /// or in a transaction of its own): the outcome of each, in order.
@@ -112,33 +106,64 @@ pub async fn apply(
     book: Book,
     moves: &[Move],
 ) -> sqlx::Result<Vec<Result<Applied, ApiError>>> {
-    let q = sqlx::query_as::<_, Outcome>(match book {
-        Book::Wallet => WALLET_SQL,
-        Book::Tokens => TOKEN_SQL,
-    })
-    .bind(moves.iter().map(|m| m.org_id).collect::<Vec<_>>())
-    .bind(moves.iter().map(|m| m.delta).collect::<Vec<_>>())
-    .bind(moves.iter().map(|m| m.kind).collect::<Vec<_>>())
-    .bind(moves.iter().map(|m| m.note.as_str()).collect::<Vec<_>>())
-    .bind(moves.iter().map(|m| m.actor_user_id).collect::<Vec<_>>())
-    .bind(moves.iter().map(|m| m.event_id).collect::<Vec<_>>())
-    .bind(moves.iter().map(|m| m.subject.as_str()).collect::<Vec<_>>())
-    .bind(moves.iter().map(|m| m.payload.as_str()).collect::<Vec<_>>())
-    .bind(
-        moves
-            .iter()
-            .map(|m| m.traceparent.as_deref())
-            .collect::<Vec<_>>(),
-    );
+    let orgs: Vec<OrgId> = moves.iter().map(|m| m.org_id).collect();
+    let deltas: Vec<i64> = moves.iter().map(|m| m.delta).collect();
+    let kinds: Vec<&str> = moves.iter().map(|m| m.kind).collect();
+    let notes: Vec<&str> = moves.iter().map(|m| m.note.as_str()).collect();
+    let actors: Vec<UserId> = moves.iter().map(|m| m.actor_user_id).collect();
+    let events: Vec<Uuid> = moves.iter().map(|m| m.event_id).collect();
+    let subjects: Vec<&str> = moves.iter().map(|m| m.subject.as_str()).collect();
+    let payloads: Vec<&str> = moves.iter().map(|m| m.payload.as_str()).collect();
+    let traceparents: Vec<Option<&str>> = moves.iter().map(|m| m.traceparent.as_deref()).collect();
+    // Set-returning plpgsql functions: Postgres cannot say which columns are
+    // never NULL; `outcome` always is set (the functions' RETURN QUERY).
     let rows = match book {
-        Book::Wallet => q,
-        Book::Tokens => q.bind(moves.iter().map(|m| m.member).collect::<Vec<_>>()),
-    }
-    .fetch_all(&mut *conn)
-    .await?;
+        Book::Wallet => {
+            sqlx::query_as!(
+                Outcome,
+                r#"SELECT outcome AS "outcome!", balance_after, currency, transaction_id
+                     FROM apply_wallet_moves($1, $2, $3, $4, $5, $6, $7, $8, $9) ORDER BY ord"#,
+                &orgs as &[OrgId],
+                &deltas,
+                &kinds as &[&str],
+                &notes as &[&str],
+                &actors as &[UserId],
+                &events,
+                &subjects as &[&str],
+                &payloads as &[&str],
+                &traceparents as &[Option<&str>],
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        }
+        Book::Tokens => {
+            let members: Vec<Option<UserId>> = moves.iter().map(|m| m.member).collect();
+            sqlx::query_as!(
+                Outcome,
+                r#"SELECT outcome AS "outcome!", balance_after, NULL::text AS currency, transaction_id
+                     FROM apply_token_moves($1, $2, $3, $4, $5, $10, $6, $7, $8, $9) ORDER BY ord"#,
+                &orgs as &[OrgId],
+                &deltas,
+                &kinds as &[&str],
+                &notes as &[&str],
+                &actors as &[UserId],
+                &events,
+                &subjects as &[&str],
+                &payloads as &[&str],
+                &traceparents as &[Option<&str>],
+                &members as &[Option<UserId>],
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        }
+    };
     if rows.len() != moves.len() {
         return Err(sqlx::Error::Protocol(format!(
-            "apply_wallet_moves answered {} rows for {} moves",
+            "{} answered {} rows for {} moves",
+            match book {
+                Book::Wallet => "apply_wallet_moves",
+                Book::Tokens => "apply_token_moves",
+            },
             rows.len(),
             moves.len()
         )));

@@ -57,10 +57,10 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 
 /// Delete old idempotency keys.
 pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)",
+        keep_secs as f64,
     )
-    .bind(keep_secs as f64)
     .execute(pool)
     .await?;
     Ok(r.rows_affected())

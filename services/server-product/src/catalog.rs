@@ -24,7 +24,7 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
     let mut counts = Counts::default();
     let mut tx = pool.begin().await?;
     // One applier at a time (two migration Jobs, a Job and a dev seed).
-    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('server_product.catalog'))",)
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('server_product.catalog'))")
         .execute(&mut *tx)
         .await?;
     for s in skus {

@@ -16,12 +16,14 @@ pub async fn profile(
     _peer: Peer<from::Kyc>,
     path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
-    let row: Option<(String, String, String)> =
-        sqlx::query_as("SELECT name, legal_type, country::text FROM organizations WHERE id = $1")
-            .bind(path.into_inner())
-            .fetch_optional(&state.pool)
-            .await?;
-    let (name, legal_type, country) = row.ok_or(ApiError::NotFound)?;
+    let row = sqlx::query!(
+        r#"SELECT name, legal_type, country::text AS "country!" FROM organizations WHERE id = $1"#,
+        path.into_inner() as OrgId,
+    )
+    .fetch_optional(&state.pool)
+    .await?
+    .ok_or(ApiError::NotFound)?;
+    let (name, legal_type, country) = (row.name, row.legal_type, row.country);
     Ok(
         HttpResponse::Ok()
             .json(json!({"name": name, "legal_type": legal_type, "country": country})),
@@ -45,7 +47,7 @@ pub struct LookupQuery {
     q: String,
 }
 
-#[derive(serde::Serialize, sqlx::FromRow)]
+#[derive(serde::Serialize)]
 struct Found {
     id: OrgId,
     name: String,
@@ -78,26 +80,30 @@ pub async fn lookup(
             .replace('_', "\\_")
     );
     // By id, or by name (exact matches first): each on its own index.
-    const SELECT: &str = "SELECT o.id, o.name, o.legal_type, o.country::text AS country, \
-         o.kyc_status, w.currency AS wallet_currency \
-         FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id";
-    let rows: Vec<Found> = match id {
-        Some(id) => {
-            sqlx::query_as(&format!("{SELECT} WHERE o.id = $1"))
-                .bind(id)
-                .fetch_all(&state.pool)
-                .await?
-        }
-        None => {
-            sqlx::query_as(&format!(
-                "{SELECT} WHERE lower(o.name) LIKE $1 \
-                 ORDER BY (lower(o.name) = $2) DESC, o.name, o.id LIMIT 10"
-            ))
-            .bind(pattern)
-            .bind(q.to_lowercase())
+    let rows: Vec<Found> =
+        match id {
+            Some(id) => sqlx::query_as!(
+                Found,
+                r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                          o.kyc_status, w.currency AS "wallet_currency?"
+                     FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id
+                    WHERE o.id = $1"#,
+                id,
+            )
             .fetch_all(&state.pool)
-            .await?
-        }
-    };
+            .await?,
+            None => sqlx::query_as!(
+                Found,
+                r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                          o.kyc_status, w.currency AS "wallet_currency?"
+                     FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id
+                    WHERE lower(o.name) LIKE $1
+                    ORDER BY (lower(o.name) = $2) DESC, o.name, o.id LIMIT 10"#,
+                pattern,
+                q.to_lowercase(),
+            )
+            .fetch_all(&state.pool)
+            .await?,
+        };
     Ok(HttpResponse::Ok().json(rows))
 }

@@ -22,7 +22,7 @@ use sqlx::PgConnection;
 /// The largest personal limit (the largest token grant's order of magnitude).
 pub const MAX_LIMIT: i64 = 1_000_000_000_000_000;
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 pub struct MemberAi {
     org_id: OrgId,
     user_id: UserId,
@@ -45,12 +45,13 @@ async fn role_of(
             return Ok(r.as_str().to_owned());
         }
     }
-    let role: Option<String> =
-        sqlx::query_scalar("SELECT role FROM org_members WHERE org_id = $1 AND user_id = $2")
-            .bind(org_id)
-            .bind(user_id)
-            .fetch_optional(&mut *conn)
-            .await?;
+    let role: Option<String> = sqlx::query_scalar!(
+        "SELECT role FROM org_members WHERE org_id = $1 AND user_id = $2",
+        org_id as OrgId,
+        user_id as UserId,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
     role.ok_or(ApiError::NotFound)
 }
 
@@ -73,13 +74,14 @@ async fn load(
     user_id: UserId,
     role: String,
 ) -> ApiResult<MemberAi> {
-    let row: Option<(bool, Option<i64>, i64)> = sqlx::query_as(
+    let row = sqlx::query!(
         "SELECT ai_enabled, token_limit, tokens_spent FROM member_ai WHERE org_id = $1 AND user_id = $2",
+        org_id as OrgId,
+        user_id as UserId,
     )
-    .bind(org_id)
-    .bind(user_id)
     .fetch_optional(&mut *conn)
-    .await?;
+    .await?
+    .map(|r| (r.ai_enabled, r.token_limit, r.tokens_spent));
     let (ai_enabled, token_limit, tokens_spent) = row.unwrap_or((true, None, 0));
     Ok(MemberAi {
         org_id,
@@ -160,25 +162,25 @@ pub async fn update(
     let mut tx = state.pool.begin().await?;
     super::require_org(&mut tx, org_id).await?;
     let role = role_of(&mut tx, &caller, org_id, user_id).await?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO member_ai (org_id, user_id) VALUES ($1, $2) ON CONFLICT (org_id, user_id) DO NOTHING",
+        org_id as OrgId,
+        user_id as UserId,
     )
-    .bind(org_id)
-    .bind(user_id)
     .execute(&mut *tx)
     .await?;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE member_ai SET \
            ai_enabled = COALESCE($3, ai_enabled), \
            token_limit = CASE WHEN $4 THEN $5 ELSE token_limit END, \
            updated_at = now() \
          WHERE org_id = $1 AND user_id = $2",
+        org_id as OrgId,
+        user_id as UserId,
+        change.ai_enabled,
+        change.token_limit.is_some(),
+        change.token_limit.flatten(),
     )
-    .bind(org_id)
-    .bind(user_id)
-    .bind(change.ai_enabled)
-    .bind(change.token_limit.is_some())
-    .bind(change.token_limit.flatten())
     .execute(&mut *tx)
     .await?;
     let after = load(&mut tx, org_id, user_id, role).await?;
@@ -209,15 +211,17 @@ pub async fn allowance(
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Read)?;
     // One read: the balance with the member's settings (defaults without a row).
-    let row: Option<(i64, bool, Option<i64>, i64)> = sqlx::query_as(
-        "SELECT t.balance, COALESCE(a.ai_enabled, true), a.token_limit, COALESCE(a.tokens_spent, 0) \
-         FROM token_balances t LEFT JOIN member_ai a ON a.org_id = t.org_id AND a.user_id = $2 \
-         WHERE t.org_id = $1",
+    let row = sqlx::query!(
+        r#"SELECT t.balance, COALESCE(a.ai_enabled, true) AS "ai_enabled!", a.token_limit AS "token_limit?",
+                  COALESCE(a.tokens_spent, 0) AS "tokens_spent!"
+             FROM token_balances t LEFT JOIN member_ai a ON a.org_id = t.org_id AND a.user_id = $2
+            WHERE t.org_id = $1"#,
+        org_id as OrgId,
+        caller.user_id() as UserId,
     )
-    .bind(org_id)
-    .bind(caller.user_id())
     .fetch_optional(&state.pool)
-    .await?;
+    .await?
+    .map(|r| (r.balance, r.ai_enabled, r.token_limit, r.tokens_spent));
     let (balance, ai_enabled, token_limit, tokens_spent) = row.ok_or(ApiError::NotFound)?;
     let personal = token_limit.map_or(i64::MAX, |l| l.saturating_sub(tokens_spent).max(0));
     let available = if ai_enabled { balance.min(personal) } else { 0 };

@@ -13,10 +13,12 @@ use sqlx::PgConnection;
 
 /// 404 unless the organization exists (its wallet and token balance exist with it).
 async fn require_org(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<()> {
-    let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM organizations WHERE id = $1")
-        .bind(org_id)
-        .fetch_optional(conn)
-        .await?;
+    let found: Option<i32> = sqlx::query_scalar!(
+        r#"SELECT 1 AS "one!" FROM organizations WHERE id = $1"#,
+        org_id as OrgId
+    )
+    .fetch_optional(conn)
+    .await?;
     found.map(|_| ()).ok_or(ApiError::NotFound)
 }
 

@@ -4,7 +4,7 @@
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::OrgCreated;
-use hub_domain::{Capability, CountryCode, OrgId};
+use hub_domain::{Capability, CountryCode, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 pub const NAME_MAX: usize = 200;
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 pub struct Organization {
     id: OrgId,
     name: String,
@@ -28,10 +28,10 @@ pub struct Organization {
     kyc_tier: i32,
 }
 
-/// The Organization columns (`o` organizations, `d` its distributor).
-const ORG_COLUMNS: &str = "o.id, o.name, o.legal_type, o.country::text AS country, \
-    o.distributor_id AS distributor_entity_id, d.name AS distributor_entity, o.kyc_status, o.kyc_tier";
-const ORG_FROM: &str = "organizations o JOIN distributors d ON d.id = o.distributor_id";
+// The Organization columns are written out in each query (`o` organizations,
+// `d` its distributor): `o.id AS "id: OrgId", o.name, o.legal_type,
+// o.country::text AS "country!", o.distributor_id AS distributor_entity_id,
+// d.name AS distributor_entity, o.kyc_status, o.kyc_tier`.
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,14 +73,16 @@ pub async fn create(
     let mut tx = state.pool.begin().await?;
     // One creation at a time per user, so that the daily quota holds under
     // concurrent requests.
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 3))")
-        .bind(caller.user_id())
-        .execute(&mut *tx)
-        .await?;
-    let today: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM organizations WHERE created_by = $1 AND created_at > now() - interval '1 day'",
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 3))",
+        caller.user_id().to_string(),
     )
-    .bind(caller.user_id())
+    .execute(&mut *tx)
+    .await?;
+    let today: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM organizations WHERE created_by = $1 AND created_at > now() - interval '1 day'"#,
+        caller.user_id() as UserId,
+    )
     .fetch_one(&mut *tx)
     .await?;
     let quota = state.orgs.max_created_per_day;
@@ -89,43 +91,50 @@ pub async fn create(
             "you can create at most {quota} organizations per 24 hours"
         )));
     }
-    let route: Option<(Uuid, String)> = sqlx::query_as(
+    let route: Option<(Uuid, String)> = sqlx::query!(
         "SELECT d.id, d.currency FROM distributor_coverage c JOIN distributors d ON d.id = c.distributor_id \
          WHERE c.country = $1",
+        country.as_str(),
     )
-    .bind(country.as_str())
     .fetch_optional(&mut *tx)
-    .await?;
+    .await?
+    .map(|r| (r.id, r.currency));
     let Some((distributor_id, currency)) = route else {
         return Err(ApiError::Unprocessable(format!(
             "no distributor entity covers country {country}"
         )));
     };
     let org_id = OrgId::new();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO organizations (id, name, legal_type, country, distributor_id, created_by) \
          VALUES ($1, $2, $3, $4, $5, $6)",
+        org_id as OrgId,
+        name,
+        &body.legal_type,
+        country.as_str(),
+        distributor_id,
+        caller.user_id() as UserId,
     )
-    .bind(org_id)
-    .bind(name)
-    .bind(&body.legal_type)
-    .bind(country.as_str())
-    .bind(distributor_id)
-    .bind(caller.user_id())
     .execute(&mut *tx)
     .await?;
-    sqlx::query("INSERT INTO wallets (org_id, currency) VALUES ($1, $2)")
-        .bind(org_id)
-        .bind(&currency)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("INSERT INTO token_balances (org_id) VALUES ($1)")
-        .bind(org_id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("INSERT INTO org_members (org_id, user_id, role, changed_at) VALUES ($1, $2, 'owner', now())")
-        .bind(org_id)
-        .bind(caller.user_id())
+    sqlx::query!(
+        "INSERT INTO wallets (org_id, currency) VALUES ($1, $2)",
+        org_id as OrgId,
+        &currency,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO token_balances (org_id) VALUES ($1)",
+        org_id as OrgId,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO org_members (org_id, user_id, role, changed_at) VALUES ($1, $2, 'owner', now())",
+        org_id as OrgId,
+        caller.user_id() as UserId,
+    )
         .execute(&mut *tx)
         .await?;
     outbox::enqueue(
@@ -147,10 +156,15 @@ pub async fn create(
         json!({"org_id": org_id, "name": name, "country": country, "currency": currency}),
     )
     .await?;
-    let org: Organization = sqlx::query_as(&format!(
-        "SELECT {ORG_COLUMNS} FROM {ORG_FROM} WHERE o.id = $1"
-    ))
-    .bind(org_id)
+    let org = sqlx::query_as!(
+        Organization,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.kyc_status, o.kyc_tier
+             FROM organizations o JOIN distributors d ON d.id = o.distributor_id
+            WHERE o.id = $1"#,
+        org_id as OrgId,
+    )
     .fetch_one(&mut *tx)
     .await?;
     state.outbox.commit(tx).await?;
@@ -166,12 +180,16 @@ pub async fn create(
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn list(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
     if caller.memberships_truncated {
-        let orgs: Vec<Organization> = sqlx::query_as(&format!(
-            "SELECT {ORG_COLUMNS} FROM {ORG_FROM} \
-             WHERE o.id IN (SELECT org_id FROM org_members WHERE user_id = $1) \
-             ORDER BY o.created_at, o.id"
-        ))
-        .bind(caller.user_id())
+        let orgs = sqlx::query_as!(
+            Organization,
+            r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                      o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                      o.kyc_status, o.kyc_tier
+                 FROM organizations o JOIN distributors d ON d.id = o.distributor_id
+                WHERE o.id IN (SELECT org_id FROM org_members WHERE user_id = $1)
+                ORDER BY o.created_at, o.id"#,
+            caller.user_id() as UserId,
+        )
         .fetch_all(&state.pool)
         .await?;
         return Ok(HttpResponse::Ok().json(orgs));
@@ -182,19 +200,29 @@ pub async fn list(state: web::Data<AppState>, caller: SessionCaller) -> ApiResul
         .iter()
         .map(|m| m.org_id)
         .collect();
-    let orgs: Vec<Organization> = sqlx::query_as(&format!(
-        "SELECT {ORG_COLUMNS} FROM {ORG_FROM} WHERE o.id = ANY($1) ORDER BY o.created_at, o.id"
-    ))
-    .bind(&ids)
+    let orgs = sqlx::query_as!(
+        Organization,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.kyc_status, o.kyc_tier
+             FROM organizations o JOIN distributors d ON d.id = o.distributor_id
+            WHERE o.id = ANY($1) ORDER BY o.created_at, o.id"#,
+        &ids as &[OrgId],
+    )
     .fetch_all(&state.pool)
     .await?;
     Ok(HttpResponse::Ok().json(orgs))
 }
 
-#[derive(sqlx::FromRow)]
 struct DetailRow {
-    #[sqlx(flatten)]
-    org: Organization,
+    id: OrgId,
+    name: String,
+    legal_type: String,
+    country: String,
+    distributor_entity_id: Uuid,
+    distributor_entity: String,
+    kyc_status: String,
+    kyc_tier: i32,
     status: String,
     members: i64,
     wallet_currency: String,
@@ -237,15 +265,20 @@ pub async fn detail(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     let role = caller.require(org_id, Capability::Read)?;
-    let row: Option<DetailRow> = sqlx::query_as(&format!(
-        "SELECT {ORG_COLUMNS}, o.status, o.legal_identity, o.kyc_locked, o.kyc_verified_at, \
-                w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor, \
-                t.balance AS tokens, \
-                (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS members \
-         FROM {ORG_FROM} JOIN wallets w ON w.org_id = o.id \
-         JOIN token_balances t ON t.org_id = o.id WHERE o.id = $1"
-    ))
-    .bind(org_id)
+    let row = sqlx::query_as!(
+        DetailRow,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.kyc_status, o.kyc_tier,
+                  o.status, o.legal_identity, o.kyc_locked, o.kyc_verified_at,
+                  w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor,
+                  t.balance AS tokens,
+                  (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS "members!"
+             FROM organizations o JOIN distributors d ON d.id = o.distributor_id
+             JOIN wallets w ON w.org_id = o.id
+             JOIN token_balances t ON t.org_id = o.id WHERE o.id = $1"#,
+        org_id as OrgId,
+    )
     .fetch_optional(&state.pool)
     .await?;
     let r = row.ok_or(ApiError::NotFound)?;
@@ -269,7 +302,16 @@ pub async fn detail(
             .to_string()
     });
     Ok(HttpResponse::Ok().json(Detail {
-        org: r.org,
+        org: Organization {
+            id: r.id,
+            name: r.name,
+            legal_type: r.legal_type,
+            country: r.country,
+            distributor_entity_id: r.distributor_entity_id,
+            distributor_entity: r.distributor_entity,
+            kyc_status: r.kyc_status,
+            kyc_tier: r.kyc_tier,
+        },
         your_role: role.as_str().to_owned(),
         status: r.status,
         members: r.members,

@@ -33,11 +33,12 @@ pub async fn get(
     if !caller.identity.staff {
         caller.require(org_id, Capability::Read)?;
     }
-    let balance: Option<i64> =
-        sqlx::query_scalar("SELECT balance FROM token_balances WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_optional(&state.pool)
-            .await?;
+    let balance: Option<i64> = sqlx::query_scalar!(
+        "SELECT balance FROM token_balances WHERE org_id = $1",
+        org_id as OrgId,
+    )
+    .fetch_optional(&state.pool)
+    .await?;
     let balance = balance.ok_or(ApiError::NotFound)?;
     Ok(HttpResponse::Ok().json(json!({"org_id": org_id, "balance": balance})))
 }

@@ -39,17 +39,19 @@ pub async fn get(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     authorize_finance(&caller, org_id)?;
-    let row: Option<(String, i64)> =
-        sqlx::query_as("SELECT currency, balance_minor FROM wallets WHERE org_id = $1")
-            .bind(org_id)
-            .fetch_optional(&state.pool)
-            .await?;
-    let (currency, balance) = row.ok_or(ApiError::NotFound)?;
+    let row = sqlx::query!(
+        "SELECT currency, balance_minor FROM wallets WHERE org_id = $1",
+        org_id as OrgId,
+    )
+    .fetch_optional(&state.pool)
+    .await?
+    .ok_or(ApiError::NotFound)?;
+    let (currency, balance) = (row.currency, row.balance_minor);
     Ok(HttpResponse::Ok()
         .json(json!({"org_id": org_id, "currency": currency, "balance_minor": balance})))
 }
 
-#[derive(Serialize, sqlx::FromRow)]
+#[derive(Serialize)]
 struct WalletTransaction {
     id: i64,
     delta_minor: i64,
@@ -69,11 +71,12 @@ pub async fn transactions(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     authorize_finance(&caller, org_id)?;
-    let rows: Vec<WalletTransaction> = sqlx::query_as(
+    let rows: Vec<WalletTransaction> = sqlx::query_as!(
+        WalletTransaction,
         "SELECT id, delta_minor, balance_after AS balance_after_minor, kind, note, created_at \
          FROM wallet_transactions WHERE org_id = $1 ORDER BY id DESC LIMIT 100",
+        org_id as OrgId,
     )
-    .bind(org_id)
     .fetch_all(&state.pool)
     .await?;
     // No rows: a new wallet, or (for staff) an organization that does not exist.
