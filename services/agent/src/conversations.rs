@@ -18,7 +18,7 @@ use crate::{
     state::AppState,
     tools::{Staged, Tier},
 };
-use hub_domain::OrgId;
+use hub_domain::{OrgId, UserId};
 use serde::Serialize;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use time::OffsetDateTime;
@@ -27,7 +27,7 @@ use uuid::Uuid;
 pub const SUMMARY_MAX_WORDS: usize = 150;
 pub const LIST_LIMIT: i64 = 100;
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize)]
 pub struct Conversation {
     pub id: Uuid,
     pub summary: String,
@@ -37,7 +37,7 @@ pub struct Conversation {
     pub created_at: OffsetDateTime,
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize)]
 pub struct Message {
     pub id: i64,
     pub role: String,
@@ -51,12 +51,13 @@ pub struct Message {
 
 /// 404 unless the conversation is the caller's; 409 when it is closed.
 pub async fn require_open(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<()> {
-    let closed: Option<Option<OffsetDateTime>> =
-        sqlx::query_scalar("SELECT closed_at FROM conversations WHERE id = $1 AND user_id = $2")
-            .bind(id)
-            .bind(caller.user_id())
-            .fetch_optional(&state.pool)
-            .await?;
+    let closed: Option<Option<OffsetDateTime>> = sqlx::query_scalar!(
+        "SELECT closed_at FROM conversations WHERE id = $1 AND user_id = $2",
+        id,
+        caller.user_id() as UserId,
+    )
+    .fetch_optional(&state.pool)
+    .await?;
     match closed {
         None => Err(ApiError::NotFound),
         Some(Some(_)) => Err(ApiError::conflict(
@@ -68,13 +69,16 @@ pub async fn require_open(state: &AppState, caller: &Caller, id: Uuid) -> ApiRes
 
 /// The last `n` messages of a conversation, oldest first, as (role, content).
 pub async fn history(state: &AppState, id: Uuid, n: i64) -> sqlx::Result<Vec<(String, String)>> {
-    let mut rows: Vec<(String, String)> = sqlx::query_as(
+    let mut rows: Vec<(String, String)> = sqlx::query!(
         "SELECT role, content FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2",
+        id,
+        n,
     )
-    .bind(id)
-    .bind(n)
     .fetch_all(&state.pool)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.role, r.content))
+    .collect();
     rows.reverse();
     Ok(rows)
 }
@@ -128,29 +132,32 @@ pub async fn record_exchange(
 }
 
 pub async fn list(state: &AppState, caller: &Caller) -> ApiResult<Vec<Conversation>> {
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as!(
+        Conversation,
         "SELECT id, summary, closed_at, created_at FROM conversations WHERE user_id = $1 \
          ORDER BY created_at DESC, id DESC LIMIT $2",
+        caller.user_id() as UserId,
+        LIST_LIMIT,
     )
-    .bind(caller.user_id())
-    .bind(LIST_LIMIT)
     .fetch_all(&state.pool)
     .await?)
 }
 
 pub async fn messages(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Vec<Message>> {
-    let mine: Option<i32> =
-        sqlx::query_scalar("SELECT 1 FROM conversations WHERE id = $1 AND user_id = $2")
-            .bind(id)
-            .bind(caller.user_id())
-            .fetch_optional(&state.pool)
-            .await?;
+    let mine: Option<i32> = sqlx::query_scalar!(
+        r#"SELECT 1 AS "one!" FROM conversations WHERE id = $1 AND user_id = $2"#,
+        id,
+        caller.user_id() as UserId,
+    )
+    .fetch_optional(&state.pool)
+    .await?;
     mine.ok_or(ApiError::NotFound)?;
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as!(
+        Message,
         "SELECT id, role, content, engine, tier, confirmation_id, created_at FROM messages \
          WHERE conversation_id = $1 ORDER BY id",
+        id,
     )
-    .bind(id)
     .fetch_all(&state.pool)
     .await?)
 }
@@ -224,58 +231,64 @@ pub fn bounded_transcript(latest: &[(String, String)], max_chars: usize) -> Stri
 pub async fn close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Conversation> {
     // Claim it first (a concurrent close gets 409), summarize, then store.
     let now = state.clock.now();
-    let claimed: Option<Uuid> = sqlx::query_scalar(
+    let claimed: Option<Uuid> = sqlx::query_scalar!(
         "UPDATE conversations SET closed_at = $3 WHERE id = $1 AND user_id = $2 AND closed_at IS NULL RETURNING id",
+        id,
+        caller.user_id() as UserId,
+        now,
     )
-    .bind(id)
-    .bind(caller.user_id())
-    .bind(now)
     .fetch_optional(&state.pool)
     .await?;
     if claimed.is_none() {
-        let exists: Option<i32> =
-            sqlx::query_scalar("SELECT 1 FROM conversations WHERE id = $1 AND user_id = $2")
-                .bind(id)
-                .bind(caller.user_id())
-                .fetch_optional(&state.pool)
-                .await?;
+        let exists: Option<i32> = sqlx::query_scalar!(
+            r#"SELECT 1 AS "one!" FROM conversations WHERE id = $1 AND user_id = $2"#,
+            id,
+            caller.user_id() as UserId,
+        )
+        .fetch_optional(&state.pool)
+        .await?;
         return Err(match exists {
             None => ApiError::NotFound,
             Some(_) => ApiError::conflict("this conversation is already closed"),
         });
     }
-    let requests: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM messages WHERE conversation_id = $1 AND role = 'user'",
+    let requests: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM messages WHERE conversation_id = $1 AND role = 'user'"#,
+        id,
     )
-    .bind(id)
     .fetch_one(&state.pool)
     .await?;
-    let first: Vec<String> = sqlx::query_scalar(
+    let first: Vec<String> = sqlx::query_scalar!(
         "SELECT content FROM messages WHERE conversation_id = $1 AND role = 'user' ORDER BY id LIMIT $2",
+        id,
+        SUMMARY_MAX_WORDS as i64,
     )
-    .bind(id)
-    .bind(SUMMARY_MAX_WORDS as i64)
     .fetch_all(&state.pool)
     .await?;
     let budget = state.agent.summary_input_chars;
-    let latest: Vec<(String, String)> = sqlx::query_as(
-        "SELECT role, left(content, $3) FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2",
+    let latest: Vec<(String, String)> = sqlx::query!(
+        r#"SELECT role, left(content, $3) AS "content!" FROM messages
+            WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2"#,
+        id,
+        SUMMARY_MESSAGES,
+        i32::try_from(budget).unwrap_or(i32::MAX),
     )
-    .bind(id)
-    .bind(SUMMARY_MESSAGES)
-    .bind(i32::try_from(budget).unwrap_or(i32::MAX))
     .fetch_all(&state.pool)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.role, r.content))
+    .collect();
     let transcript = bounded_transcript(&latest, budget);
     let summary = match paid_summary(state, caller, id, &transcript).await {
         Some(s) => clamp_words(&s, SUMMARY_MAX_WORDS),
         None => extractive_of(usize::try_from(requests).unwrap_or(0), &first),
     };
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as!(
+        Conversation,
         "UPDATE conversations SET summary = $2 WHERE id = $1 RETURNING id, summary, closed_at, created_at",
+        id,
+        summary,
     )
-    .bind(id)
-    .bind(summary)
     .fetch_one(&state.pool)
     .await?)
 }
@@ -295,10 +308,10 @@ async fn paid_summary(
     if !state.provider() || transcript.is_empty() {
         return None;
     }
-    let paid_before: Option<OrgId> = sqlx::query_scalar(
-        "SELECT org_id FROM messages WHERE conversation_id = $1 AND org_id IS NOT NULL ORDER BY id DESC LIMIT 1",
+    let paid_before: Option<OrgId> = sqlx::query_scalar!(
+        r#"SELECT org_id AS "org_id!: OrgId" FROM messages WHERE conversation_id = $1 AND org_id IS NOT NULL ORDER BY id DESC LIMIT 1"#,
+        id,
     )
-    .bind(id)
     .fetch_optional(&state.pool)
     .await
     .map_err(|e| tracing::warn!(error = %e, "cannot read who paid for the conversation"))

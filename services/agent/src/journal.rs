@@ -138,13 +138,13 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
     } else {
         // FOR SHARE: a concurrent close waits for this commit (and then its
         // summary sees these messages).
-        sqlx::query_scalar::<_, Uuid>(
+        sqlx::query_scalar!(
             "SELECT c.id FROM conversations c \
              JOIN unnest($1::uuid[], $2::uuid[]) AS w(id, user_id) ON c.id = w.id AND c.user_id = w.user_id \
              WHERE c.closed_at IS NULL FOR SHARE OF c",
+            &continued.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+            &continued.iter().map(|(_, u)| *u).collect::<Vec<_>>(),
         )
-        .bind(continued.iter().map(|(c, _)| *c).collect::<Vec<_>>())
-        .bind(continued.iter().map(|(_, u)| *u).collect::<Vec<_>>())
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
@@ -162,13 +162,13 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
         .collect();
     let new: Vec<&&Exchange> = kept.iter().filter(|e| e.continues.is_none()).collect();
     if !new.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO conversations (id, user_id, created_at) \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[])",
+            &new.iter().map(|e| e.new_conversation).collect::<Vec<_>>(),
+            &new.iter().map(|e| e.user_id).collect::<Vec<_>>(),
+            &new.iter().map(|e| e.at).collect::<Vec<_>>(),
         )
-        .bind(new.iter().map(|e| e.new_conversation).collect::<Vec<_>>())
-        .bind(new.iter().map(|e| e.user_id).collect::<Vec<_>>())
-        .bind(new.iter().map(|e| e.at).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await?;
     }
@@ -177,19 +177,19 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
         .filter_map(|e| e.staged.as_ref().map(|s| (*e, s)))
         .collect();
     if !staged.is_empty() {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO staged_actions (id, user_id, conversation_id, kind, args, summary, created_at, expires_at) \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], $6::text[], \
                                   $7::timestamptz[], $8::timestamptz[])",
+            &staged.iter().map(|(_, s)| s.0).collect::<Vec<_>>(),
+            &staged.iter().map(|(e, _)| e.user_id).collect::<Vec<_>>(),
+            &staged.iter().map(|(e, _)| e.conversation_id()).collect::<Vec<_>>(),
+            &staged.iter().map(|(_, s)| s.1.kind.clone()).collect::<Vec<_>>(),
+            &staged.iter().map(|(_, s)| s.1.args.clone()).collect::<Vec<_>>(),
+            &staged.iter().map(|(_, s)| s.1.summary.clone()).collect::<Vec<_>>(),
+            &staged.iter().map(|(e, _)| e.at).collect::<Vec<_>>(),
+            &staged.iter().map(|(_, s)| s.2).collect::<Vec<_>>(),
         )
-        .bind(staged.iter().map(|(_, s)| s.0).collect::<Vec<_>>())
-        .bind(staged.iter().map(|(e, _)| e.user_id).collect::<Vec<_>>())
-        .bind(staged.iter().map(|(e, _)| e.conversation_id()).collect::<Vec<_>>())
-        .bind(staged.iter().map(|(_, s)| s.1.kind.clone()).collect::<Vec<_>>())
-        .bind(staged.iter().map(|(_, s)| s.1.args.clone()).collect::<Vec<_>>())
-        .bind(staged.iter().map(|(_, s)| s.1.summary.clone()).collect::<Vec<_>>())
-        .bind(staged.iter().map(|(e, _)| e.at).collect::<Vec<_>>())
-        .bind(staged.iter().map(|(_, s)| s.2).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await?;
     }
@@ -213,19 +213,19 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
             paid_by.extend([None, e.paid_by]);
             at.extend([e.at; 2]);
         }
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO messages (conversation_id, role, content, engine, tier, confirmation_id, created_at, org_id) \
              SELECT c, r, t, e, ti, ci, a, o FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
                                   $6::uuid[], $7::timestamptz[], $8::uuid[]) WITH ORDINALITY AS m(c, r, t, e, ti, ci, a, o, n) ORDER BY n",
+            &conv,
+            &role as &[&str],
+            &content as &[&str],
+            &engine as &[Option<&str>],
+            &tier as &[Option<&str>],
+            &confirmation as &[Option<Uuid>],
+            &at,
+            &paid_by as &[Option<Uuid>],
         )
-        .bind(conv)
-        .bind(role)
-        .bind(content)
-        .bind(engine)
-        .bind(tier)
-        .bind(confirmation)
-        .bind(at)
-        .bind(paid_by)
         .execute(&mut *tx)
         .await?;
     }

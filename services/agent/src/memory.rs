@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 pub const SOUL_MAX_CHARS: usize = 20_000;
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize)]
 pub struct MemoryDoc {
     pub soul_md: String,
     pub memory_md: String,
@@ -40,10 +40,11 @@ pub struct MemoryDoc {
 }
 
 pub async fn get(state: &AppState, user: Uuid) -> ApiResult<MemoryDoc> {
-    let doc: Option<MemoryDoc> = sqlx::query_as(
+    let doc: Option<MemoryDoc> = sqlx::query_as!(
+        MemoryDoc,
         "SELECT soul_md, memory_md, last_curated_at, curation_count FROM memory_docs WHERE user_id = $1",
+        user,
     )
-    .bind(user)
     .fetch_optional(&state.pool)
     .await?;
     Ok(doc.unwrap_or(MemoryDoc {
@@ -56,11 +57,13 @@ pub async fn get(state: &AppState, user: Uuid) -> ApiResult<MemoryDoc> {
 
 /// (soul_md, memory_md) for the model's context.
 pub async fn texts(state: &AppState, user: Uuid) -> sqlx::Result<(String, String)> {
-    let row: Option<(String, String)> =
-        sqlx::query_as("SELECT soul_md, memory_md FROM memory_docs WHERE user_id = $1")
-            .bind(user)
-            .fetch_optional(&state.pool)
-            .await?;
+    let row: Option<(String, String)> = sqlx::query!(
+        "SELECT soul_md, memory_md FROM memory_docs WHERE user_id = $1",
+        user,
+    )
+    .fetch_optional(&state.pool)
+    .await?
+    .map(|r| (r.soul_md, r.memory_md));
     Ok(row.unwrap_or_default())
 }
 
@@ -79,12 +82,12 @@ pub fn validate_soul(soul: &str) -> ApiResult<()> {
 
 pub async fn set_soul(state: &AppState, user: Uuid, soul: &str) -> ApiResult<MemoryDoc> {
     validate_soul(soul)?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO memory_docs (user_id, soul_md) VALUES ($1, $2) \
          ON CONFLICT (user_id) DO UPDATE SET soul_md = EXCLUDED.soul_md",
+        user,
+        soul,
     )
-    .bind(user)
-    .bind(soul)
     .execute(&state.pool)
     .await?;
     get(state, user).await
@@ -103,28 +106,24 @@ pub async fn store_activity(
     if envs.is_empty() {
         return Ok(());
     }
-    sqlx::query(
+    let ids: Vec<Uuid> = envs.iter().map(|e| e.id).collect();
+    let users: Vec<Uuid> = envs
+        .iter()
+        .filter_map(|e| e.data.actor_user_id.map(|u| u.as_uuid()))
+        .collect();
+    let actions: Vec<String> = envs.iter().map(|e| e.data.action.clone()).collect();
+    let subjects: Vec<String> = envs.iter().map(|e| e.data.subject.clone()).collect();
+    let ats: Vec<OffsetDateTime> = envs.iter().map(|e| e.occurred_at).collect();
+    sqlx::query!(
         "INSERT INTO activity (event_id, user_id, action, subject, at) \
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
          ON CONFLICT (event_id) DO NOTHING",
+        &ids,
+        &users,
+        &actions,
+        &subjects,
+        &ats,
     )
-    .bind(envs.iter().map(|e| e.id).collect::<Vec<_>>())
-    .bind(
-        envs.iter()
-            .filter_map(|e| e.data.actor_user_id.map(|u| u.as_uuid()))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        envs.iter()
-            .map(|e| e.data.action.clone())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        envs.iter()
-            .map(|e| e.data.subject.clone())
-            .collect::<Vec<_>>(),
-    )
-    .bind(envs.iter().map(|e| e.occurred_at).collect::<Vec<_>>())
     .execute(pool)
     .await?;
     Ok(())
@@ -161,56 +160,62 @@ pub async fn curate(state: &AppState, user: Uuid) -> ApiResult<i64> {
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     // Serialize curations of one user (on-demand and scheduled, any replica).
-    sqlx::query("INSERT INTO memory_docs (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING")
-        .bind(user)
-        .execute(&mut *tx)
-        .await?;
-    let last_model: Option<OffsetDateTime> = sqlx::query_scalar(
+    sqlx::query!(
+        "INSERT INTO memory_docs (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING",
+        user,
+    )
+    .execute(&mut *tx)
+    .await?;
+    let last_model: Option<OffsetDateTime> = sqlx::query_scalar!(
         "SELECT model_curated_at FROM memory_docs WHERE user_id = $1 FOR UPDATE",
+        user,
     )
-    .bind(user)
     .fetch_one(&mut *tx)
     .await?;
-    let processed: i64 = sqlx::query_scalar(
-        "WITH done AS (UPDATE activity SET curated_at = $2 WHERE user_id = $1 AND curated_at IS NULL RETURNING 1) \
-         SELECT count(*) FROM done",
+    let processed: i64 = sqlx::query_scalar!(
+        r#"WITH done AS (UPDATE activity SET curated_at = $2 WHERE user_id = $1 AND curated_at IS NULL RETURNING 1)
+         SELECT count(*) AS "n!" FROM done"#,
+        user,
+        now,
     )
-    .bind(user)
-    .bind(now)
     .fetch_one(&mut *tx)
     .await?;
-    let counts: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT action, count(*) FROM activity WHERE user_id = $1 GROUP BY action ORDER BY count(*) DESC, action",
+    let counts: Vec<(String, i64)> = sqlx::query!(
+        r#"SELECT action, count(*) AS "n!" FROM activity WHERE user_id = $1
+            GROUP BY action ORDER BY count(*) DESC, action"#,
+        user,
     )
-    .bind(user)
     .fetch_all(&mut *tx)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.action, r.n))
+    .collect();
     let provider = state.provider();
     let interval = time::Duration::seconds(state.curation.model_interval_secs);
     let model_turn = provider && last_model.is_none_or(|t| t <= now - interval);
     let rules = counted(&counts, now);
-    let claim: Option<OffsetDateTime> = sqlx::query_scalar(
+    let claim: Option<OffsetDateTime> = sqlx::query_scalar!(
         "UPDATE memory_docs SET last_curated_at = $2, curation_count = curation_count + 1, \
                 memory_md = CASE WHEN $3 THEN memory_md ELSE $4 END, \
                 model_curated_at = CASE WHEN $5 THEN $2 ELSE model_curated_at END \
          WHERE user_id = $1 RETURNING model_curated_at",
+        user,
+        now,
+        provider,
+        &rules,
+        model_turn,
     )
-    .bind(user)
-    .bind(now)
-    .bind(provider)
-    .bind(&rules)
-    .bind(model_turn)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
     if model_turn {
         let memory = summarize(state, &counts).await.unwrap_or(rules);
-        sqlx::query(
+        sqlx::query!(
             "UPDATE memory_docs SET memory_md = $2 WHERE user_id = $1 AND model_curated_at = $3",
+            user,
+            memory,
+            claim,
         )
-        .bind(user)
-        .bind(memory)
-        .bind(claim)
         .execute(&state.pool)
         .await?;
     }
@@ -262,12 +267,12 @@ pub fn local_night(
 /// uncurated activity), then curate each one whose night it is and who was not
 /// curated this local night. Returns how many users were curated.
 pub async fn scheduled_pass(state: &AppState) -> anyhow::Result<u64> {
-    let users: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT user_id FROM (SELECT user_id FROM memory_docs \
-           UNION SELECT DISTINCT user_id FROM activity WHERE curated_at IS NULL) u \
-         ORDER BY user_id LIMIT $1",
+    let users: Vec<Uuid> = sqlx::query_scalar!(
+        r#"SELECT user_id AS "user_id!" FROM (SELECT user_id FROM memory_docs
+           UNION SELECT DISTINCT user_id FROM activity WHERE curated_at IS NULL) u
+         ORDER BY user_id LIMIT $1"#,
+        state.curation.batch_users,
     )
-    .bind(state.curation.batch_users)
     .fetch_all(&state.pool)
     .await?;
     if users.is_empty() {
@@ -278,12 +283,12 @@ pub async fn scheduled_pass(state: &AppState) -> anyhow::Result<u64> {
     let mut curated = 0;
     for user in users {
         let tz = zones.get(&user).map_or("UTC", String::as_str);
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO memory_docs (user_id, timezone) VALUES ($1, $2) \
              ON CONFLICT (user_id) DO UPDATE SET timezone = EXCLUDED.timezone",
+            user,
+            tz,
         )
-        .bind(user)
-        .bind(tz)
         .execute(&state.pool)
         .await?;
         let Some(night) = local_night(
@@ -299,11 +304,11 @@ pub async fn scheduled_pass(state: &AppState) -> anyhow::Result<u64> {
             time::macros::format_description!("[year]-[month]-[day]"),
         )?;
         // The claim: one replica wins each user's night.
-        let claimed = sqlx::query(
+        let claimed = sqlx::query!(
             "UPDATE memory_docs SET last_night = $2 WHERE user_id = $1 AND last_night IS DISTINCT FROM $2",
+            user,
+            night,
         )
-        .bind(user)
-        .bind(night)
         .execute(&state.pool)
         .await?
         .rows_affected();

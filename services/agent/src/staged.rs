@@ -43,10 +43,10 @@
 
 use crate::{audit, settings::Settings, state::AppState};
 use actix_web::{http::StatusCode, HttpResponse};
+use hub_domain::UserId;
 use reqwest::Method;
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, peer::Peer, ApiError, ApiResult};
-use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// How long an attempt may hold an action: the slowest peer call, a pool
@@ -56,7 +56,6 @@ pub fn attempt_lease(s: &Settings) -> time::Duration {
     time::Duration::milliseconds((call + s.database.acquire_timeout_ms + 5_000) as i64)
 }
 
-#[derive(sqlx::FromRow)]
 struct Taken {
     kind: String,
     args: Value,
@@ -77,20 +76,15 @@ const RUNNING: &str =
 
 /// Why a staged action cannot be taken (after the conditional update missed).
 async fn refusal(state: &AppState, caller: &Caller, id: Uuid, rejecting: bool) -> ApiError {
-    type Row = (
-        String,
-        OffsetDateTime,
-        Option<OffsetDateTime>,
-        Option<OffsetDateTime>,
-    );
-    let row: Result<Option<Row>, _> = sqlx::query_as(
+    let row = sqlx::query!(
         "SELECT status, expires_at, attempt_until, decided_at FROM staged_actions \
          WHERE id = $1 AND user_id = $2",
+        id,
+        caller.user_id() as UserId,
     )
-    .bind(id)
-    .bind(caller.user_id())
     .fetch_optional(&state.pool)
-    .await;
+    .await
+    .map(|r| r.map(|r| (r.status, r.expires_at, r.attempt_until, r.decided_at)));
     let now = state.clock.now();
     match row {
         Err(e) => e.into(),
@@ -123,7 +117,8 @@ async fn take(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Taken> {
         .iter()
         .map(|m| m.org_id.as_uuid())
         .collect();
-    let taken: Option<Taken> = sqlx::query_as(
+    let taken: Option<Taken> = sqlx::query_as!(
+        Taken,
         "UPDATE staged_actions SET status = 'executing', attempts = attempts + 1, \
                 attempt_until = $4, decided_at = COALESCE(decided_at, $3), \
                 seen_orgs = CASE WHEN kind = 'create_org' THEN COALESCE(seen_orgs, $6) END \
@@ -132,13 +127,13 @@ async fn take(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Taken> {
             OR ((status = 'unknown' OR (status = 'executing' AND (attempt_until IS NULL OR attempt_until <= $3))) \
                 AND decided_at > $5)) \
          RETURNING kind, args, summary, attempts, seen_orgs",
+        id,
+        caller.user_id() as UserId,
+        now,
+        now + state.attempt_lease,
+        now - time::Duration::seconds(state.agent.unknown_retry_secs),
+        &orgs,
     )
-    .bind(id)
-    .bind(caller.user_id())
-    .bind(now)
-    .bind(now + state.attempt_lease)
-    .bind(now - time::Duration::seconds(state.agent.unknown_retry_secs))
-    .bind(&orgs)
     .fetch_optional(&state.pool)
     .await?;
     match taken {
@@ -403,23 +398,23 @@ async fn book(
     let mut tx = state.pool.begin().await?;
     if *settled == Settled::NotSent {
         // Nothing was sent: the attempt does not count.
-        sqlx::query(
+        sqlx::query!(
             "UPDATE staged_actions SET status = $2, attempts = attempts - 1, attempt_until = NULL, \
                     decided_at = CASE WHEN attempts = 1 THEN NULL ELSE decided_at END, \
                     seen_orgs = CASE WHEN attempts = 1 THEN NULL ELSE seen_orgs END \
              WHERE id = $1",
+            id,
+            status,
         )
-        .bind(id)
-        .bind(status)
         .execute(&mut *tx)
         .await?;
     } else {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE staged_actions SET status = $2, result = $3, attempt_until = NULL WHERE id = $1",
+            id,
+            status,
+            settled.result(),
         )
-        .bind(id)
-        .bind(status)
-        .bind(settled.result())
         .execute(&mut *tx)
         .await?;
         audit::record(
@@ -438,16 +433,17 @@ async fn book(
 /// POST /v1/agent/reject: cancel the action (only while it is staged).
 pub async fn reject(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<HttpResponse> {
     let now = state.clock.now();
-    let taken: Option<(String, String)> = sqlx::query_as(
+    let taken: Option<(String, String)> = sqlx::query!(
         "UPDATE staged_actions SET status = 'cancelled', decided_at = $3 \
          WHERE id = $1 AND user_id = $2 AND status = 'staged' AND expires_at > $3 \
          RETURNING kind, summary",
+        id,
+        caller.user_id() as UserId,
+        now,
     )
-    .bind(id)
-    .bind(caller.user_id())
-    .bind(now)
     .fetch_optional(&state.pool)
-    .await?;
+    .await?
+    .map(|r| (r.kind, r.summary));
     let Some((kind, summary)) = taken else {
         return Err(refusal(state, caller, id, true).await);
     };

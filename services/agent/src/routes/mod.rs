@@ -2,7 +2,7 @@
 
 use crate::{conversations, engine, memory, model, staged, state::AppState};
 use actix_web::{web, HttpResponse};
-use hub_domain::OrgId;
+use hub_domain::{OrgId, UserId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
@@ -145,13 +145,13 @@ async fn set_model(
         ));
     }
     let mut tx = state.pool.begin().await?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO model_choice (id, model, set_by, updated_at) VALUES (true, $1, $2, $3) \
          ON CONFLICT (id) DO UPDATE SET model = EXCLUDED.model, set_by = EXCLUDED.set_by, updated_at = EXCLUDED.updated_at",
+        name,
+        staff.user_id() as UserId,
+        state.clock.now(),
     )
-    .bind(name)
-    .bind(staff.user_id())
-    .bind(state.clock.now())
     .execute(&mut *tx)
     .await?;
     crate::audit::record(
