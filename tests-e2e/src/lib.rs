@@ -632,7 +632,9 @@ where
 }
 
 impl TestStack {
-    /// Run one SQL statement on the stack's database (schema identity).
+    /// Run one SQL statement on the stack's database (schema identity): a
+    /// runtime string, for tests that break or arrange state by hand (each
+    /// caller passes a literal; the services' own queries are all checked).
     pub async fn db_exec(&self, sql: &str) {
         sqlx::query(sql)
             .execute(&self.db)

@@ -135,11 +135,13 @@ async fn hold_run_lock(started: std::sync::mpsc::Sender<Result<String, String>>)
 
 async fn try_lock(conn: &mut PgConnection, run: &str) -> sqlx::Result<bool> {
     let key = lock_key(run).ok_or_else(|| sqlx::Error::Protocol(format!("bad run id {run}")))?;
-    sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
-        .bind(RUN_LOCK_SPACE)
-        .bind(key)
-        .fetch_one(conn)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_lock($1, $2) AS "locked!""#,
+        RUN_LOCK_SPACE,
+        key
+    )
+    .fetch_one(conn)
+    .await
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -300,11 +302,12 @@ pub async fn clean(scope: &Scope, dry: bool) -> anyhow::Result<Cleaned> {
             .context("connecting to NATS")?,
     );
     let pattern = format!("{}%", scope.db_prefix.replace('_', "\\_"));
-    let databases: Vec<String> =
-        sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE $1")
-            .bind(pattern)
-            .fetch_all(&mut admin)
-            .await?;
+    let databases: Vec<String> = sqlx::query_scalar!(
+        r#"SELECT datname::text AS "datname!" FROM pg_database WHERE datname LIKE $1"#,
+        pattern,
+    )
+    .fetch_all(&mut admin)
+    .await?;
     let streams: Vec<String> = js.stream_names().try_collect().await?;
     let owned = databases
         .into_iter()
@@ -341,10 +344,8 @@ pub async fn clean(scope: &Scope, dry: bool) -> anyhow::Result<Cleaned> {
             }
         }
         let key = lock_key(&run).unwrap_or_default();
-        sqlx::query("SELECT pg_advisory_unlock($1, $2)")
-            .bind(RUN_LOCK_SPACE)
-            .bind(key)
-            .execute(&mut admin)
+        sqlx::query_scalar!("SELECT pg_advisory_unlock($1, $2)", RUN_LOCK_SPACE, key)
+            .fetch_one(&mut admin)
             .await?;
         done?;
         out.ended_runs.push(run);

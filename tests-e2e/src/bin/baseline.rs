@@ -10,6 +10,9 @@ async fn bare() -> HttpResponse {
 }
 
 async fn select(pool: web::Data<PgPool>) -> HttpResponse {
+    // Runtime strings, as in the services before compile-time checking: this
+    // binary is the benchmarks' reference route, and its table (made below)
+    // belongs to no service schema that the macros could check against.
     let row: Result<(uuid::Uuid, String), _> =
         sqlx::query_as("SELECT id, email FROM bench_rows WHERE id = $1")
             .bind(uuid::Uuid::nil())

@@ -317,11 +317,11 @@ async fn staged_actions_run_only_when_confirmed_and_only_once() {
     assert_eq!(none.body["tier"], "full_or_logged_autonomy");
 
     // The staged records keep exactly what the summaries showed.
-    let (kind, args): (String, Value) = sqlx::query_as(
-        "SELECT kind, args FROM agent.staged_actions WHERE summary LIKE 'Credit%' LIMIT 1",
+    let (kind, args): (String, Value) = sqlx::query!(
+        r#"SELECT kind AS "c0!", args AS "c1!" FROM agent.staged_actions WHERE summary LIKE 'Credit%' LIMIT 1"#,
     )
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .expect("a staged credit");
     assert_eq!(kind, "credit_wallet");
     assert_eq!(args["amount_minor"], 150000);
@@ -353,10 +353,10 @@ async fn twenty_concurrent_confirms_run_the_action_once() {
         answers.iter().map(|r| r.status).collect::<Vec<_>>()
     );
     assert_eq!(wallet_minor(&s, &staff, &org).await, 1000);
-    let rows: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM org_billing.wallet_transactions WHERE org_id = $1::uuid",
+    let rows: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM org_billing.wallet_transactions WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
     )
-    .bind(&org)
     .fetch_one(&s.db)
     .await
     .unwrap_or(-1);
@@ -608,7 +608,9 @@ async fn soul_is_bounded_in_characters_and_curation_counts_activity() {
     named_org(&s, &me, "Memory Org", "TR").await;
     say(&s, &me, "set my job title to Archivist").await;
     let arrived = eventually(Duration::from_secs(10), || async {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent.activity a JOIN identity.users u ON u.id = a.user_id WHERE u.email = 'soulful@example.com'")
+        let n: i64 = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "v!" FROM agent.activity a JOIN identity.users u ON u.id = a.user_id WHERE u.email = 'soulful@example.com'"#,
+        )
             .fetch_one(&s.db)
             .await
             .unwrap_or(0);
@@ -665,11 +667,13 @@ async fn a_redelivered_audit_event_is_one_activity_entry() {
     // Stored once: once the consumer has handled both copies (nothing left
     // to deliver or to acknowledge), one row.
     let stored = || async {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM agent.activity WHERE event_id = $1")
-            .bind(env.id)
-            .fetch_one(&s.db)
-            .await
-            .unwrap_or(-1)
+        sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM agent.activity WHERE event_id = $1"#,
+            env.id,
+        )
+        .fetch_one(&s.db)
+        .await
+        .unwrap_or(-1)
     };
     s.consumer_caught_up("CORE", "agent-activity").await;
     assert_eq!(stored().await, 1);
@@ -695,10 +699,10 @@ async fn a_redelivered_audit_event_is_one_activity_entry() {
 /// its decision after this call.
 async fn five_passes(s: &TestStack, user: &str) {
     let version = || async {
-        sqlx::query_scalar::<_, String>(
+        sqlx::query_scalar!(
             "SELECT xmin::text FROM agent.memory_docs WHERE user_id = $1::uuid",
+            uuid::Uuid::parse_str(user).expect("a uuid"),
         )
-        .bind(user)
         .fetch_one(&s.db)
         .await
         .expect("the memory row")

@@ -74,19 +74,21 @@ async fn a_confirmation_that_times_out_is_not_failed_and_credits_exactly_once() 
 
     // Someone holds the wallet row (as a long transaction would).
     let mut lock = s.db.begin().await.expect("a transaction");
-    sqlx::query("SELECT 1 FROM org_billing.wallets WHERE org_id = $1::uuid FOR UPDATE")
-        .bind(&org)
-        .execute(&mut *lock)
-        .await
-        .expect("the wallet row, locked");
+    sqlx::query!(
+        r#"SELECT 1 AS "one!" FROM org_billing.wallets WHERE org_id = $1::uuid FOR UPDATE"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
+    )
+    .fetch_optional(&mut *lock)
+    .await
+    .expect("the wallet row, locked");
 
     let first = confirm(&s, &staff, &id);
     let meanwhile = async {
         // The credit is at org-billing, waiting for the row ...
         let waiting = eventually(Duration::from_secs(20), || async {
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            let n: i64 = sqlx::query_scalar!(
+                r#"SELECT count(*) AS "v!" FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'"#,
             )
             .fetch_one(&s.db)
             .await
@@ -145,20 +147,21 @@ async fn a_confirmation_that_times_out_is_not_failed_and_credits_exactly_once() 
     assert_eq!(settled.body["status"], "executed");
     assert_eq!(settled.body["result"]["balance_minor"], 10000);
     // Exactly one credit: one ledger row, one key.
-    let rows: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM org_billing.wallet_transactions WHERE org_id = $1::uuid",
+    let rows: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM org_billing.wallet_transactions WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
     )
-    .bind(&org)
     .fetch_one(&s.db)
     .await
     .unwrap_or(-1);
     assert_eq!(rows, 1);
-    let keys: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM org_billing.idempotency_keys WHERE key = $1")
-            .bind(format!("agent-{id}"))
-            .fetch_one(&s.db)
-            .await
-            .unwrap_or(-1);
+    let keys: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM org_billing.idempotency_keys WHERE key = $1"#,
+        format!("agent-{id}"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or(-1);
     assert_eq!(keys, 1);
     let w = s
         .get(&format!("/v1/organizations/{org}/wallet"), Some(&staff))
@@ -459,11 +462,13 @@ async fn an_organization_whose_creation_timed_out_is_found_not_made_twice() {
     // org-billing creates one organization at a time per user, under this
     // advisory lock: holding it holds the creation.
     let mut lock = s.db.begin().await.expect("a transaction");
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 3))")
-        .bind(&uid)
-        .execute(&mut *lock)
-        .await
-        .expect("the creation lock");
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 3))",
+        &uid,
+    )
+    .execute(&mut *lock)
+    .await
+    .expect("the creation lock");
     let first = confirm(&s, &me, &id).await;
     assert_eq!(first.status, 202, "{:?}", first.body);
     assert_eq!(first.body["status"], "unknown");

@@ -25,7 +25,7 @@ async fn creating_a_key_shows_the_token_once_and_keeps_only_its_hash() {
         !list.body.to_string().contains(&token[9..]),
         "the list never shows the token"
     );
-    let hash: Vec<u8> = sqlx::query_scalar("SELECT token_hash FROM api_keys")
+    let hash: Vec<u8> = sqlx::query_scalar!("SELECT token_hash FROM identity.api_keys")
         .fetch_one(&s.db)
         .await
         .unwrap_or_default();

@@ -160,10 +160,11 @@ async fn audit_events_from_other_services_are_stored_once() {
     // Once identity's consumer has handled all three (nothing left to deliver
     // or to acknowledge), count.
     s.consumer_caught_up("CORE", "identity-audit").await;
-    let count: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE action = 'org.created'")
-            .fetch_one(&s.db)
-            .await
-            .unwrap_or(-1);
+    let count: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM identity.audit_log WHERE action = 'org.created'"#,
+    )
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or(-1);
     assert_eq!(count, 2, "one per distinct event, the redelivery dropped");
 }

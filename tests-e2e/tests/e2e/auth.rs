@@ -112,12 +112,11 @@ async fn unknown_and_expired_magic_links_are_refused() {
 async fn magic_links_live_fifteen_minutes_and_sessions_thirty_days() {
     let s = TestStack::spawn().await;
     let token = s.sign_in("ttl@example.com").await;
-    let (link_secs, session_secs): (f64, f64) = sqlx::query_as(
-        "SELECT (SELECT EXTRACT(EPOCH FROM expires_at - created_at)::float8 FROM magic_links), \
-                (SELECT EXTRACT(EPOCH FROM expires_at - created_at)::float8 FROM sessions)",
+    let (link_secs, session_secs): (f64, f64) = sqlx::query!(
+        r#"SELECT (SELECT EXTRACT(EPOCH FROM expires_at - created_at)::float8 FROM identity.magic_links) AS "c0!", (SELECT EXTRACT(EPOCH FROM expires_at - created_at)::float8 FROM identity.sessions) AS "c1!""#,
     )
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .expect("query");
     assert!((link_secs - 900.0).abs() < 5.0, "{link_secs}");
     assert!(
@@ -152,7 +151,7 @@ async fn concurrent_verifies_of_one_token_have_exactly_one_winner() {
         11,
         "{attempts:?}"
     );
-    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM sessions")
+    let sessions: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "v!" FROM identity.sessions"#)
         .fetch_one(&s.db)
         .await
         .unwrap_or(-1);
@@ -220,8 +219,8 @@ async fn request_link_is_limited_to_twenty_per_hour_per_ip() {
         200
     );
     // The refused request issued no token.
-    let links: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM magic_links m JOIN users u ON u.id = m.user_id WHERE u.email = 'u20@example.com'",
+    let links: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM identity.magic_links m JOIN identity.users u ON u.id = m.user_id WHERE u.email = 'u20@example.com'"#,
     )
     .fetch_one(&s.db)
     .await
@@ -253,10 +252,10 @@ async fn verify_is_limited_to_fifteen_per_minute_per_ip() {
     );
     // The window is a minute from the first attempt (counted from its
     // recorded time, not from now: however long the attempts took).
-    let first: time::OffsetDateTime = sqlx::query_scalar(
-        "SELECT min(at) FROM identity.rate_limit_hits WHERE bucket = 'verify:ip:' || $1",
+    let first: time::OffsetDateTime = sqlx::query_scalar!(
+        r#"SELECT min(at) AS "v!" FROM identity.rate_limit_hits WHERE bucket = 'verify:ip:' || $1"#,
+        &ip,
     )
-    .bind(&ip)
     .fetch_one(&s.db)
     .await
     .expect("the first attempt");
@@ -334,18 +333,18 @@ async fn tokens_are_stored_only_as_sha256_hashes() {
         .unwrap_or_default()
         .to_owned();
     assert!(key.starts_with("svc_live_"));
-    let link_hash: Vec<u8> = sqlx::query_scalar("SELECT token_hash FROM magic_links")
+    let link_hash: Vec<u8> = sqlx::query_scalar!("SELECT token_hash FROM identity.magic_links")
         .fetch_one(&s.db)
         .await
         .expect("magic link row");
-    let session_hash: Vec<u8> = sqlx::query_scalar(
-        "SELECT token_hash FROM sessions s JOIN users u ON u.id = s.user_id \
+    let session_hash: Vec<u8> = sqlx::query_scalar!(
+        "SELECT token_hash FROM identity.sessions s JOIN identity.users u ON u.id = s.user_id \
          WHERE u.email = 'hash@example.com'",
     )
     .fetch_one(&s.db)
     .await
     .expect("session row");
-    let key_hash: Vec<u8> = sqlx::query_scalar("SELECT token_hash FROM api_keys")
+    let key_hash: Vec<u8> = sqlx::query_scalar!("SELECT token_hash FROM identity.api_keys")
         .fetch_one(&s.db)
         .await
         .expect("key row");
@@ -354,15 +353,16 @@ async fn tokens_are_stored_only_as_sha256_hashes() {
     assert_eq!(key_hash, sha(&key));
     // No column of any table in either schema holds a plaintext: every table
     // as JSON (every column, whatever its type), searched for each token.
-    let tables: Vec<(String, String)> = sqlx::query_as(
-        "SELECT table_schema::text, table_name::text FROM information_schema.tables \
-         WHERE table_schema IN ('identity', 'org_billing') AND table_type = 'BASE TABLE'",
+    let tables: Vec<(String, String)> = sqlx::query!(
+        r#"SELECT table_schema::text AS "c0!", table_name::text AS "c1!" FROM information_schema.tables
+         WHERE table_schema IN ('identity', 'org_billing') AND table_type = 'BASE TABLE'"#,
     )
     .fetch_all(&s.db)
-    .await
+    .await.map(|v| v.into_iter().map(|r| (r.c0, r.c1)).collect::<Vec<_>>())
     .expect("tables");
     assert!(tables.len() >= 10, "{tables:?}");
     for (schema, table) in tables {
+        // A runtime string: the table is named by the loop (every table).
         let dump: String = sqlx::query_scalar(&format!(
             "SELECT COALESCE(string_agg(row_to_json(t)::text, ' '), '') FROM \"{schema}\".\"{table}\" t"
         ))
@@ -424,11 +424,11 @@ async fn the_sweep_deletes_dead_tokens_and_sessions() {
         .await
         .expect("sweep");
     assert!(deleted >= 3, "{deleted}");
-    let (links, sessions): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM magic_links), (SELECT count(*) FROM sessions)",
+    let (links, sessions): (i64, i64) = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM identity.magic_links) AS "c0!", (SELECT count(*) FROM identity.sessions) AS "c1!""#,
     )
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .unwrap_or((-1, -1));
     assert_eq!((links, sessions), (0, 1));
     assert_eq!(s.get("/v1/auth/me", Some(&live)).await.status, 200);

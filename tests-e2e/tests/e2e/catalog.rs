@@ -57,11 +57,11 @@ async fn migrate(s: &TestStack, path: &str) -> anyhow::Result<()> {
 /// Every catalog row with its row version (xmin changes when a row is
 /// written), in a stable order.
 async fn rows(s: &TestStack) -> Vec<String> {
-    sqlx::query_scalar(
-        "SELECT 'd ' || id || ' ' || xmin::text || ' ' || row_to_json(d)::text FROM org_billing.distributors d \
-         UNION ALL SELECT 'c ' || country || ' ' || xmin::text || ' ' || distributor_id FROM org_billing.distributor_coverage \
-         UNION ALL SELECT 's ' || id || ' ' || xmin::text || ' ' || row_to_json(k)::text FROM server_product.skus k \
-         ORDER BY 1",
+    sqlx::query_scalar!(
+        r#"SELECT 'd ' || id || ' ' || xmin::text || ' ' || row_to_json(d)::text AS "v!" FROM org_billing.distributors d
+         UNION ALL SELECT 'c ' || country || ' ' || xmin::text || ' ' || distributor_id FROM org_billing.distributor_coverage
+         UNION ALL SELECT 's ' || id || ' ' || xmin::text || ' ' || row_to_json(k)::text FROM server_product.skus k
+         ORDER BY 1"#,
     )
     .fetch_all(&s.db)
     .await
@@ -104,18 +104,18 @@ async fn a_declared_catalog_opens_a_fresh_production_database() {
     assert_eq!(de.status, 201, "{:?}", de.body);
     assert_eq!(de.body["distributor_entity_id"], EU_ID);
     assert_eq!(s.create_org(&founder, "Elsewhere", "US").await.status, 422);
-    let (tax_id, pct): (String, String) = sqlx::query_as(
-        "SELECT tax_id, profit_pct::text FROM org_billing.distributors WHERE id = $1::uuid",
+    let (tax_id, pct): (String, String) = sqlx::query!(
+        r#"SELECT tax_id AS "c0!", profit_pct::text AS "c1!" FROM org_billing.distributors WHERE id = $1::uuid"#,
+        uuid::Uuid::parse_str(TR_ID).expect("a uuid"),
     )
-    .bind(TR_ID)
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .expect("TR entity");
     assert_eq!((tax_id.as_str(), pct.as_str()), ("1234567890", "0.00"));
-    let eu_pct: String = sqlx::query_scalar(
-        "SELECT profit_pct::text FROM org_billing.distributors WHERE id = $1::uuid",
+    let eu_pct: String = sqlx::query_scalar!(
+        r#"SELECT profit_pct::text AS "v!" FROM org_billing.distributors WHERE id = $1::uuid"#,
+        uuid::Uuid::parse_str(EU_ID).expect("a uuid"),
     )
-    .bind(EU_ID)
     .fetch_one(&s.db)
     .await
     .expect("EU entity");
@@ -260,7 +260,9 @@ async fn a_declared_catalog_opens_a_fresh_production_database() {
 async fn the_dev_seed_inserts_only_what_is_missing() {
     let s = TestStack::spawn().await;
     // Staff retire a seeded SKU; a restart's seed does not bring it back.
-    sqlx::query("UPDATE server_product.skus SET listed = false, monthly_price_minor = 1 WHERE id = 'vps-large'")
+    sqlx::query!(
+        "UPDATE server_product.skus SET listed = false, monthly_price_minor = 1 WHERE id = 'vps-large'",
+    )
         .execute(&s.db)
         .await
         .expect("update");

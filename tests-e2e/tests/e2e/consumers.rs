@@ -18,6 +18,7 @@ async fn database_available(s: &TestStack, available: bool) {
     let admin = sqlx::PgPool::connect(&tests_e2e::admin_database_url())
         .await
         .expect("admin connection");
+    // DDL on the test's generated database name: a runtime string.
     sqlx::query(&format!(
         "ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS {available}"
     ))
@@ -25,11 +26,13 @@ async fn database_available(s: &TestStack, available: bool) {
     .await
     .expect("alter database");
     if !available {
-        sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
-            .bind(&name)
-            .execute(&admin)
-            .await
-            .expect("terminate");
+        sqlx::query_scalar!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+            &name,
+        )
+        .fetch_all(&admin)
+        .await
+        .expect("terminate");
     }
     admin.close().await;
 }
@@ -45,11 +48,13 @@ fn audit(action: &str) -> AuditRecorded {
 }
 
 async fn stored(s: &TestStack, ids: &[Uuid]) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM identity.audit_log WHERE event_id = ANY($1)")
-        .bind(ids)
-        .fetch_one(&s.db)
-        .await
-        .unwrap_or(-1)
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM identity.audit_log WHERE event_id = ANY($1)"#,
+        ids,
+    )
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or(-1)
 }
 
 async fn metric(s: &TestStack) -> String {

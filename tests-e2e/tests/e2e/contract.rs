@@ -383,12 +383,13 @@ async fn the_export_holds_every_service_its_usage_and_its_events() {
             ("server.terminated", a.as_str())
         ]
     );
-    let stored: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM server_product.events WHERE org_id = $1::uuid")
-            .bind(&org)
-            .fetch_one(&s.db)
-            .await
-            .expect("events");
+    let stored: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM server_product.events WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("events");
     assert_eq!(stored, 4);
 }
 

@@ -424,21 +424,22 @@ async fn snapshot(s: &TestStack, a: &OrgA, b: &OrgB) -> Vec<(String, Value)> {
     out.push(("A's owner's other session".into(), json!(r.status)));
     // Stored state the routes do not show: the endpoint's sealed secret, the
     // staged actions' status.
-    let endpoint: Option<String> = sqlx::query_scalar(
-        "SELECT row_to_json(e)::text FROM webhook_dispatcher.endpoints e WHERE id = $1::uuid",
+    let endpoint: Option<String> = sqlx::query_scalar!(
+        r#"SELECT row_to_json(e)::text AS "v!" FROM webhook_dispatcher.endpoints e WHERE id = $1::uuid"#,
+        uuid::Uuid::parse_str(&a.endpoint).expect("a uuid"),
     )
-    .bind(&a.endpoint)
     .fetch_optional(&s.db)
     .await
     .expect("endpoint row");
     out.push(("A's endpoint row".into(), json!(endpoint)));
     for id in [&a.staged_own, &a.staged_credit] {
-        let status: Option<String> =
-            sqlx::query_scalar("SELECT status FROM agent.staged_actions WHERE id = $1::uuid")
-                .bind(id)
-                .fetch_optional(&s.db)
-                .await
-                .expect("staged action");
+        let status: Option<String> = sqlx::query_scalar!(
+            "SELECT status FROM agent.staged_actions WHERE id = $1::uuid",
+            uuid::Uuid::parse_str(id).expect("a uuid"),
+        )
+        .fetch_optional(&s.db)
+        .await
+        .expect("staged action");
         out.push((format!("staged action {id}"), json!(status)));
     }
     // B's own server stays B's (the transfer of it to A is refused).

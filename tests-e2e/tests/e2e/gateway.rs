@@ -546,12 +546,13 @@ async fn a_captured_assertion_cannot_carry_another_body_or_be_replayed() {
     let again = send(small, None).await;
     assert_eq!(again.0, 401, "{}", again.1);
     assert!(again.1.contains("already used"), "{}", again.1);
-    let balance: i64 =
-        sqlx::query_scalar("SELECT balance_minor FROM org_billing.wallets WHERE org_id = $1::uuid")
-            .bind(&org)
-            .fetch_one(&s.db)
-            .await
-            .expect("balance");
+    let balance: i64 = sqlx::query_scalar!(
+        "SELECT balance_minor FROM org_billing.wallets WHERE org_id = $1::uuid",
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("balance");
     assert_eq!(balance, 1, "only the signed request was applied, once");
 }
 

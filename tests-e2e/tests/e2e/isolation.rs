@@ -15,7 +15,7 @@ async fn each_service_role_reads_its_own_schema_only() {
     let identity = as_role(&s, "hub_identity").await;
     let billing = as_role(&s, "hub_org_billing").await;
     let kyc = as_role(&s, "hub_kyc").await;
-    let users: i64 = sqlx::query_scalar("SELECT count(*) FROM identity.users")
+    let users: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "v!" FROM identity.users"#)
         .fetch_one(&identity)
         .await
         .expect("identity reads its own tables");
@@ -29,6 +29,7 @@ async fn each_service_role_reads_its_own_schema_only() {
         (&kyc, "SELECT count(*) FROM org_billing.organizations"),
         (&kyc, "SELECT count(*) FROM identity.users"),
     ] {
+        // Runtime strings: each read of the list must be refused.
         let err = sqlx::query_scalar::<_, i64>(sql)
             .fetch_one(pool)
             .await
@@ -39,18 +40,19 @@ async fn each_service_role_reads_its_own_schema_only() {
         );
     }
     // Nor can a role write into another schema.
-    let err = sqlx::query("CREATE TABLE org_billing.sneaky (x int)")
+    let err = sqlx::query!("CREATE TABLE org_billing.sneaky (x int)")
         .execute(&identity)
         .await
         .expect_err("no create");
     assert!(err.to_string().contains("permission denied"), "{err}");
     // The services' tables belong to their roles.
-    let owners: Vec<(String, String)> = sqlx::query_as(
-        "SELECT DISTINCT schemaname::text, tableowner::text FROM pg_tables \
-         WHERE schemaname IN ('identity', 'org_billing', 'kyc') ORDER BY 1",
+    let owners: Vec<(String, String)> = sqlx::query!(
+        r#"SELECT DISTINCT schemaname::text AS "c0!", tableowner::text AS "c1!" FROM pg_tables
+         WHERE schemaname IN ('identity', 'org_billing', 'kyc') ORDER BY 1"#,
     )
     .fetch_all(&s.db)
     .await
+    .map(|v| v.into_iter().map(|r| (r.c0, r.c1)).collect::<Vec<_>>())
     .expect("owners");
     assert_eq!(
         owners,
@@ -116,6 +118,7 @@ async fn provisioning_hands_an_older_schema_to_its_role() {
     let server = sqlx::PgPool::connect(&tests_e2e::admin_database_url())
         .await
         .expect("admin");
+    // DDL on generated names and a list of legacy objects: runtime strings.
     sqlx::query(&format!("CREATE DATABASE \"{name}\""))
         .execute(&server)
         .await
@@ -143,12 +146,12 @@ async fn provisioning_hands_an_older_schema_to_its_role() {
             .await
             .expect("provision");
     }
-    let owners: Vec<String> = sqlx::query_scalar(
-        "SELECT DISTINCT pg_get_userbyid(c.relowner)::text FROM pg_class c \
-         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'identity' \
-         UNION SELECT DISTINCT pg_get_userbyid(p.proowner)::text FROM pg_proc p \
-         JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'identity' \
-         UNION SELECT pg_get_userbyid(nspowner)::text FROM pg_namespace WHERE nspname = 'identity'",
+    let owners: Vec<String> = sqlx::query_scalar!(
+        r#"SELECT DISTINCT pg_get_userbyid(c.relowner)::text AS "v!" FROM pg_class c
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'identity'
+         UNION SELECT DISTINCT pg_get_userbyid(p.proowner)::text FROM pg_proc p
+         JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'identity'
+         UNION SELECT pg_get_userbyid(nspowner)::text FROM pg_namespace WHERE nspname = 'identity'"#,
     )
     .fetch_all(&old)
     .await

@@ -175,7 +175,7 @@ async fn submissions_are_validated_by_the_organizations_legal_type() {
     assert_eq!(ok.body["fields"]["national_id"], "NID-55501234");
     assert_eq!(ok.body["requested_fields"], json!([]));
     assert!(ok.body["purged_at"].is_null() && ok.body["reviewed_at"].is_null());
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM kyc.submissions")
+    let rows: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "v!" FROM kyc.submissions"#,)
         .fetch_one(&s.db)
         .await
         .expect("count");
@@ -484,14 +484,15 @@ async fn personal_data_is_sealed_at_rest_and_never_in_events() {
     );
     let secrets = ["NID-55501234", "Ayse Yilmaz", "Kizilay"];
     // Every table of the kyc schema, every column, as text.
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'kyc' AND table_type = 'BASE TABLE'",
+    let tables: Vec<String> = sqlx::query_scalar!(
+        r#"SELECT table_name::text AS "v!" FROM information_schema.tables WHERE table_schema = 'kyc' AND table_type = 'BASE TABLE'"#,
     )
     .fetch_all(&s.db)
     .await
     .expect("tables");
     assert!(tables.len() >= 3, "{tables:?}");
     for t in tables {
+        // A runtime string: the table is named by the loop (every table).
         let dump: String = sqlx::query_scalar(&format!(
             "SELECT COALESCE(string_agg(row_to_json(x)::text || encode(convert_to(row_to_json(x)::text, 'UTF8'), 'escape'), ' '), '') FROM kyc.\"{t}\" x"
         ))
@@ -502,7 +503,7 @@ async fn personal_data_is_sealed_at_rest_and_never_in_events() {
             assert!(!dump.contains(secret), "kyc.{t} holds {secret} in clear");
         }
     }
-    let raw: Vec<u8> = sqlx::query_scalar("SELECT payload FROM kyc.submissions")
+    let raw: Vec<u8> = sqlx::query_scalar!(r#"SELECT payload AS "v!" FROM kyc.submissions"#,)
         .fetch_one(&s.db)
         .await
         .expect("payload");
@@ -532,8 +533,8 @@ async fn personal_data_is_sealed_at_rest_and_never_in_events() {
         }
     }
     assert!(kyc_events >= 2, "{kyc_events}");
-    let audit: String = sqlx::query_scalar(
-        "SELECT COALESCE(string_agg(detail::text, ' '), '') FROM identity.audit_log",
+    let audit: String = sqlx::query_scalar!(
+        r#"SELECT COALESCE(string_agg(detail::text, ' '), '') AS "v!" FROM identity.audit_log"#,
     )
     .fetch_one(&s.db)
     .await
@@ -660,13 +661,13 @@ async fn raw_payloads_are_redacted_180_days_after_the_decision_and_not_before() 
         (Some("rejected"), Some(""))
     );
     assert!(row["created_at"].is_string() && row["reviewed_at"].is_string());
-    let (payload_gone, keys_gone, notes): (bool, bool, String) = sqlx::query_as(
-        "SELECT payload IS NULL, field_keys = '{}', review_notes FROM kyc.submissions \
-         WHERE id = $1::uuid",
+    let (payload_gone, keys_gone, notes): (bool, bool, String) = sqlx::query!(
+        r#"SELECT payload IS NULL AS "c0!", field_keys = '{}' AS "c1!", review_notes AS "c2!" FROM kyc.submissions
+         WHERE id = $1::uuid"#,
+        uuid::Uuid::parse_str(&sub).expect("a uuid"),
     )
-    .bind(&sub)
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1, r.c2))
     .expect("row");
     assert!(payload_gone && keys_gone);
     assert_eq!(notes, "");
@@ -699,11 +700,12 @@ async fn two_replicas_sweeping_at_once_purge_every_row_exactly_once() {
         x.len(),
         y.len()
     );
-    let left: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM kyc.submissions WHERE purged_at IS NULL")
-            .fetch_one(&s.db)
-            .await
-            .expect("left");
+    let left: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM kyc.submissions WHERE purged_at IS NULL"#,
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("left");
     assert_eq!(left, 0);
 }
 

@@ -4,26 +4,30 @@ use std::time::Duration;
 use tests_e2e::{eventually, StackOptions, TestStack};
 
 async fn balance_and_ledger_sum(s: &TestStack, org: &str) -> (i64, i64, i64) {
-    sqlx::query_as(
-        "SELECT w.balance_minor, COALESCE((SELECT sum(delta_minor)::bigint FROM org_billing.wallet_transactions t WHERE t.org_id = w.org_id), 0), \
-                (SELECT count(*) FROM org_billing.wallet_transactions t WHERE t.org_id = w.org_id) \
-         FROM org_billing.wallets w WHERE w.org_id = $1::uuid",
+    let r = sqlx::query!(
+        r#"SELECT w.balance_minor,
+                  COALESCE((SELECT sum(delta_minor)::bigint FROM org_billing.wallet_transactions t
+                             WHERE t.org_id = w.org_id), 0) AS "sum!",
+                  (SELECT count(*) FROM org_billing.wallet_transactions t
+                    WHERE t.org_id = w.org_id) AS "rows!"
+             FROM org_billing.wallets w WHERE w.org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(org).expect("a uuid"),
     )
-    .bind(org)
     .fetch_one(&s.db)
     .await
-    .expect("ledger query")
+    .expect("ledger query");
+    (r.balance_minor, r.sum, r.rows)
 }
 
 /// Ledger rows of `org` whose balance_after is not the running sum of the rows
 /// up to it (in id order) or is negative; -1 if the query fails.
 async fn chain_breaks(s: &TestStack, org: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT balance_after, sum(delta_minor) OVER (ORDER BY id) AS running \
-         FROM org_billing.wallet_transactions WHERE org_id = $1::uuid) q \
-         WHERE balance_after <> running OR balance_after < 0",
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM (SELECT balance_after, sum(delta_minor) OVER (ORDER BY id) AS running
+         FROM org_billing.wallet_transactions WHERE org_id = $1::uuid) q
+         WHERE balance_after <> running OR balance_after < 0"#,
+        uuid::Uuid::parse_str(org).expect("a uuid"),
     )
-    .bind(org)
     .fetch_one(&s.db)
     .await
     .unwrap_or(-1)
@@ -190,11 +194,13 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
     );
     // Hold the wallet's row lock so that the debits queue up behind it.
     let mut lock = s.db.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM org_billing.wallets WHERE org_id = $1::uuid FOR UPDATE")
-        .bind(&org)
-        .execute(&mut *lock)
-        .await
-        .expect("lock");
+    sqlx::query!(
+        r#"SELECT 1 AS "one!" FROM org_billing.wallets WHERE org_id = $1::uuid FOR UPDATE"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
+    )
+    .fetch_optional(&mut *lock)
+    .await
+    .expect("lock");
     // Each debit names itself in its note: its answer must be its own row.
     let debits = join_all((0..20).map(|i| {
         s.post(
@@ -206,9 +212,9 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
     let release = async {
         // Once the first debit waits on the lock, the rest queue behind it.
         let waiting = eventually(Duration::from_secs(10), || async {
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            let n: i64 = sqlx::query_scalar!(
+                r#"SELECT count(*) AS "v!" FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'"#,
             )
             .fetch_one(&s.db)
             .await
@@ -263,13 +269,13 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
     // the one before it left, however many shared a transaction (how many
     // did depends on how fast the debits reached the writer, so it is not
     // asserted here: the properties are the sums, each debit once, the order).
-    let chain: Vec<(i64, i64, i64, String)> = sqlx::query_as(
-        "SELECT id, delta_minor, balance_after, note FROM org_billing.wallet_transactions \
-         WHERE org_id = $1::uuid ORDER BY id",
+    let chain: Vec<(i64, i64, i64, String)> = sqlx::query!(
+        r#"SELECT id AS "c0!", delta_minor AS "c1!", balance_after AS "c2!", note AS "c3!" FROM org_billing.wallet_transactions
+         WHERE org_id = $1::uuid ORDER BY id"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
     )
-    .bind(&org)
     .fetch_all(&s.db)
-    .await
+    .await.map(|v| v.into_iter().map(|r| (r.c0, r.c1, r.c2, r.c3)).collect::<Vec<_>>())
     .expect("chain query");
     assert_eq!(chain_breaks(&s, &org).await, 0);
     assert_eq!(
@@ -331,12 +337,12 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
         })
         .collect();
     named.sort_unstable();
-    let mut rows: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT id, balance_after FROM org_billing.wallet_transactions WHERE org_id = $1::uuid",
+    let mut rows: Vec<(i64, i64)> = sqlx::query!(
+        r#"SELECT id AS "c0!", balance_after AS "c1!" FROM org_billing.wallet_transactions WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
     )
-    .bind(&org)
     .fetch_all(&s.db)
-    .await
+    .await.map(|v| v.into_iter().map(|r| (r.c0, r.c1)).collect::<Vec<_>>())
     .expect("rows");
     rows.sort_unstable();
     assert_eq!(named, rows);
@@ -403,9 +409,9 @@ async fn a_writer_whose_connection_went_away_reconnects() {
     let path = format!("/v1/organizations/{org}/wallet/credit");
     let credit = || s.post(&path, Some(&staff), json!({"amount_minor": 5}));
     assert_eq!(credit().await.status, 200);
-    let killed: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE datname = current_database() AND application_name = 'org-billing-ledger') q",
+    let killed: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'org-billing-ledger') q"#,
     )
     .fetch_one(&s.db)
     .await
@@ -444,12 +450,12 @@ async fn staff_see_an_empty_list_for_a_new_wallet_and_404_for_no_organization() 
 async fn the_sweep_forgets_old_idempotency_keys_only() {
     let s = TestStack::spawn().await;
     let insert = |key: &'static str, age_secs: f64| {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO org_billing.idempotency_keys (scope, key, request_hash, created_at) \
              VALUES ('test', $1, '\\x00', now() - make_interval(secs => $2))",
+            key,
+            age_secs,
         )
-        .bind(key)
-        .bind(age_secs)
         .execute(&s.db)
     };
     insert("old", 8.0 * 86400.0).await.expect("old key");
@@ -463,7 +469,7 @@ async fn the_sweep_forgets_old_idempotency_keys_only() {
         .expect("sweep");
     assert_eq!(deleted, 1);
     let left: Vec<String> =
-        sqlx::query_scalar("SELECT key FROM org_billing.idempotency_keys WHERE scope = 'test'")
+        sqlx::query_scalar!("SELECT key FROM org_billing.idempotency_keys WHERE scope = 'test'")
             .fetch_all(&s.db)
             .await
             .expect("keys");
@@ -501,6 +507,7 @@ async fn both_ledgers_are_append_only() {
             "DELETE FROM org_billing.token_transactions",
         ),
     ] {
+        // Runtime strings: each statement of the list must be refused.
         let err = sqlx::query(sql)
             .execute(&s.db)
             .await
@@ -512,12 +519,11 @@ async fn both_ledgers_are_append_only() {
             "{sql}: {err}"
         );
     }
-    let rows: (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM org_billing.wallet_transactions), \
-                (SELECT count(*) FROM org_billing.token_transactions)",
+    let rows: (i64, i64) = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM org_billing.wallet_transactions) AS "c0!", (SELECT count(*) FROM org_billing.token_transactions) AS "c1!""#,
     )
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .expect("counts");
     assert_eq!(rows, (1, 1));
 }
@@ -664,12 +670,12 @@ async fn ai_tokens_are_granted_by_staff_and_spent_never_below_zero() {
             .body["balance_minor"],
         0
     );
-    let (sum, rows): (i64, i64) = sqlx::query_as(
-        "SELECT COALESCE(sum(delta), 0)::bigint, count(*) FROM org_billing.token_transactions WHERE org_id = $1::uuid",
+    let (sum, rows): (i64, i64) = sqlx::query!(
+        r#"SELECT COALESCE(sum(delta), 0)::bigint AS "c0!", count(*) AS "c1!" FROM org_billing.token_transactions WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
     )
-    .bind(&org)
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .unwrap_or((-1, -1));
     assert_eq!((sum, rows), (600, 2));
 }
@@ -791,13 +797,12 @@ async fn concurrent_spends_never_pass_the_members_limit_or_the_balance() {
         .get(&format!("/v1/organizations/{org}/tokens"), Some(&owner))
         .await;
     assert_eq!(t.body["balance"], 950);
-    let (sum, spends): (i64, i64) = sqlx::query_as(
-        "SELECT COALESCE(sum(delta), 0)::bigint, count(*) FILTER (WHERE kind = 'spend') \
-         FROM org_billing.token_transactions WHERE org_id = $1::uuid",
+    let (sum, spends): (i64, i64) = sqlx::query!(
+        r#"SELECT COALESCE(sum(delta), 0)::bigint AS "c0!", count(*) FILTER (WHERE kind = 'spend') AS "c1!"  FROM org_billing.token_transactions WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
     )
-    .bind(&org)
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .unwrap_or((-1, -1));
     assert_eq!((sum, spends), (950, 5));
     // The owner has no personal limit: the organization's balance is the bound.

@@ -14,10 +14,10 @@ use tests_e2e::{eventually, StackOptions, TestStack};
 const NOT_APPLIED: &str = "the wallet is busy: the credit was not applied; retry";
 
 async fn ledger_rows(s: &TestStack, org: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM org_billing.wallet_transactions WHERE org_id = $1::uuid",
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM org_billing.wallet_transactions WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(org).expect("a uuid"),
     )
-    .bind(org)
     .fetch_one(&s.db)
     .await
     .expect("ledger rows")
@@ -25,11 +25,11 @@ async fn ledger_rows(s: &TestStack, org: &str) -> i64 {
 
 /// The sum of `org`'s ledger rows.
 async fn ledger_sum(s: &TestStack, org: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COALESCE(sum(delta_minor), 0)::bigint FROM org_billing.wallet_transactions \
-         WHERE org_id = $1::uuid",
+    sqlx::query_scalar!(
+        r#"SELECT COALESCE(sum(delta_minor), 0)::bigint AS "v!" FROM org_billing.wallet_transactions
+         WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(org).expect("a uuid"),
     )
-    .bind(org)
     .fetch_one(&s.db)
     .await
     .expect("sum")
@@ -39,9 +39,9 @@ async fn ledger_sum(s: &TestStack, org: &str) -> i64 {
 /// blocked on a held wallet).
 async fn until_lock_wait(s: &TestStack) {
     let waiting = eventually(Duration::from_secs(20), || async {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        let n: i64 = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "v!" FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'"#,
         )
         .fetch_one(&s.db)
         .await
@@ -80,11 +80,13 @@ async fn later_credit(s: &TestStack, staff: &str, org: &str, amount: i64) {
 /// would) until the returned transaction ends.
 async fn hold_wallet(s: &TestStack, org: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
     let mut tx = s.db.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM org_billing.wallets WHERE org_id = $1::uuid FOR UPDATE")
-        .bind(org)
-        .execute(&mut *tx)
-        .await
-        .expect("lock");
+    sqlx::query!(
+        r#"SELECT 1 AS "one!" FROM org_billing.wallets WHERE org_id = $1::uuid FOR UPDATE"#,
+        uuid::Uuid::parse_str(org).expect("a uuid"),
+    )
+    .fetch_optional(&mut *tx)
+    .await
+    .expect("lock");
     tx
 }
 
@@ -108,12 +110,14 @@ async fn amounts_at_the_edges_of_i64_are_400s_with_exact_messages() {
         .post(&path, Some(&staff), json!({"amount_minor": 1}))
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
-    sqlx::query("UPDATE org_billing.wallets SET balance_minor = $2 WHERE org_id = $1::uuid")
-        .bind(&org)
-        .bind(i64::MAX - 10)
-        .execute(&s.db)
-        .await
-        .expect("near max");
+    sqlx::query!(
+        "UPDATE org_billing.wallets SET balance_minor = $2 WHERE org_id = $1::uuid",
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
+        i64::MAX - 10,
+    )
+    .execute(&s.db)
+    .await
+    .expect("near max");
     let overflow = "amount_minor would take the balance past the largest amount a wallet holds";
     let r = s
         .post(&path, Some(&staff), json!({"amount_minor": 11}))

@@ -231,11 +231,14 @@ async fn a_mailed_link_arrives_over_starttls_in_both_parts_and_signs_in() {
     assert_eq!(s.verify_from(&token, &ip).await.status, 401);
 
     // Sent: the queue row keeps no token, sealed or not.
-    let (sent, sealed, dump): (bool, bool, String) =
-        sqlx::query_as("SELECT sent_at IS NOT NULL, sealed IS NOT NULL, q::text FROM mail_queue q")
-            .fetch_one(&s.db)
-            .await
-            .expect("one mail row");
+    let row = sqlx::query!(
+        r#"SELECT sent_at IS NOT NULL AS "sent!", sealed IS NOT NULL AS "sealed!", q::text AS "dump!"
+             FROM identity.mail_queue q"#
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("one mail row");
+    let (sent, sealed, dump) = (row.sent, row.sealed, row.dump);
     assert!(sent && !sealed, "sent, the sealed token cleared");
     assert!(!dump.contains(&token), "no plaintext token in the queue");
 }
@@ -261,14 +264,12 @@ async fn an_untrusted_certificate_is_not_sent_to() {
         .await;
     assert_eq!(r.status, 200);
     let err = eventually(WAIT, || async {
-        sqlx::query_scalar::<_, Option<String>>(
-            "SELECT last_error FROM mail_queue WHERE attempts >= 2",
-        )
-        .fetch_optional(&s.db)
-        .await
-        .ok()
-        .flatten()
-        .flatten()
+        sqlx::query_scalar!("SELECT last_error FROM identity.mail_queue WHERE attempts >= 2")
+            .fetch_optional(&s.db)
+            .await
+            .ok()
+            .flatten()
+            .flatten()
     })
     .await
     .expect("tried twice and failed");
@@ -359,11 +360,15 @@ async fn a_dead_smtp_server_loses_nothing_and_sends_each_link_once() {
         );
     }
     // Waiting rows hold the token sealed: not in the raw bytes of any column.
-    let rows: Vec<(Option<Vec<u8>>, Vec<u8>, String)> =
-        sqlx::query_as("SELECT sealed, token_hash, recipient FROM mail_queue")
-            .fetch_all(&s.db)
-            .await
-            .expect("queue rows");
+    let rows: Vec<(Option<Vec<u8>>, Vec<u8>, String)> = sqlx::query!(
+        r#"SELECT sealed, token_hash AS "token_hash!", recipient FROM identity.mail_queue"#
+    )
+    .fetch_all(&s.db)
+    .await
+    .expect("queue rows")
+    .into_iter()
+    .map(|r| (r.sealed, r.token_hash, r.recipient))
+    .collect();
     assert_eq!(rows.len(), 3);
     for (sealed, hash, recipient) in &rows {
         let token = echoed[recipient].as_bytes();
@@ -379,12 +384,11 @@ async fn a_dead_smtp_server_loses_nothing_and_sends_each_link_once() {
     }
     // The worker tried every one and failed (a positive marker), none sent.
     eventually(WAIT, || async {
-        let (failed, sent): (i64, i64) = sqlx::query_as(
-            "SELECT count(*) FILTER (WHERE attempts >= 1 AND last_error IS NOT NULL), \
-                    count(*) FILTER (WHERE sent_at IS NOT NULL) FROM mail_queue",
-        )
+        let (failed, sent): (i64, i64) = sqlx::query!(
+        r#"SELECT count(*) FILTER (WHERE attempts >= 1 AND last_error IS NOT NULL) AS "c0!", count(*) FILTER (WHERE sent_at IS NOT NULL) AS "c1!" FROM identity.mail_queue"#,
+    )
         .fetch_one(&s.db)
-        .await
+        .await.map(|r| (r.c0, r.c1))
         .ok()?;
         assert_eq!(sent, 0, "nothing can have been sent");
         (failed == 3).then_some(())
@@ -410,11 +414,12 @@ async fn a_dead_smtp_server_loses_nothing_and_sends_each_link_once() {
     }
     // All marked sent, then a marker mailed after them: still one mail each.
     eventually(WAIT, || async {
-        let unsent: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM mail_queue WHERE sent_at IS NULL")
-                .fetch_one(&s.db)
-                .await
-                .ok()?;
+        let unsent: i64 = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "v!" FROM identity.mail_queue WHERE sent_at IS NULL"#,
+        )
+        .fetch_one(&s.db)
+        .await
+        .ok()?;
         (unsent == 0).then_some(())
     })
     .await

@@ -49,11 +49,11 @@ async fn organizations_are_routed_to_a_distributor_by_country() {
         assert_eq!(w.body["balance_minor"], 0);
     }
     // Nothing was half-written for the refused one.
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM org_billing.organizations")
+    let n: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "v!" FROM org_billing.organizations"#,)
         .fetch_one(&s.db)
         .await
         .unwrap_or(-1);
-    let w: i64 = sqlx::query_scalar("SELECT count(*) FROM org_billing.wallets")
+    let w: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "v!" FROM org_billing.wallets"#,)
         .fetch_one(&s.db)
         .await
         .unwrap_or(-1);

@@ -171,11 +171,12 @@ async fn a_postgres_outage_answers_503_with_retry_after_and_recovers_without_res
         assert_eq!(r.status, 200, "{hostname} ({id}): {:?}", r.body);
         assert_eq!(r.body["hostname"], hostname.as_str(), "{:?}", r.body);
     }
-    let stored: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM server_product.servers WHERE org_id = $1::uuid")
-            .bind(&org)
-            .fetch_one(&s.db)
-            .await
-            .expect("count");
+    let stored: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM server_product.servers WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("count");
     assert!(stored >= seen.created.len() as i64, "{stored}");
 }

@@ -35,20 +35,24 @@ async fn a_republished_outbox_row_is_dropped_by_jetstream_deduplication() {
     let payload = serde_json::to_string(&env).expect("json");
     let subject = s.naming.subject(IdentityChanged::SUBJECT);
     let insert = || async {
-        sqlx::query("INSERT INTO identity.outbox (id, subject, payload) VALUES ($1, $2, $3)")
-            .bind(env.id)
-            .bind(&subject)
-            .bind(&payload)
-            .execute(&s.db)
-            .await
-            .expect("insert");
+        sqlx::query!(
+            "INSERT INTO identity.outbox (id, subject, payload) VALUES ($1, $2, $3)",
+            env.id,
+            &subject,
+            &payload,
+        )
+        .execute(&s.db)
+        .await
+        .expect("insert");
     };
     let gone = || async {
-        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM identity.outbox WHERE id = $1")
-            .bind(env.id)
-            .fetch_one(&s.db)
-            .await
-            .expect("count");
+        let left: i64 = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "v!" FROM identity.outbox WHERE id = $1"#,
+            env.id,
+        )
+        .fetch_one(&s.db)
+        .await
+        .expect("count");
         (left == 0).then_some(())
     };
     insert().await;

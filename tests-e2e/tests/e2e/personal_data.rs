@@ -210,10 +210,10 @@ async fn org_billing_keeps_the_verified_legal_identity_sealed_and_reads_it_back(
     }
 
     // At rest: the sealed column's bytes hold none of it.
-    let raw: Option<Vec<u8>> = sqlx::query_scalar(
+    let raw: Option<Vec<u8>> = sqlx::query_scalar!(
         "SELECT legal_identity FROM org_billing.organizations WHERE id = $1::uuid",
+        uuid::Uuid::parse_str(&ind).expect("a uuid"),
     )
-    .bind(&ind)
     .fetch_one(&s.db)
     .await
     .expect("legal_identity");
@@ -225,9 +225,9 @@ async fn org_billing_keeps_the_verified_legal_identity_sealed_and_reads_it_back(
         );
     }
     // Nor does any other table or column of org-billing's schema.
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables \
-         WHERE table_schema = 'org_billing' AND table_type = 'BASE TABLE'",
+    let tables: Vec<String> = sqlx::query_scalar!(
+        r#"SELECT table_name::text AS "v!" FROM information_schema.tables
+         WHERE table_schema = 'org_billing' AND table_type = 'BASE TABLE'"#,
     )
     .fetch_all(&s.db)
     .await
@@ -281,8 +281,8 @@ async fn drop_database(url: &str) {
 /// the administrator.
 async fn table_file(admin: &mut PgConnection) -> Vec<u8> {
     admin.execute("CHECKPOINT").await.expect("checkpoint");
-    sqlx::query_scalar(
-        "SELECT pg_read_binary_file(pg_relation_filepath('org_billing.organizations'))",
+    sqlx::query_scalar!(
+        r#"SELECT pg_read_binary_file(pg_relation_filepath('org_billing.organizations')) AS "v!""#,
     )
     .fetch_one(&mut *admin)
     .await
@@ -321,11 +321,15 @@ async fn identities_stored_in_clear_are_sealed_at_start_up_and_nothing_is_left_b
         .await
         .expect("distributors");
     let (verified, unverified) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
-    let distributor: uuid::Uuid =
-        sqlx::query_scalar("SELECT distributor_id FROM distributor_coverage WHERE country = 'TR'")
-            .fetch_one(&pool)
-            .await
-            .expect("a distributor");
+    let distributor: uuid::Uuid = sqlx::query_scalar!(
+        "SELECT distributor_id FROM org_billing.distributor_coverage WHERE country = 'TR'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("a distributor");
+    // Runtime strings: the plaintext columns exist only in the legacy schema
+    // this test builds (before the migration that drops them), not in the
+    // schema the macros check against.
     sqlx::query(
         "INSERT INTO organizations (id, name, legal_type, country, distributor_id, created_by, \
            kyc_status, kyc_tier, kyc_locked, kyc_verified_at, legal_name, tax_id, \
@@ -388,9 +392,9 @@ async fn identities_stored_in_clear_are_sealed_at_start_up_and_nothing_is_left_b
     a.expect("replica a");
     b.expect("replica b");
 
-    let columns: Vec<String> = sqlx::query_scalar(
-        "SELECT column_name::text FROM information_schema.columns \
-         WHERE table_schema = 'org_billing' AND table_name = 'organizations'",
+    let columns: Vec<String> = sqlx::query_scalar!(
+        r#"SELECT column_name::text AS "v!" FROM information_schema.columns
+         WHERE table_schema = 'org_billing' AND table_name = 'organizations'"#,
     )
     .fetch_all(&mut admin)
     .await
@@ -459,12 +463,13 @@ async fn identities_stored_in_clear_are_sealed_at_start_up_and_nothing_is_left_b
 
     // Starting again changes nothing.
     org_billing::migrate(&settings).await.expect("again");
-    let again: Option<Vec<u8>> =
-        sqlx::query_scalar("SELECT legal_identity FROM org_billing.organizations WHERE id = $1")
-            .bind(verified)
-            .fetch_one(&mut admin)
-            .await
-            .expect("row");
+    let again: Option<Vec<u8>> = sqlx::query_scalar!(
+        "SELECT legal_identity FROM org_billing.organizations WHERE id = $1",
+        verified,
+    )
+    .fetch_one(&mut admin)
+    .await
+    .expect("row");
     assert_eq!(again, Some(old));
 
     admin.close().await.ok();
@@ -507,12 +512,12 @@ async fn name_changes_audited_with_the_name_before_are_rewritten_to_the_field_na
     let pool = service_kit::db::prepare(&settings.database, identity::SCHEMA, "legacy", &legacy)
         .await
         .expect("legacy schema");
-    sqlx::query(
-        "INSERT INTO audit_log (actor_user_id, action, subject, detail) VALUES \
+    sqlx::query!(
+        "INSERT INTO identity.audit_log (actor_user_id, action, subject, detail) VALUES \
          ($1, 'user.name_changed', 'user:x', '{\"name\": \"Gulsen Eski-Isim\"}'), \
          ($1, 'profile.updated', 'user:x', '{\"fields\": [\"bio\"]}')",
+        uuid::Uuid::new_v4(),
     )
-    .bind(uuid::Uuid::new_v4())
     .execute(&pool)
     .await
     .expect("legacy audit rows");

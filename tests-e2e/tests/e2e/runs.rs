@@ -15,11 +15,13 @@ use tests_e2e::{
 use uuid::Uuid;
 
 async fn database_exists(admin: &PgPool, name: &str) -> bool {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-        .bind(name)
-        .fetch_one(admin)
-        .await
-        .expect("pg_database")
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS "v!""#,
+        name,
+    )
+    .fetch_one(admin)
+    .await
+    .expect("pg_database")
 }
 
 async fn stream_exists(js: &jetstream::Context, name: &str) -> bool {
@@ -142,12 +144,14 @@ async fn the_cleaner_drops_what_ended_runs_left_and_nothing_of_a_run_still_going
     let mut holder = sqlx::PgConnection::connect(&admin_database_url())
         .await
         .expect("holder");
-    let held: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
-        .bind(RUN_LOCK_SPACE)
-        .bind(runs::lock_key(&going).expect("a key"))
-        .fetch_one(&mut holder)
-        .await
-        .expect("lock");
+    let held: bool = sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_lock($1, $2) AS "v!""#,
+        RUN_LOCK_SPACE,
+        runs::lock_key(&going).expect("a key"),
+    )
+    .fetch_one(&mut holder)
+    .await
+    .expect("lock");
     assert!(held);
 
     // A dry run names what would go and drops nothing.

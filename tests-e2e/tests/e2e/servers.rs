@@ -127,8 +127,8 @@ async fn an_api_backed_server_becomes_active_with_sealed_credentials() {
     )
     .await;
     assert!(list.body[0].get("credentials").is_none(), "{:?}", list.body);
-    let dump: String = sqlx::query_scalar(
-        "SELECT string_agg(row_to_json(x)::text, ' ') FROM server_product.servers x",
+    let dump: String = sqlx::query_scalar!(
+        r#"SELECT string_agg(row_to_json(x)::text, ' ') AS "v!" FROM server_product.servers x"#,
     )
     .fetch_one(&s.db)
     .await
@@ -136,12 +136,13 @@ async fn an_api_backed_server_becomes_active_with_sealed_credentials() {
     assert!(!dump.contains(&password));
     // The sealed column is bytea (JSON renders it as hex, which never holds
     // the password): its raw bytes are what must not.
-    let sealed: Option<Vec<u8>> =
-        sqlx::query_scalar("SELECT credentials FROM server_product.servers WHERE id = $1::uuid")
-            .bind(&id)
-            .fetch_one(&s.db)
-            .await
-            .expect("credentials");
+    let sealed: Option<Vec<u8>> = sqlx::query_scalar!(
+        "SELECT credentials FROM server_product.servers WHERE id = $1::uuid",
+        uuid::Uuid::parse_str(&id).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("credentials");
     let sealed = sealed.expect("credentials are stored");
     assert!(
         !sealed
@@ -251,10 +252,10 @@ async fn a_failing_provider_fails_the_order_and_frees_the_hostname() {
         order(&s, &owner, &org, "vps-small", "doomed").await.status,
         201
     );
-    let jobs: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM server_product.provision_jobs WHERE server_id = $1::uuid",
+    let jobs: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM server_product.provision_jobs WHERE server_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&id).expect("a uuid"),
     )
-    .bind(&id)
     .fetch_one(&s.db)
     .await
     .expect("jobs");
@@ -424,13 +425,12 @@ async fn power_actions_follow_the_lifecycle_and_terminate_ends_usage() {
         (t.status, t.body["status"].as_str()),
         (200, Some("terminated"))
     );
-    let ended: (Option<time::OffsetDateTime>, Option<time::OffsetDateTime>) = sqlx::query_as(
-        "SELECT (SELECT ended_at FROM server_product.usage_periods WHERE server_id = s.id), s.terminated_at \
-         FROM server_product.servers s WHERE s.id = $1::uuid",
+    let ended: (Option<time::OffsetDateTime>, Option<time::OffsetDateTime>) = sqlx::query!(
+        r#"SELECT (SELECT ended_at FROM server_product.usage_periods WHERE server_id = s.id) AS "c0?", s.terminated_at AS "c1?"  FROM server_product.servers s WHERE s.id = $1::uuid"#,
+        uuid::Uuid::parse_str(&id).expect("a uuid"),
     )
-    .bind(&id)
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .expect("usage");
     assert!(ended.0.is_some() && ended.0 == ended.1, "{ended:?}");
     assert_eq!(power("start").await.status, 409);
@@ -616,10 +616,11 @@ async fn each_change_emits_one_product_event_and_a_failed_one_none() {
     // (a refused change's included, had it written one) has been published.
     let events = eventually(Duration::from_secs(10), || async {
         let e = product_events(&s).await;
-        let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM server_product.outbox")
-            .fetch_one(&s.db)
-            .await
-            .unwrap_or(-1);
+        let pending: i64 =
+            sqlx::query_scalar!(r#"SELECT count(*) AS "v!" FROM server_product.outbox"#,)
+                .fetch_one(&s.db)
+                .await
+                .unwrap_or(-1);
         (e.len() >= 3 && pending == 0).then_some(e)
     })
     .await

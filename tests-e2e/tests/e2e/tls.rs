@@ -315,13 +315,13 @@ async fn with_sslmode_require_every_service_connection_is_encrypted() {
         .rsplit_once('/')
         .map(|(_, d)| d.split('?').next().unwrap_or(d).to_owned())
         .expect("a database name");
-    let rows: Vec<(String, bool)> = sqlx::query_as(
-        "SELECT usename::text, ssl FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) \
-         WHERE datname = $1 AND usename LIKE 'hub\\_%'",
+    let rows: Vec<(String, bool)> = sqlx::query!(
+        r#"SELECT usename::text AS "c0!", ssl AS "c1!" FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+         WHERE datname = $1 AND usename LIKE 'hub\\_%'"#,
+        &db,
     )
-    .bind(&db)
     .fetch_all(&s.db)
-    .await
+    .await.map(|v| v.into_iter().map(|r| (r.c0, r.c1)).collect::<Vec<_>>())
     .expect("pg_stat_ssl");
     for role in [
         "hub_identity",
@@ -345,11 +345,11 @@ async fn verify_full_with_sslrootcert_trusts_only_the_named_ca() {
     use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
     let admin = tests_e2e::admin_database_url();
     let mut conn = PgConnection::connect(&admin).await.expect("admin");
-    let (cert, dir): (String, String) = sqlx::query_as(
-        "SELECT current_setting('ssl_cert_file'), current_setting('data_directory')",
+    let (cert, dir): (String, String) = sqlx::query!(
+        r#"SELECT current_setting('ssl_cert_file') AS "c0!", current_setting('data_directory') AS "c1!""#,
     )
     .fetch_one(&mut conn)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .expect("settings");
     let cert = if cert.starts_with('/') {
         cert
@@ -369,10 +369,11 @@ async fn verify_full_with_sslrootcert_trusts_only_the_named_ca() {
     let mut verified = PgConnection::connect_with(&with_root(&cert))
         .await
         .expect("verify-full with the server's certificate as root");
-    let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
-        .fetch_one(&mut verified)
-        .await
-        .expect("pg_stat_ssl");
+    let ssl: bool =
+        sqlx::query_scalar!(r#"SELECT ssl AS "v!" FROM pg_stat_ssl WHERE pid = pg_backend_pid()"#,)
+            .fetch_one(&mut verified)
+            .await
+            .expect("pg_stat_ssl");
     assert!(ssl);
     // A root that did not sign the certificate: a stand-in server that
     // answers the SSLRequest and then presents a certificate of a test CA

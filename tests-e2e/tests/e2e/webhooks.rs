@@ -138,8 +138,15 @@ async fn insert_endpoint(s: &TestStack, org: &str, url: &str) -> uuid::Uuid {
         .expect("sealer")
         .seal(b"whsec_AAAA", format!("webhook-secret:{id}").as_bytes())
         .expect("seal");
-    sqlx::query("INSERT INTO webhook_dispatcher.endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2::uuid, $3, $4, $5, $6)")
-        .bind(id).bind(org).bind(url).bind(sealed).bind(uuid::Uuid::new_v4()).bind(created)
+    sqlx::query!(
+        "INSERT INTO webhook_dispatcher.endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2::uuid, $3, $4, $5, $6)",
+        id,
+        uuid::Uuid::parse_str(org).expect("a uuid"),
+        url,
+        sealed,
+        uuid::Uuid::new_v4(),
+        created,
+    )
         .execute(&s.db).await.expect("endpoint");
     id
 }
@@ -201,12 +208,13 @@ async fn developers_create_endpoints_the_secret_is_shown_once_and_outsiders_see_
     assert!(!list.body.to_string().contains(&secret) && list.body[0].get("secret").is_none());
     // Sealed at rest: the raw bytes of the secret column (bytea) hold neither
     // the secret string nor the key it encodes.
-    let sealed: Vec<u8> =
-        sqlx::query_scalar("SELECT secret FROM webhook_dispatcher.endpoints WHERE id = $1::uuid")
-            .bind(r.body["id"].as_str().unwrap_or_default())
-            .fetch_one(&s.db)
-            .await
-            .expect("sealed secret");
+    let sealed: Vec<u8> = sqlx::query_scalar!(
+        "SELECT secret FROM webhook_dispatcher.endpoints WHERE id = $1::uuid",
+        uuid::Uuid::parse_str(r.body["id"].as_str().unwrap_or_default()).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("sealed secret");
     let key = STANDARD.decode(&secret[6..]).expect("base64");
     for plain in [secret.as_bytes(), &secret.as_bytes()[6..], &key] {
         assert!(
@@ -503,12 +511,12 @@ async fn rotation_signs_with_both_secrets_for_the_overlap() {
     let new = r.body["secret"].as_str().unwrap_or_default().to_owned();
     assert!(new.starts_with("whsec_") && new != old);
     // Both secrets sealed at rest (raw bytes of both bytea columns).
-    let (current, previous): (Vec<u8>, Option<Vec<u8>>) = sqlx::query_as(
-        "SELECT secret, previous_secret FROM webhook_dispatcher.endpoints WHERE id = $1::uuid",
+    let (current, previous): (Vec<u8>, Option<Vec<u8>>) = sqlx::query!(
+        r#"SELECT secret AS "c0!", previous_secret AS "c1?" FROM webhook_dispatcher.endpoints WHERE id = $1::uuid"#,
+        uuid::Uuid::parse_str(&ep).expect("a uuid"),
     )
-    .bind(&ep)
     .fetch_one(&s.db)
-    .await
+    .await.map(|r| (r.c0, r.c1))
     .expect("sealed secrets");
     let previous = previous.expect("the previous secret is kept");
     for column in [&current, &previous] {
@@ -599,12 +607,12 @@ async fn deleting_an_endpoint_stops_its_deliveries() {
     publish_event(&s, &org, "server.active").await;
     assert!(until_count(&witness, 4, 10).await);
     assert_eq!(rx.count(), 1, "no delivery for later events");
-    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT status, last_error FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
+    let rows: Vec<(String, Option<String>)> = sqlx::query!(
+        r#"SELECT status AS "c0!", last_error AS "c1?" FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&ep).expect("a uuid"),
     )
-    .bind(&ep)
     .fetch_all(&s.db)
-    .await
+    .await.map(|v| v.into_iter().map(|r| (r.c0, r.c1)).collect::<Vec<_>>())
     .expect("rows");
     assert_eq!(
         rows,
@@ -662,7 +670,7 @@ async fn internal_addresses_are_refused_at_creation_and_at_delivery() {
     publish_event(&s, &org, "server.created").await;
     let refused = eventually(Duration::from_secs(10), || async {
         let errs: Vec<Option<String>> =
-            sqlx::query_scalar("SELECT last_error FROM webhook_dispatcher.deliveries")
+            sqlx::query_scalar!("SELECT last_error FROM webhook_dispatcher.deliveries")
                 .fetch_all(&s.db)
                 .await
                 .unwrap_or_default();
@@ -849,13 +857,14 @@ async fn each_row_at_creation_and_at_delivery(s: &TestStack, allow_loopback: boo
     }
     publish_event(s, &org, "server.created").await;
     let errors = eventually(Duration::from_secs(15), || async {
-        let rows: Vec<(uuid::Uuid, Option<String>)> = sqlx::query_as(
-            "SELECT endpoint_id, last_error FROM webhook_dispatcher.deliveries \
-             WHERE endpoint_id = ANY($1) AND attempts > 0",
+        let rows: Vec<(uuid::Uuid, Option<String>)> = sqlx::query!(
+            r#"SELECT endpoint_id AS "c0!", last_error AS "c1?" FROM webhook_dispatcher.deliveries
+         WHERE endpoint_id = ANY($1) AND attempts > 0"#,
+            &ids,
         )
-        .bind(&ids)
         .fetch_all(&s.db)
         .await
+        .map(|v| v.into_iter().map(|r| (r.c0, r.c1)).collect::<Vec<_>>())
         .unwrap_or_default();
         (rows.len() == ids.len()).then_some(rows)
     })
@@ -910,7 +919,7 @@ async fn an_organization_has_at_most_twenty_endpoints_even_under_concurrent_crea
     // requests are waiting inside their transactions, so requests that
     // counted without taking turns would all insert once it is released.
     let mut hold = s.db.begin().await.expect("tx");
-    sqlx::query("LOCK TABLE webhook_dispatcher.endpoints IN SHARE MODE")
+    sqlx::query!("LOCK TABLE webhook_dispatcher.endpoints IN SHARE MODE")
         .execute(&mut *hold)
         .await
         .expect("lock");
@@ -918,9 +927,9 @@ async fn an_organization_has_at_most_twenty_endpoints_even_under_concurrent_crea
         join_all((0..30).map(|_| endpoint(&s, &owner, &org, &rx.url))),
         async {
             let waiting = eventually(Duration::from_secs(10), || async {
-                let n: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-                     AND usename = 'hub_webhook_dispatcher' AND wait_event_type = 'Lock'",
+                let n: i64 = sqlx::query_scalar!(
+                    r#"SELECT count(*) AS "v!" FROM pg_stat_activity WHERE datname = current_database()
+         AND usename = 'hub_webhook_dispatcher' AND wait_event_type = 'Lock'"#,
                 )
                 .fetch_one(&s.db)
                 .await
@@ -943,10 +952,10 @@ async fn an_organization_has_at_most_twenty_endpoints_even_under_concurrent_crea
     for r in refused {
         assert!(r.error().contains("maximum of 20"), "{:?}", r.body);
     }
-    let live: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM webhook_dispatcher.endpoints WHERE org_id = $1::uuid AND deleted_at IS NULL",
+    let live: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM webhook_dispatcher.endpoints WHERE org_id = $1::uuid AND deleted_at IS NULL"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
     )
-    .bind(&org)
     .fetch_one(&s.db)
     .await
     .expect("count");
@@ -1038,11 +1047,11 @@ async fn a_delivery_is_retried_by_hand_at_most_ten_times_even_under_concurrent_r
         "{:?}",
         refused[0].body
     );
-    let rows: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid AND event_id = $2::uuid",
+    let rows: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid AND event_id = $2::uuid"#,
+        uuid::Uuid::parse_str(&ep).expect("a uuid"),
+        uuid::Uuid::parse_str(&event).expect("a uuid"),
     )
-    .bind(&ep)
-    .bind(&event)
     .fetch_one(&s.db)
     .await
     .expect("count");
