@@ -84,6 +84,43 @@ pub fn batch_limit(batch_timeout: Duration) -> Duration {
     batch_timeout + Duration::from_millis(200) + batch_timeout / 10
 }
 
+/// Why a book refused a move: storage's answer, mapped to the client's error
+/// at the edge (`From<Refused> for ApiError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The wallet would go below zero.
+    BelowZero,
+    /// The organization has not enough AI tokens.
+    TokensShort,
+    /// The wallet's balance would leave the int64 range.
+    Overflow,
+    /// The token balance would leave the int64 range.
+    TokenOverflow,
+    /// The member's personal AI-token limit is exhausted.
+    MemberLimit,
+    /// AI is disabled for the member.
+    AiDisabled,
+    /// No such organization (or, for spends, not a member).
+    NotFound,
+    /// An outcome the functions never give (a bug): a 500.
+    Unknown(String),
+}
+
+impl From<Refused> for ApiError {
+    fn from(r: Refused) -> Self {
+        match r {
+            Refused::BelowZero => ApiError::conflict(BELOW_ZERO),
+            Refused::TokensShort => ApiError::PaymentRequired(TOKENS_SHORT.into()),
+            Refused::Overflow => ApiError::bad_request(OVERFLOW),
+            Refused::TokenOverflow => ApiError::bad_request(TOKEN_OVERFLOW),
+            Refused::MemberLimit => ApiError::PaymentRequired(MEMBER_LIMIT.into()),
+            Refused::AiDisabled => ApiError::forbidden(AI_DISABLED),
+            Refused::NotFound => ApiError::NotFound,
+            Refused::Unknown(what) => ApiError::internal(anyhow::anyhow!(what)),
+        }
+    }
+}
+
 /// The balance after an accepted move (`currency` for wallets only).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
@@ -105,7 +142,7 @@ pub async fn apply(
     conn: &mut PgConnection,
     book: Book,
     moves: &[Move],
-) -> sqlx::Result<Vec<Result<Applied, ApiError>>> {
+) -> sqlx::Result<Vec<Result<Applied, Refused>>> {
     let orgs: Vec<OrgId> = moves.iter().map(|m| m.org_id).collect();
     let deltas: Vec<i64> = moves.iter().map(|m| m.delta).collect();
     let kinds: Vec<&str> = moves.iter().map(|m| m.kind).collect();
@@ -186,14 +223,14 @@ pub async fn apply(
                         transaction_id,
                     })
                 }
-                ("below_zero", ..) if book == Book::Wallet => Err(ApiError::conflict(BELOW_ZERO)),
-                ("below_zero", ..) => Err(ApiError::PaymentRequired(TOKENS_SHORT.into())),
-                ("overflow", ..) if book == Book::Wallet => Err(ApiError::bad_request(OVERFLOW)),
-                ("overflow", ..) => Err(ApiError::bad_request(TOKEN_OVERFLOW)),
-                ("member_limit", ..) => Err(ApiError::PaymentRequired(MEMBER_LIMIT.into())),
-                ("ai_disabled", ..) => Err(ApiError::forbidden(AI_DISABLED)),
-                ("not_found", ..) => Err(ApiError::NotFound),
-                (other, ..) => Err(ApiError::Internal(anyhow::anyhow!(
+                ("below_zero", ..) if book == Book::Wallet => Err(Refused::BelowZero),
+                ("below_zero", ..) => Err(Refused::TokensShort),
+                ("overflow", ..) if book == Book::Wallet => Err(Refused::Overflow),
+                ("overflow", ..) => Err(Refused::TokenOverflow),
+                ("member_limit", ..) => Err(Refused::MemberLimit),
+                ("ai_disabled", ..) => Err(Refused::AiDisabled),
+                ("not_found", ..) => Err(Refused::NotFound),
+                (other, ..) => Err(Refused::Unknown(format!(
                     "{book:?} moves: unexpected outcome {other:?}"
                 ))),
             }
@@ -405,7 +442,11 @@ async fn run(
                         if outcomes.is_ok() {
                             conn = Some((c, Instant::now()));
                         }
-                        outcomes.map_err(BatchError::Db)
+                        outcomes.map_err(BatchError::Db).map(|all| {
+                            all.into_iter()
+                                .map(|o| o.map_err(ApiError::from))
+                                .collect::<Vec<_>>()
+                        })
                     }
                     Err(_) => Err(BatchError::Hung),
                 }

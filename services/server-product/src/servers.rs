@@ -10,6 +10,9 @@ use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+/// The unique constraint on (organization, hostname) of live servers.
+pub const HOSTNAME_PER_ORG: &str = "servers_hostname_per_org";
+
 /// A server as stored: every query returns these columns (`org_id` typed).
 #[derive(Clone)]
 pub struct Row {

@@ -317,7 +317,7 @@ async fn with_sslmode_require_every_service_connection_is_encrypted() {
         .expect("a database name");
     let rows: Vec<(String, bool)> = sqlx::query!(
         r#"SELECT usename::text AS "c0!", ssl AS "c1!" FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
-         WHERE datname = $1 AND usename LIKE 'hub\\_%'"#,
+         WHERE datname = $1 AND usename LIKE 'hub\_%'"#,
         &db,
     )
     .fetch_all(&s.db)

@@ -139,7 +139,9 @@ pub async fn grant(
     let outcome = ledger::apply(&mut tx, Book::Tokens, std::slice::from_ref(&m))
         .await?
         .pop()
-        .unwrap_or(Err(ApiError::NotFound))
+        // One row per move (or `apply` failed): never empty.
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the tokens book answered no row")))?
+        .map_err(ApiError::from)
         .map(|a| balance(org_id, a));
     let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
     state.outbox.kick();

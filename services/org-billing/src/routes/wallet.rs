@@ -143,7 +143,9 @@ pub async fn credit(
     let outcome = ledger::apply(&mut tx, ledger::Book::Wallet, std::slice::from_ref(&m))
         .await?
         .pop()
-        .unwrap_or(Err(ApiError::NotFound))
+        // One row per move (or `apply` failed): never empty.
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the wallet book answered no row")))?
+        .map_err(ApiError::from)
         .map(|a| applied(org_id, a));
     let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
     state.outbox.kick();

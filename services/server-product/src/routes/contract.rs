@@ -13,7 +13,7 @@ use actix_web::{web, HttpResponse};
 use hub_domain::{Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use service_kit::{assertion::Caller, ApiError, ApiResult};
+use service_kit::{assertion::Caller, ApiError, ApiResult, OnConstraint};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -239,16 +239,12 @@ pub async fn transfer(
     )
     .fetch_one(&mut *tx)
     .await;
-    let moved = match moved {
-        Ok(m) => m,
-        Err(sqlx::Error::Database(d)) if d.constraint() == Some("servers_hostname_per_org") => {
-            return Err(ApiError::Conflict(format!(
-                "hostname {} is already used by a server of the receiving organization",
-                row.hostname
-            )))
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let moved = moved.on_constraint(servers::HOSTNAME_PER_ORG, || {
+        ApiError::Conflict(format!(
+            "hostname {} is already used by a server of the receiving organization",
+            row.hostname
+        ))
+    })?;
     let had_usage: bool = sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM usage_periods WHERE server_id = $1 AND ended_at IS NULL) AS "open!""#,
         id,

@@ -16,7 +16,7 @@ use event_contracts::{SERVER_CREATED, SERVER_TERMINATED};
 use hub_domain::{Capability, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use service_kit::{assertion::Caller, ApiError, ApiResult};
+use service_kit::{assertion::Caller, ApiError, ApiResult, OnConstraint};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -72,15 +72,11 @@ pub async fn order(
     )
     .fetch_one(&mut *tx)
     .await;
-    let row = match inserted {
-        Ok(r) => r,
-        Err(sqlx::Error::Database(d)) if d.constraint() == Some("servers_hostname_per_org") => {
-            return Err(ApiError::Conflict(format!(
-                "hostname {hostname} is already used by a server of this organization"
-            )))
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let row = inserted.on_constraint(servers::HOSTNAME_PER_ORG, || {
+        ApiError::Conflict(format!(
+            "hostname {hostname} is already used by a server of this organization"
+        ))
+    })?;
     if fulfilment == "api" {
         sqlx::query!(
             "INSERT INTO provision_jobs (server_id, due_at) VALUES ($1, $2)",
