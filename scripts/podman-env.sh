@@ -5,13 +5,17 @@
 # On these machines podman needs the runc runtime (crun fails on the kernel's
 # hybrid cgroups), the cgroupfs cgroup manager and lower default ulimits; all
 # three go into a containers.conf of our own, named by CONTAINERS_CONF.
+# netavark (the network backend) sets up container networks with iptables,
+# which a fresh machine of this kind does not have: without it every `RUN`
+# of an image build fails with "netavark: No such file or directory".
 HUB_PODMAN_DIR=${HUB_PODMAN_DIR:-$HOME/.cache/hub-podman}
 podman_log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 podman_as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 podman_missing=()
 for tool in podman:podman buildah:buildah mmdebstrap:mmdebstrap runc:runc binutils:objcopy \
-            aardvark-dns:/usr/lib/podman/aardvark-dns netavark:/usr/lib/podman/netavark; do
+            aardvark-dns:/usr/lib/podman/aardvark-dns netavark:/usr/lib/podman/netavark \
+            iptables:iptables; do
   pkg=${tool%%:*}; bin=${tool#*:}
   command -v "$bin" >/dev/null 2>&1 || [ -x "$bin" ] || podman_missing+=("$pkg")
 done

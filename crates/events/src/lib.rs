@@ -170,6 +170,127 @@ pub mod internal {
     }
 }
 
+/// The bodies of public routes that one service reads from another (the agent
+/// answering as the caller): the fields it uses, each required. A peer that
+/// renames or drops one fails the read with a clear error (the agent answers
+/// 502), never a silent zero or empty string. Extra fields are ignored, so a
+/// peer may add fields freely.
+pub mod views {
+    use hub_domain::OrgId;
+    use serde::Deserialize;
+    use uuid::Uuid;
+
+    /// `GET /v1/organizations/{id}/wallet` (org-billing).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    pub struct Wallet {
+        pub currency: String,
+        pub balance_minor: i64,
+    }
+
+    /// `GET /v1/organizations/{id}/tokens` (org-billing).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    pub struct TokenBalance {
+        pub balance: i64,
+    }
+
+    /// An Organization, as listed (`GET /v1/organizations`) or in detail
+    /// (`GET /v1/organizations/{id}`) by org-billing.
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    pub struct Organization {
+        pub id: OrgId,
+        pub name: String,
+        pub country: String,
+        pub kyc_status: String,
+        pub kyc_tier: i32,
+    }
+
+    /// One of the caller's sessions (`GET /v1/auth/sessions`, identity).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    pub struct Session {
+        pub id: Uuid,
+        pub ip: String,
+        /// RFC 3339, shown as given.
+        pub created_at: String,
+        pub current: bool,
+    }
+
+    /// The caller's profile (`GET /v1/profile`, identity).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    pub struct Profile {
+        pub email: String,
+        pub name: String,
+        pub phone: String,
+        pub job_title: String,
+        pub timezone: String,
+        pub locale: String,
+        pub bio: String,
+    }
+
+    /// A submission in the staff queue (`GET /v1/admin/kyc`, kyc).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    pub struct KycQueued {
+        pub id: Uuid,
+        pub org_name: String,
+        pub legal_type: String,
+        pub created_at: String,
+    }
+
+    /// A manual order waiting (`GET /v1/admin/fulfilment`, server-product).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    pub struct FulfilmentQueued {
+        pub id: Uuid,
+        pub hostname: String,
+        pub sku_id: String,
+        pub org_id: OrgId,
+        /// RFC 3339; null for none.
+        pub due_at: Option<String>,
+    }
+
+    /// An organization a lookup found
+    /// (`GET /internal/v1/organizations/lookup?q=`, org-billing for the
+    /// agent): org-billing writes this type and the agent reads it.
+    #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+    pub struct FoundOrganization {
+        pub id: OrgId,
+        pub name: String,
+        pub legal_type: String,
+        pub country: String,
+        pub kyc_status: String,
+        pub wallet_currency: Option<String>,
+    }
+
+    /// What the member may spend on AI now
+    /// (`GET /internal/v1/organizations/{id}/ai-allowance`, org-billing).
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    pub struct AiAllowance {
+        pub ai_enabled: bool,
+        pub org_balance: i64,
+        pub available: i64,
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_renamed_or_missing_field_is_an_error_not_a_zero() {
+            let ok: Wallet =
+                serde_json::from_str(r#"{"org_id":"x","currency":"TRY","balance_minor":5}"#)
+                    .expect("a wallet");
+            assert_eq!(ok.balance_minor, 5);
+            assert!(serde_json::from_str::<Wallet>(r#"{"currency":"TRY","balance":5}"#).is_err());
+            assert!(
+                serde_json::from_str::<AiAllowance>(r#"{"ai_enabled":true,"org_balance":3}"#)
+                    .is_err()
+            );
+            assert!(serde_json::from_str::<Session>(
+                r#"{"id":"not-a-uuid","ip":"","created_at":"","current":true}"#
+            )
+            .is_err());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

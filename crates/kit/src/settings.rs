@@ -44,11 +44,13 @@ pub fn load_with<T: DeserializeOwned>(
         .prefix_separator("__")
         .separator("__")
         .try_parsing(true);
-    if !list_keys.is_empty() {
-        env = env.list_separator(",");
-        for k in list_keys {
-            env = env.with_list_parse_key(k);
-        }
+    env = env.list_separator(",");
+    for k in list_keys
+        .iter()
+        .map(|k| k.to_string())
+        .chain(kit_list_keys())
+    {
+        env = env.with_list_parse_key(&k);
     }
     let mut builder = Config::builder().add_source(File::from_str(defaults, FileFormat::Toml));
     if profile_is_dev() {
@@ -62,6 +64,20 @@ pub fn load_with<T: DeserializeOwned>(
     Ok(cfg.try_deserialize()?)
 }
 
+/// The list keys of the kit's own settings, for every service: its
+/// assertion keys, its sealing keys and the keys it accepts from each calling
+/// service (every service the hub has: a service that no one calls simply has
+/// no such variable). A service's [`Layered::LIST_KEYS`] names only its own.
+fn kit_list_keys() -> impl Iterator<Item = String> {
+    ["assertion.keys".to_owned(), "sealing.keys".to_owned()]
+        .into_iter()
+        .chain(
+            hub_domain::ServiceName::ALL
+                .into_iter()
+                .map(|s| format!("assertion.callers.{s}.keys")),
+        )
+}
+
 /// A service's settings type: its name, its commented defaults, its dev
 /// overlay and its list keys give it [`load`](Layered::load) (the layers
 /// above), [`load_with`](Layered::load_with) (extra layers before the
@@ -72,7 +88,9 @@ pub trait Layered: DeserializeOwned {
     const SERVICE: &'static str;
     const DEFAULTS: &'static str;
     const DEV: &'static str;
-    /// Keys whose environment value is a comma-separated list.
+    /// The service's own keys whose environment value is a comma-separated
+    /// list (the kit's are added: `assertion.keys`, `sealing.keys`,
+    /// `assertion.callers.<service>.keys`).
     const LIST_KEYS: &'static [&'static str];
 
     fn load() -> anyhow::Result<Self> {

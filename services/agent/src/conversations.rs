@@ -15,8 +15,8 @@ use crate::{
     engine,
     journal::Exchange,
     model,
+    ops::{Staged, Tier},
     state::AppState,
-    tools::{Staged, Tier},
 };
 use hub_domain::{OrgId, UserId};
 use serde::Serialize;

@@ -9,9 +9,11 @@
 //! Either way a sensitive operation is only staged.
 
 use crate::{
-    conversations, model, rules,
+    conversations, model,
+    ops::{Outcome, Staged, Tier},
+    rules,
     state::AppState,
-    tools::{self, Ctx, Outcome, Staged, Tier},
+    tools::{self, Ctx},
 };
 use hub_domain::OrgId;
 use reqwest::Method;
@@ -216,7 +218,7 @@ fn token_refusal(r: &tools::Reply) -> ApiError {
         402 => ApiError::PaymentRequired(r.error().to_owned()),
         403 => ApiError::forbidden(r.error()),
         404 => ApiError::NotFound,
-        s => ApiError::Internal(anyhow::anyhow!("org-billing answered {s} about AI tokens")),
+        s => ApiError::internal(anyhow::anyhow!("org-billing answered {s} about AI tokens")),
     }
 }
 
@@ -240,17 +242,19 @@ pub(crate) async fn check_allowance(
     if !r.ok() {
         return Err(token_refusal(&r));
     }
-    if !r.body["ai_enabled"].as_bool().unwrap_or(false) {
+    let allowance: event_contracts::views::AiAllowance = serde_json::from_value(r.body)
+        .map_err(|e| ApiError::BadGateway(format!("unexpected answer from {path}: {e}")))?;
+    if !allowance.ai_enabled {
         return Err(ApiError::forbidden(
             "AI is disabled for you in this organization",
         ));
     }
-    if r.body["org_balance"].as_i64().unwrap_or(0) <= 0 {
+    if allowance.org_balance <= 0 {
         return Err(ApiError::PaymentRequired(
             "the organization has no AI tokens left".into(),
         ));
     }
-    if r.body["available"].as_i64().unwrap_or(0) <= 0 {
+    if allowance.available <= 0 {
         return Err(ApiError::PaymentRequired(
             "your personal AI-token limit in this organization is exhausted".into(),
         ));

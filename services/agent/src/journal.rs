@@ -9,7 +9,7 @@
 //! closed meanwhile is refused (409) without affecting the others. Exchanges of
 //! one user go to one writer, so their order is kept.
 
-use crate::tools::{Staged, Tier};
+use crate::ops::{Staged, Tier};
 use service_kit::ApiError;
 use sqlx::PgPool;
 use std::{collections::HashSet, sync::Arc};
@@ -116,7 +116,7 @@ async fn run(
             Err(err) => {
                 tracing::error!(error = %err, exchanges = batch.len(), "storing exchanges failed");
                 for (_, reply) in batch {
-                    let _ = reply.send(Err(ApiError::Internal(anyhow::anyhow!(
+                    let _ = reply.send(Err(ApiError::internal(anyhow::anyhow!(
                         "storing the exchange failed"
                     ))));
                 }

@@ -18,6 +18,7 @@ pub mod journal;
 pub mod memory;
 pub mod model;
 pub mod money;
+pub mod ops;
 mod routes;
 pub mod rules;
 pub mod settings;

@@ -2,7 +2,7 @@
 //! tool calling (`POST {base_url}/chat/completions`). The tools offered are
 //! exactly the [`Op`]s the rule-based matcher uses; staff tools only to staff.
 
-use crate::{state::AppState, tools::Op};
+use crate::{ops::Op, state::AppState};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::{json, Value};

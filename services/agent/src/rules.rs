@@ -2,7 +2,7 @@
 //! case-insensitive pattern naming one [`Op`]. It answers when no model
 //! provider is configured or reachable. Anything else gets [`HELP`].
 
-use crate::tools::Op;
+use crate::ops::Op;
 use regex::Regex;
 use std::sync::LazyLock;
 

@@ -92,7 +92,7 @@ impl Layered for Settings {
     const SERVICE: &'static str = "agent";
     const DEFAULTS: &'static str = DEFAULTS;
     const DEV: &'static str = DEV;
-    const LIST_KEYS: &'static [&'static str] = &["assertion.keys"];
+    const LIST_KEYS: &'static [&'static str] = &[];
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub struct AppState {
     pub curation: CurationSettings,
     /// Organization lookups by what the user called them (see
     /// [`crate::tools::resolve_org`]), kept `agent.lookup_cache_secs`.
-    pub lookups: moka::sync::Cache<String, std::sync::Arc<Vec<crate::tools::OrgRef>>>,
+    pub lookups: moka::sync::Cache<String, std::sync::Arc<Vec<crate::ops::OrgRef>>>,
     /// The provider's HTTP client (its own timeouts per call).
     pub http: reqwest::Client,
     /// Expiry, conversations and curation take "now" from here (tests move it).

@@ -9,10 +9,14 @@
 //! names, formatting money) into a [`Staged`] action that runs when its owner
 //! confirms (see [`crate::staged`]).
 
-use crate::{money, state::AppState};
+use crate::{
+    money,
+    ops::{Op, OrgRef, Outcome, Staged},
+    state::AppState,
+};
+use event_contracts::views;
 use hub_domain::OrgId;
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, peer::Peer, ApiError};
 use std::sync::Arc;
@@ -22,115 +26,11 @@ use uuid::Uuid;
 /// too; bio: 2000 characters).
 pub const JOB_TITLE_MAX: usize = 120;
 
-/// An operation with its arguments as the user (or the model) gave them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    WalletBalance {
-        org: Option<String>,
-    },
-    TokenBalance {
-        org: Option<String>,
-    },
-    ListOrgs,
-    KycStatus {
-        org: Option<String>,
-    },
-    ListSessions,
-    Profile,
-    SetJobTitle {
-        text: String,
-    },
-    SetBio {
-        text: String,
-    },
-    CreateOrg {
-        name: String,
-        country: String,
-        legal_type: Option<String>,
-    },
-    CreditWallet {
-        org: String,
-        amount: String,
-        currency: String,
-    },
-    GrantTokens {
-        org: String,
-        amount: String,
-    },
-    RevokeSession {
-        session_id: String,
-    },
-    /// Staff: the pending KYC queue.
-    KycQueue,
-    /// Staff: any organization by name or id.
-    FindOrg {
-        query: String,
-    },
-    /// Staff: the manual fulfilment queue.
-    FulfilmentQueue,
-}
-
-/// The autonomy tier of an answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tier {
-    FullOrLoggedAutonomy,
-    ConfirmationRequired,
-}
-
-impl Tier {
-    /// The tier's name (as serialized).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::FullOrLoggedAutonomy => "full_or_logged_autonomy",
-            Tier::ConfirmationRequired => "confirmation_required",
-        }
-    }
-}
-
-/// A sensitive action, prepared: exactly the arguments its summary shows.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Staged {
-    pub kind: String,
-    pub args: Value,
-    pub summary: String,
-}
-
-/// What an operation gave.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// A read, a logged update, or a refusal explained to the user.
-    Answer(String),
-    /// A logged update that ran (audited).
-    Logged(String),
-    Staged(Staged),
-}
-
-impl Op {
-    /// Staff-only tools.
-    pub fn staff_only(&self) -> bool {
-        matches!(
-            self,
-            Op::KycQueue | Op::FindOrg { .. } | Op::FulfilmentQueue
-        )
-    }
-}
-
 /// Who asks, and the organization `org_id` scoped the request to.
 pub struct Ctx<'a> {
     pub state: &'a AppState,
     pub caller: &'a Caller,
     pub scope: Option<OrgId>,
-}
-
-/// An organization the caller may name.
-#[derive(Debug, Clone, Deserialize)]
-pub struct OrgRef {
-    pub id: OrgId,
-    pub name: String,
-    pub country: String,
-    pub kyc_status: String,
-    pub wallet_currency: Option<String>,
 }
 
 /// A public route's answer: status and JSON body.
@@ -257,13 +157,13 @@ async fn lookup(ctx: &Ctx<'_>, query: &str) -> Result<Arc<Vec<OrgRef>>, Result<S
     .await
     .map_err(Err)?;
     if !r.ok() {
-        return Err(Err(ApiError::Internal(anyhow::anyhow!(
+        return Err(Err(ApiError::internal(anyhow::anyhow!(
             "organization lookup answered {}",
             r.status
         ))));
     }
     let found: Vec<OrgRef> = serde_json::from_value(r.body).map_err(|e| {
-        Err(ApiError::Internal(anyhow::anyhow!(
+        Err(ApiError::internal(anyhow::anyhow!(
             "organization lookup: {e}"
         )))
     })?;
@@ -351,10 +251,21 @@ macro_rules! read {
             Err(refused) => return Ok(refused),
         }
     };
+    // The body as its contract type (event_contracts::views): a body without
+    // the fields is a 502, never a default.
+    ($ctx:expr, $peer:expr, $path:expr, $ty:ty) => {
+        view::<$ty>($path, read!($ctx, $peer, $path))?
+    };
+}
+
+/// A peer's answer as its contract type; 502 naming the route otherwise.
+fn view<T: serde::de::DeserializeOwned>(path: &str, body: Value) -> Result<T, ApiError> {
+    serde_json::from_value(body)
+        .map_err(|e| ApiError::BadGateway(format!("unexpected answer from {path}: {e}")))
 }
 
 /// "3 things waiting:" and one line per item (the first 20).
-fn listing(items: &[Value], what: &str, line: impl Fn(&Value) -> String) -> String {
+fn listing<T>(items: &[T], what: &str, line: impl Fn(&T) -> String) -> String {
     let lines: Vec<String> = items.iter().take(20).map(line).collect();
     format!(
         "{} {what}{}\n{}",
@@ -387,27 +298,27 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
     match op {
         Op::WalletBalance { org } => {
             let o = resolved!(resolve_org(ctx, org.as_deref()).await);
-            let body = read!(
+            let w = read!(
                 ctx,
                 &peers.org_billing,
-                &format!("/v1/organizations/{}/wallet", o.id)
+                &format!("/v1/organizations/{}/wallet", o.id),
+                views::Wallet
             );
-            let minor = body["balance_minor"].as_i64().unwrap_or(0);
-            let currency = body["currency"].as_str().unwrap_or("");
             Ok(Outcome::Answer(format!(
                 "The wallet of {} holds {}.",
                 o.name,
-                money::format(minor, currency)
+                money::format(w.balance_minor, &w.currency)
             )))
         }
         Op::TokenBalance { org } => {
             let o = resolved!(resolve_org(ctx, org.as_deref()).await);
-            let body = read!(
+            let n = read!(
                 ctx,
                 &peers.org_billing,
-                &format!("/v1/organizations/{}/tokens", o.id)
-            );
-            let n = body["balance"].as_i64().unwrap_or(0);
+                &format!("/v1/organizations/{}/tokens", o.id),
+                views::TokenBalance
+            )
+            .balance;
             Ok(Outcome::Answer(format!(
                 "{} has {} AI tokens.",
                 o.name,
@@ -415,10 +326,14 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             )))
         }
         Op::ListOrgs => {
-            let body = read!(ctx, &peers.org_billing, "/v1/organizations");
-            let mut orgs: Vec<Value> = body.as_array().cloned().unwrap_or_default();
+            let mut orgs = read!(
+                ctx,
+                &peers.org_billing,
+                "/v1/organizations",
+                Vec<views::Organization>
+            );
             if let Some(scope) = ctx.scope {
-                orgs.retain(|o| o["id"].as_str() == Some(scope.to_string().as_str()));
+                orgs.retain(|o| o.id == scope);
             }
             if orgs.is_empty() {
                 return Ok(Outcome::Answer(
@@ -428,18 +343,13 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             let lines: Vec<String> = orgs
                 .iter()
                 .map(|o| {
-                    let role = o["id"]
-                        .as_str()
-                        .and_then(|id| id.parse::<OrgId>().ok())
-                        .and_then(|id| caller.identity.role_in(id))
+                    let role = caller
+                        .identity
+                        .role_in(o.id)
                         .map_or("member", |r| r.as_str());
                     format!(
                         "- {} ({}, {}, KYC {}; id {})",
-                        o["name"].as_str().unwrap_or(""),
-                        role,
-                        o["country"].as_str().unwrap_or(""),
-                        o["kyc_status"].as_str().unwrap_or(""),
-                        o["id"].as_str().unwrap_or("")
+                        o.name, role, o.country, o.kyc_status, o.id
                     )
                 })
                 .collect();
@@ -451,34 +361,33 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
         }
         Op::KycStatus { org } => {
             let o = resolved!(resolve_org(ctx, org.as_deref()).await);
-            let body = read!(
+            let detail = read!(
                 ctx,
                 &peers.org_billing,
-                &format!("/v1/organizations/{}", o.id)
+                &format!("/v1/organizations/{}", o.id),
+                views::Organization
             );
             Ok(Outcome::Answer(format!(
                 "The KYC status of {} is {} (tier {}).",
-                o.name,
-                body["kyc_status"].as_str().unwrap_or("unknown"),
-                body["kyc_tier"].as_i64().unwrap_or(0)
+                o.name, detail.kyc_status, detail.kyc_tier
             )))
         }
         Op::ListSessions => {
-            let body = read!(ctx, &peers.identity, "/v1/auth/sessions");
-            let sessions = body.as_array().cloned().unwrap_or_default();
+            let sessions = read!(
+                ctx,
+                &peers.identity,
+                "/v1/auth/sessions",
+                Vec<views::Session>
+            );
             let lines: Vec<String> = sessions
                 .iter()
                 .map(|s| {
                     format!(
                         "- {} from {}, since {}{}",
-                        s["id"].as_str().unwrap_or(""),
-                        s["ip"].as_str().unwrap_or(""),
-                        s["created_at"].as_str().unwrap_or(""),
-                        if s["current"].as_bool().unwrap_or(false) {
-                            " (this one)"
-                        } else {
-                            ""
-                        }
+                        s.id,
+                        s.ip,
+                        s.created_at,
+                        if s.current { " (this one)" } else { "" }
                     )
                 })
                 .collect();
@@ -490,18 +399,10 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             )))
         }
         Op::Profile => {
-            let body = read!(ctx, &peers.identity, "/v1/profile");
-            let p = &body;
-            let f = |k: &str| p[k].as_str().unwrap_or("").to_owned();
+            let p = read!(ctx, &peers.identity, "/v1/profile", views::Profile);
             Ok(Outcome::Answer(format!(
                 "Your profile:\n- email: {}\n- name: {}\n- job title: {}\n- phone: {}\n- timezone: {}\n- locale: {}\n- bio: {}",
-                f("email"),
-                f("name"),
-                f("job_title"),
-                f("phone"),
-                f("timezone"),
-                f("locale"),
-                f("bio")
+                p.email, p.name, p.job_title, p.phone, p.timezone, p.locale, p.bio
             )))
         }
         Op::SetJobTitle { text } | Op::SetBio { text } => {
@@ -622,15 +523,16 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
                         .into(),
                 ));
             };
-            let body = read!(ctx, &peers.identity, "/v1/auth/sessions");
-            let found = body
-                .as_array()
-                .and_then(|a| a.iter().find(|s| s["id"].as_str() == Some(&id.to_string())))
-                .cloned();
-            let Some(s) = found else {
+            let sessions = read!(
+                ctx,
+                &peers.identity,
+                "/v1/auth/sessions",
+                Vec<views::Session>
+            );
+            let Some(s) = sessions.into_iter().find(|s| s.id == id) else {
                 return Ok(Outcome::Answer(format!("You have no active session {id}.")));
             };
-            let this = if s["current"].as_bool().unwrap_or(false) {
+            let this = if s.current {
                 ", the one you are using now"
             } else {
                 ""
@@ -640,14 +542,12 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
                 args: json!({"session_id": id}),
                 summary: format!(
                     "Revoke session {id} (from {}, since {}{this})",
-                    s["ip"].as_str().unwrap_or(""),
-                    s["created_at"].as_str().unwrap_or("")
+                    s.ip, s.created_at
                 ),
             }))
         }
         Op::KycQueue => {
-            let body = read!(ctx, &peers.kyc, "/v1/admin/kyc");
-            let items = body.as_array().cloned().unwrap_or_default();
+            let items = read!(ctx, &peers.kyc, "/v1/admin/kyc", Vec<views::KycQueued>);
             let what = if items.len() == 1 {
                 "KYC submission pending review"
             } else {
@@ -656,18 +556,14 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             Ok(Outcome::Answer(listing(&items, what, |k| {
                 format!(
                     "- {} ({}), submitted {}; submission {}",
-                    k["org_name"].as_str().unwrap_or(""),
-                    k["legal_type"].as_str().unwrap_or(""),
-                    k["created_at"].as_str().unwrap_or(""),
-                    k["id"].as_str().unwrap_or("")
+                    k.org_name, k.legal_type, k.created_at, k.id
                 )
             })))
         }
         Op::FindOrg { query } => {
             let q = clean_name(query);
             let path = format!("/internal/v1/organizations/lookup?q={}", encode_query(&q));
-            let body = read!(ctx, &peers.org_billing, &path);
-            let found: Vec<OrgRef> = serde_json::from_value(body).unwrap_or_default();
+            let found = read!(ctx, &peers.org_billing, &path, Vec<OrgRef>);
             if found.is_empty() {
                 return Ok(Outcome::Answer(format!("No organization matches \"{q}\".")));
             }
@@ -690,8 +586,12 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             )))
         }
         Op::FulfilmentQueue => {
-            let body = read!(ctx, &peers.server_product, "/v1/admin/fulfilment");
-            let items = body.as_array().cloned().unwrap_or_default();
+            let items = read!(
+                ctx,
+                &peers.server_product,
+                "/v1/admin/fulfilment",
+                Vec<views::FulfilmentQueued>
+            );
             let what = if items.len() == 1 {
                 "manual order waiting for fulfilment"
             } else {
@@ -700,11 +600,11 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
             Ok(Outcome::Answer(listing(&items, what, |s| {
                 format!(
                     "- server {} ({}, {}) for organization {}, due {}",
-                    s["id"].as_str().unwrap_or(""),
-                    s["hostname"].as_str().unwrap_or(""),
-                    s["sku_id"].as_str().unwrap_or(""),
-                    s["org_id"].as_str().unwrap_or(""),
-                    s["due_at"].as_str().unwrap_or("")
+                    s.id,
+                    s.hostname,
+                    s.sku_id,
+                    s.org_id,
+                    s.due_at.as_deref().unwrap_or("")
                 )
             })))
         }
@@ -714,6 +614,7 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::Tier;
 
     #[test]
     fn names_lose_their_wrapping() {

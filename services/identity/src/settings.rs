@@ -82,13 +82,7 @@ impl Layered for Settings {
     const SERVICE: &'static str = "identity";
     const DEFAULTS: &'static str = DEFAULTS;
     const DEV: &'static str = DEV;
-    const LIST_KEYS: &'static [&'static str] = &[
-        "assertion.keys",
-        "assertion.callers.org_billing.keys",
-        "assertion.callers.agent.keys",
-        "auth.staff_emails",
-        "sealing.keys",
-    ];
+    const LIST_KEYS: &'static [&'static str] = &["auth.staff_emails"];
 
     /// The layers, then `STAFF_EMAILS` (comma-separated) replaces
     /// `auth.staff_emails` when set.

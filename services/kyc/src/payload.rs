@@ -8,29 +8,19 @@ use serde_json::{Map, Value};
 use service_kit::ApiError;
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LegalType {
-    Individual,
-    Corporate,
+pub use hub_domain::LegalType;
+
+/// What KYC asks of each legal type (the type itself is the domain's, parsed
+/// in one place: [`LegalType::parse`]).
+trait Rules: Sized {
+    /// "an individual", "a corporate".
+    fn with_article(self) -> &'static str;
+    /// (required, optional) field keys.
+    fn fields(self) -> (&'static [&'static str], &'static [&'static str]);
+    fn other(self) -> Self;
 }
 
-impl LegalType {
-    pub fn parse(s: &str) -> Option<LegalType> {
-        match s {
-            "individual" => Some(LegalType::Individual),
-            "corporate" => Some(LegalType::Corporate),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LegalType::Individual => "individual",
-            LegalType::Corporate => "corporate",
-        }
-    }
-
-    /// "an individual", "a corporate".
+impl Rules for LegalType {
     fn with_article(self) -> &'static str {
         match self {
             LegalType::Individual => "an individual",
@@ -38,7 +28,6 @@ impl LegalType {
         }
     }
 
-    /// (required, optional) field keys.
     fn fields(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {
             LegalType::Individual => (&["full_name", "national_id"], &[]),

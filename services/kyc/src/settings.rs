@@ -39,12 +39,7 @@ impl Layered for Settings {
     const SERVICE: &'static str = "kyc";
     const DEFAULTS: &'static str = DEFAULTS;
     const DEV: &'static str = DEV;
-    const LIST_KEYS: &'static [&'static str] = &[
-        "assertion.keys",
-        "assertion.callers.org_billing.keys",
-        "assertion.callers.agent.keys",
-        "sealing.keys",
-    ];
+    const LIST_KEYS: &'static [&'static str] = &[];
 }
 
 #[cfg(test)]

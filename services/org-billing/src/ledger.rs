@@ -284,7 +284,7 @@ impl BatchError {
             // The connection stopped answering mid-batch: the same.
             BatchError::Hung => ApiError::Unavailable(OUTCOME_UNKNOWN.into()),
             // Outcome unknown (it may have committed): never retried here.
-            other => ApiError::Internal(anyhow::anyhow!("{book:?} batch failed: {other}")),
+            other => ApiError::internal(anyhow::anyhow!("{book:?} batch failed: {other}")),
         }
     }
 }

@@ -80,12 +80,7 @@ impl Layered for Settings {
     const SERVICE: &'static str = "org-billing";
     const DEFAULTS: &'static str = DEFAULTS;
     const DEV: &'static str = DEV;
-    const LIST_KEYS: &'static [&'static str] = &[
-        "assertion.keys",
-        "assertion.callers.agent.keys",
-        "assertion.callers.kyc.keys",
-        "sealing.keys",
-    ];
+    const LIST_KEYS: &'static [&'static str] = &[];
 }
 
 #[cfg(test)]

@@ -77,8 +77,7 @@ impl Layered for Settings {
     const SERVICE: &'static str = "webhook-dispatcher";
     const DEFAULTS: &'static str = DEFAULTS;
     const DEV: &'static str = DEV;
-    const LIST_KEYS: &'static [&'static str] =
-        &["assertion.keys", "sealing.keys", "delivery.backoff_ms"];
+    const LIST_KEYS: &'static [&'static str] = &["delivery.backoff_ms"];
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use crate::{conversations, engine, memory, model, staged, state::AppState};
 use actix_web::{web, HttpResponse};
-use hub_domain::{OrgId, UserId};
+use hub_domain::{ConversationId, OrgId, UserId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
@@ -104,17 +104,19 @@ async fn list_conversations(
 async fn conversation_messages(
     caller: SessionCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<ConversationId>,
 ) -> ApiResult<HttpResponse> {
-    Ok(HttpResponse::Ok().json(conversations::messages(&state, &caller, path.into_inner()).await?))
+    Ok(HttpResponse::Ok()
+        .json(conversations::messages(&state, &caller, path.into_inner().as_uuid()).await?))
 }
 
 async fn close_conversation(
     caller: SessionCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<ConversationId>,
 ) -> ApiResult<HttpResponse> {
-    Ok(HttpResponse::Ok().json(conversations::close(&state, &caller, path.into_inner()).await?))
+    Ok(HttpResponse::Ok()
+        .json(conversations::close(&state, &caller, path.into_inner().as_uuid()).await?))
 }
 
 /// GET /v1/agent/model (staff): the model in use and whether a provider is set.

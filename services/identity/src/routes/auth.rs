@@ -9,7 +9,7 @@ use crate::{
 };
 use actix_web::{http::header, web, HttpRequest, HttpResponse};
 use event_contracts::{CredentialRevoked, IdentityChanged};
-use hub_domain::{Credential, Email, Identity, UserId};
+use hub_domain::{Credential, Email, Identity, SessionId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -400,12 +400,12 @@ pub async fn list_sessions(
 pub async fn revoke_session(
     state: web::Data<AppState>,
     caller: SessionCaller,
-    path: web::Path<Uuid>,
+    path: web::Path<SessionId>,
 ) -> ApiResult<HttpResponse> {
     revoke(
         &state,
         caller.user_id(),
-        path.into_inner(),
+        path.into_inner().as_uuid(),
         "auth.session_revoked",
         &caller.ip,
     )

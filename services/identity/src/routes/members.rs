@@ -35,12 +35,12 @@ pub async fn list(
 }
 
 /// Every member's role in one organization, read under its lock.
-struct OrgRoles(Vec<(UserId, String)>);
+struct OrgRoles(Vec<(UserId, Role)>);
 
 impl OrgRoles {
     async fn load(tx: &mut sqlx::PgConnection, org_id: OrgId) -> sqlx::Result<OrgRoles> {
         let rows = sqlx::query!(
-            r#"SELECT user_id AS "user_id: UserId", role FROM memberships WHERE org_id = $1"#,
+            r#"SELECT user_id AS "user_id: UserId", role AS "role: Role" FROM memberships WHERE org_id = $1"#,
             org_id as OrgId,
         )
         .fetch_all(tx)
@@ -51,10 +51,7 @@ impl OrgRoles {
     }
 
     fn of(&self, user_id: UserId) -> Option<Role> {
-        self.0
-            .iter()
-            .find(|(u, _)| *u == user_id)
-            .and_then(|(_, r)| Role::parse(r))
+        self.0.iter().find(|(u, _)| *u == user_id).map(|(_, r)| *r)
     }
 
     /// An owner stops being one (demoted, leaving, removed): only an owner may
@@ -68,7 +65,7 @@ impl OrgRoles {
         if caller_role != Role::Owner {
             return Err(ApiError::forbidden(not_owner));
         }
-        if self.0.iter().filter(|(_, r)| r == "owner").count() <= 1 {
+        if self.0.iter().filter(|(_, r)| *r == Role::Owner).count() <= 1 {
             return Err(ApiError::conflict(last_owner));
         }
         Ok(())

@@ -11,6 +11,7 @@ use crate::{
     store,
 };
 use actix_web::{web, HttpResponse};
+use hub_domain::SubmissionId;
 use serde_json::{json, Value};
 use service_kit::{assertion::StaffCaller, outbox, ApiError, ApiResult};
 use uuid::Uuid;
@@ -178,10 +179,17 @@ async fn decide(
 pub async fn approve(
     staff: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(&state, &staff, path.into_inner(), &body, "approve").await
+    decide(
+        &state,
+        &staff,
+        path.into_inner().as_uuid(),
+        &body,
+        "approve",
+    )
+    .await
 }
 
 /// POST /v1/admin/kyc/{id}/reject (staff), optional `notes`.
@@ -189,10 +197,10 @@ pub async fn approve(
 pub async fn reject(
     staff: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(&state, &staff, path.into_inner(), &body, "reject").await
+    decide(&state, &staff, path.into_inner().as_uuid(), &body, "reject").await
 }
 
 /// POST /v1/admin/kyc/{id}/request-info (staff): `requested_fields` (keys of
@@ -201,8 +209,15 @@ pub async fn reject(
 pub async fn request_info(
     staff: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(&state, &staff, path.into_inner(), &body, "request-info").await
+    decide(
+        &state,
+        &staff,
+        path.into_inner().as_uuid(),
+        &body,
+        "request-info",
+    )
+    .await
 }

@@ -47,15 +47,8 @@ pub struct LookupQuery {
     q: String,
 }
 
-#[derive(serde::Serialize)]
-struct Found {
-    id: OrgId,
-    name: String,
-    legal_type: String,
-    country: String,
-    kyc_status: String,
-    wallet_currency: Option<String>,
-}
+// The lookup's answer: the shared contract type the agent reads.
+use event_contracts::views::FoundOrganization as Found;
 
 /// GET /internal/v1/organizations/lookup?q= (agent): up to 10 organizations
 /// whose id is `q`, or whose name is `q` (case-insensitive) or starts with it,

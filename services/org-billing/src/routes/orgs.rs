@@ -4,7 +4,7 @@
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::OrgCreated;
-use hub_domain::{Capability, CountryCode, OrgId, UserId};
+use hub_domain::{Capability, CountryCode, LegalType, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -56,11 +56,8 @@ pub async fn create(
             "name is required, at most {NAME_MAX} characters, without control characters"
         )));
     }
-    if !matches!(body.legal_type.as_str(), "individual" | "corporate") {
-        return Err(ApiError::bad_request(
-            "legal_type must be individual or corporate",
-        ));
-    }
+    let legal_type = LegalType::parse(&body.legal_type)
+        .ok_or_else(|| ApiError::bad_request("legal_type must be individual or corporate"))?;
     let country =
         CountryCode::parse(&body.country).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let cap = state.orgs.max_memberships;
@@ -110,7 +107,7 @@ pub async fn create(
          VALUES ($1, $2, $3, $4, $5, $6)",
         org_id as OrgId,
         name,
-        &body.legal_type,
+        legal_type as LegalType,
         country.as_str(),
         distributor_id,
         caller.user_id() as UserId,

@@ -8,7 +8,7 @@ use crate::{
 };
 use actix_web::{web, HttpResponse};
 use event_contracts::SERVER_ACTIVE;
-use hub_domain::{OrgId, UserId};
+use hub_domain::{OrgId, ServerId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::StaffCaller, ApiError, ApiResult};
@@ -66,13 +66,13 @@ fn bounded(name: &str, v: &str) -> ApiResult<()> {
 pub async fn complete(
     staff: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
     body: web::Json<Complete>,
 ) -> ApiResult<HttpResponse> {
     bounded("username", &body.username)?;
     bounded("password", &body.password)?;
     bounded("host", &body.host)?;
-    let id = path.into_inner();
+    let id = path.into_inner().as_uuid();
     let row = servers::load(&mut *state.pool.acquire().await?, id).await?;
     let now = state.clock.now();
     let creds = Credentials {

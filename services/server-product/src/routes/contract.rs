@@ -10,7 +10,7 @@ use crate::{
     state::AppState,
 };
 use actix_web::{web, HttpResponse};
-use hub_domain::{Capability, OrgId};
+use hub_domain::{Capability, OrgId, ServerId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult, OnConstraint};
@@ -118,27 +118,39 @@ async fn simple(
 pub async fn activate(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    simple(&state, &caller, path.into_inner(), Action::Activate).await
+    simple(
+        &state,
+        &caller,
+        path.into_inner().as_uuid(),
+        Action::Activate,
+    )
+    .await
 }
 
 /// POST /v1/service-contract/services/{id}/suspend (manager): active|stopped -> suspended.
 pub async fn suspend(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    simple(&state, &caller, path.into_inner(), Action::Suspend).await
+    simple(
+        &state,
+        &caller,
+        path.into_inner().as_uuid(),
+        Action::Suspend,
+    )
+    .await
 }
 
 /// POST /v1/service-contract/services/{id}/terminate (manager).
 pub async fn terminate(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    let row = terminate_server(&state, &caller, path.into_inner()).await?;
+    let row = terminate_server(&state, &caller, path.into_inner().as_uuid()).await?;
     Ok(HttpResponse::Ok().json(Service::from(&row)))
 }
 
@@ -154,10 +166,10 @@ pub struct Resize {
 pub async fn resize(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
     body: web::Json<Resize>,
 ) -> ApiResult<HttpResponse> {
-    let id = path.into_inner();
+    let id = path.into_inner().as_uuid();
     let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
     let plan: Option<String> = sqlx::query_scalar!(
         "SELECT fulfilment FROM skus WHERE id = $1 AND listed",
@@ -216,10 +228,10 @@ pub struct Transfer {
 pub async fn transfer(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
     body: web::Json<Transfer>,
 ) -> ApiResult<HttpResponse> {
-    let id = path.into_inner();
+    let id = path.into_inner().as_uuid();
     let row = servers::authorized(&state, &caller, id, Capability::TransferServices).await?;
     caller.require(body.to_org_id, Capability::TransferServices)?;
     if body.to_org_id == row.org_id {

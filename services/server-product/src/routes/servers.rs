@@ -13,7 +13,7 @@ use crate::{
 use actix_web::{web, HttpResponse};
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use event_contracts::{SERVER_CREATED, SERVER_TERMINATED};
-use hub_domain::{Capability, OrgId, UserId};
+use hub_domain::{Capability, OrgId, ServerId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult, OnConstraint};
@@ -196,9 +196,15 @@ struct Detail {
 pub async fn detail(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    let row = servers::authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
+    let row = servers::authorized(
+        &state,
+        &caller,
+        path.into_inner().as_uuid(),
+        Capability::Read,
+    )
+    .await?;
     let credentials = match (&row.credentials, row.status.as_str()) {
         (Some(sealed), "active" | "stopped" | "suspended") => {
             let credentials = state
@@ -237,7 +243,7 @@ pub struct PowerBody {
 pub async fn power(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
     body: web::Json<PowerBody>,
 ) -> ApiResult<HttpResponse> {
     let action = match body.action.as_str() {
@@ -250,7 +256,7 @@ pub async fn power(
             ))
         }
     };
-    let id = path.into_inner();
+    let id = path.into_inner().as_uuid();
     let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
     let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
@@ -313,8 +319,8 @@ pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> Ap
 pub async fn terminate(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    let row = terminate_server(&state, &caller, path.into_inner()).await?;
+    let row = terminate_server(&state, &caller, path.into_inner().as_uuid()).await?;
     Ok(HttpResponse::Ok().json(row.server()))
 }

@@ -3,7 +3,7 @@
 use super::endpoints::authorized;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use hub_domain::Capability;
+use hub_domain::{Capability, DeliveryId, EndpointId};
 use serde::Serialize;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use time::OffsetDateTime;
@@ -33,9 +33,15 @@ pub struct Delivery {
 pub async fn log(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<EndpointId>,
 ) -> ApiResult<HttpResponse> {
-    let e = authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
+    let e = authorized(
+        &state,
+        &caller,
+        path.into_inner().as_uuid(),
+        Capability::Read,
+    )
+    .await?;
     let rows = sqlx::query_as!(
         Delivery,
         "SELECT id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
@@ -56,9 +62,10 @@ pub async fn log(
 pub async fn retry(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(Uuid, Uuid)>,
+    path: web::Path<(EndpointId, DeliveryId)>,
 ) -> ApiResult<HttpResponse> {
     let (endpoint, delivery) = path.into_inner();
+    let (endpoint, delivery) = (endpoint.as_uuid(), delivery.as_uuid());
     let e = authorized(&state, &caller, endpoint, Capability::ManageWebhooks).await?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;

@@ -7,7 +7,7 @@ use crate::{
     state::{secret_aad, AppState},
 };
 use actix_web::{web, HttpResponse};
-use hub_domain::{Capability, OrgId, UserId};
+use hub_domain::{Capability, EndpointId, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
@@ -146,12 +146,12 @@ pub async fn list(
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<EndpointId>,
 ) -> ApiResult<HttpResponse> {
     let e = authorized(
         &state,
         &caller,
-        path.into_inner(),
+        path.into_inner().as_uuid(),
         Capability::ManageWebhooks,
     )
     .await?;
@@ -196,12 +196,12 @@ pub async fn delete(
 pub async fn rotate(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<EndpointId>,
 ) -> ApiResult<HttpResponse> {
     let e = authorized(
         &state,
         &caller,
-        path.into_inner(),
+        path.into_inner().as_uuid(),
         Capability::ManageWebhooks,
     )
     .await?;
