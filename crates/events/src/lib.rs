@@ -86,6 +86,188 @@ impl Event for IdentityChanged {
     const SUBJECT: &'static str = "core.v1.identity.changed";
 }
 
+/// Every auditable action, one variant each: producers name actions through
+/// this enum only (a misspelt action does not compile). On the wire the action
+/// stays a string ([`AuditRecorded::action`]), so identity stores actions of a
+/// newer producer it does not know yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AuditAction {
+    #[serde(rename = "auth.sign_in")]
+    SignIn,
+    #[serde(rename = "auth.logout")]
+    Logout,
+    #[serde(rename = "auth.session_revoked")]
+    SessionRevoked,
+    #[serde(rename = "user.name_changed")]
+    NameChanged,
+    #[serde(rename = "profile.updated")]
+    ProfileUpdated,
+    #[serde(rename = "org.created")]
+    OrgCreated,
+    #[serde(rename = "org.member_added")]
+    MemberAdded,
+    #[serde(rename = "org.member_role_changed")]
+    MemberRoleChanged,
+    #[serde(rename = "org.member_left")]
+    MemberLeft,
+    #[serde(rename = "org.member_removed")]
+    MemberRemoved,
+    #[serde(rename = "org.api_key_created")]
+    ApiKeyCreated,
+    #[serde(rename = "org.api_key_revoked")]
+    ApiKeyRevoked,
+    #[serde(rename = "org.api_keys_revoked")]
+    ApiKeysRevoked,
+    #[serde(rename = "member.ai_updated")]
+    MemberAiUpdated,
+    #[serde(rename = "wallet.credited")]
+    WalletCredited,
+    #[serde(rename = "tokens.granted")]
+    TokensGranted,
+    #[serde(rename = "tokens.spent")]
+    TokensSpent,
+    #[serde(rename = "kyc.submitted")]
+    KycSubmitted,
+    #[serde(rename = "kyc.approved")]
+    KycApproved,
+    #[serde(rename = "kyc.rejected")]
+    KycRejected,
+    #[serde(rename = "kyc.more_info_requested")]
+    KycMoreInfoRequested,
+    #[serde(rename = "server.ordered")]
+    ServerOrdered,
+    #[serde(rename = "server.fulfilled")]
+    ServerFulfilled,
+    #[serde(rename = "server.credentials_read")]
+    ServerCredentialsRead,
+    #[serde(rename = "server.power")]
+    ServerPower,
+    #[serde(rename = "server.terminated")]
+    ServerTerminated,
+    #[serde(rename = "service.activate")]
+    ServiceActivated,
+    #[serde(rename = "service.suspend")]
+    ServiceSuspended,
+    #[serde(rename = "service.resize")]
+    ServiceResized,
+    #[serde(rename = "service.transfer")]
+    ServiceTransferred,
+    #[serde(rename = "sku.created")]
+    SkuCreated,
+    #[serde(rename = "sku.updated")]
+    SkuUpdated,
+    #[serde(rename = "webhook.created")]
+    WebhookCreated,
+    #[serde(rename = "webhook.deleted")]
+    WebhookDeleted,
+    #[serde(rename = "webhook.secret_rotated")]
+    WebhookSecretRotated,
+    #[serde(rename = "agent.action_confirmed")]
+    AgentActionConfirmed,
+    #[serde(rename = "agent.action_rejected")]
+    AgentActionRejected,
+    #[serde(rename = "agent.profile_updated")]
+    AgentProfileUpdated,
+    #[serde(rename = "agent.model_set")]
+    AgentModelSet,
+}
+
+impl AuditAction {
+    /// Every action, for documentation and tests.
+    pub const ALL: [AuditAction; 39] = [
+        AuditAction::SignIn,
+        AuditAction::Logout,
+        AuditAction::SessionRevoked,
+        AuditAction::NameChanged,
+        AuditAction::ProfileUpdated,
+        AuditAction::OrgCreated,
+        AuditAction::MemberAdded,
+        AuditAction::MemberRoleChanged,
+        AuditAction::MemberLeft,
+        AuditAction::MemberRemoved,
+        AuditAction::ApiKeyCreated,
+        AuditAction::ApiKeyRevoked,
+        AuditAction::ApiKeysRevoked,
+        AuditAction::MemberAiUpdated,
+        AuditAction::WalletCredited,
+        AuditAction::TokensGranted,
+        AuditAction::TokensSpent,
+        AuditAction::KycSubmitted,
+        AuditAction::KycApproved,
+        AuditAction::KycRejected,
+        AuditAction::KycMoreInfoRequested,
+        AuditAction::ServerOrdered,
+        AuditAction::ServerFulfilled,
+        AuditAction::ServerCredentialsRead,
+        AuditAction::ServerPower,
+        AuditAction::ServerTerminated,
+        AuditAction::ServiceActivated,
+        AuditAction::ServiceSuspended,
+        AuditAction::ServiceResized,
+        AuditAction::ServiceTransferred,
+        AuditAction::SkuCreated,
+        AuditAction::SkuUpdated,
+        AuditAction::WebhookCreated,
+        AuditAction::WebhookDeleted,
+        AuditAction::WebhookSecretRotated,
+        AuditAction::AgentActionConfirmed,
+        AuditAction::AgentActionRejected,
+        AuditAction::AgentProfileUpdated,
+        AuditAction::AgentModelSet,
+    ];
+
+    /// The action's name on the wire and in `audit_log.action`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::SignIn => "auth.sign_in",
+            AuditAction::Logout => "auth.logout",
+            AuditAction::SessionRevoked => "auth.session_revoked",
+            AuditAction::NameChanged => "user.name_changed",
+            AuditAction::ProfileUpdated => "profile.updated",
+            AuditAction::OrgCreated => "org.created",
+            AuditAction::MemberAdded => "org.member_added",
+            AuditAction::MemberRoleChanged => "org.member_role_changed",
+            AuditAction::MemberLeft => "org.member_left",
+            AuditAction::MemberRemoved => "org.member_removed",
+            AuditAction::ApiKeyCreated => "org.api_key_created",
+            AuditAction::ApiKeyRevoked => "org.api_key_revoked",
+            AuditAction::ApiKeysRevoked => "org.api_keys_revoked",
+            AuditAction::MemberAiUpdated => "member.ai_updated",
+            AuditAction::WalletCredited => "wallet.credited",
+            AuditAction::TokensGranted => "tokens.granted",
+            AuditAction::TokensSpent => "tokens.spent",
+            AuditAction::KycSubmitted => "kyc.submitted",
+            AuditAction::KycApproved => "kyc.approved",
+            AuditAction::KycRejected => "kyc.rejected",
+            AuditAction::KycMoreInfoRequested => "kyc.more_info_requested",
+            AuditAction::ServerOrdered => "server.ordered",
+            AuditAction::ServerFulfilled => "server.fulfilled",
+            AuditAction::ServerCredentialsRead => "server.credentials_read",
+            AuditAction::ServerPower => "server.power",
+            AuditAction::ServerTerminated => "server.terminated",
+            AuditAction::ServiceActivated => "service.activate",
+            AuditAction::ServiceSuspended => "service.suspend",
+            AuditAction::ServiceResized => "service.resize",
+            AuditAction::ServiceTransferred => "service.transfer",
+            AuditAction::SkuCreated => "sku.created",
+            AuditAction::SkuUpdated => "sku.updated",
+            AuditAction::WebhookCreated => "webhook.created",
+            AuditAction::WebhookDeleted => "webhook.deleted",
+            AuditAction::WebhookSecretRotated => "webhook.secret_rotated",
+            AuditAction::AgentActionConfirmed => "agent.action_confirmed",
+            AuditAction::AgentActionRejected => "agent.action_rejected",
+            AuditAction::AgentProfileUpdated => "agent.profile_updated",
+            AuditAction::AgentModelSet => "agent.model_set",
+        }
+    }
+}
+
+impl std::fmt::Display for AuditAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An auditable action by a user. Every service publishes these; identity
 /// stores them and serves `GET /v1/audit/me`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -317,6 +499,22 @@ mod tests {
         let back: Envelope<IdentityChanged> = serde_json::from_str(&s).expect("round trip");
         assert_eq!(back.id, e.id);
         assert_eq!(back.data, e.data);
+    }
+
+    #[test]
+    fn audit_actions_name_themselves_as_serde_does() {
+        let mut seen = std::collections::HashSet::new();
+        for a in AuditAction::ALL {
+            let wire = serde_json::to_value(a).unwrap_or_default();
+            assert_eq!(
+                wire,
+                serde_json::Value::String(a.as_str().to_owned()),
+                "{a:?}"
+            );
+            assert!(seen.insert(a.as_str()), "{a:?} named twice");
+            let back: AuditAction = serde_json::from_value(wire).expect("round trip");
+            assert_eq!(back, a);
+        }
     }
 
     #[test]

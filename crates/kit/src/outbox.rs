@@ -226,7 +226,7 @@ impl Outbox {
 /// holds ids and keys, never personal data or secrets.
 pub fn audit_event(
     caller: &crate::assertion::Caller,
-    action: &str,
+    action: event_contracts::AuditAction,
     org_id: hub_domain::OrgId,
     detail: serde_json::Value,
 ) -> event_contracts::AuditRecorded {
@@ -237,13 +237,13 @@ pub fn audit_event(
 /// `sku:vps-small` for what belongs to no organization).
 pub fn audit_event_on(
     caller: &crate::assertion::Caller,
-    action: &str,
+    action: event_contracts::AuditAction,
     subject: String,
     detail: serde_json::Value,
 ) -> event_contracts::AuditRecorded {
     event_contracts::AuditRecorded {
         actor_user_id: Some(caller.user_id()),
-        action: action.to_owned(),
+        action: action.as_str().to_owned(),
         subject,
         detail,
         ip: caller.ip.clone(),
@@ -255,7 +255,7 @@ pub async fn audit(
     conn: &mut PgConnection,
     naming: &Naming,
     caller: &crate::assertion::Caller,
-    action: &str,
+    action: event_contracts::AuditAction,
     org_id: hub_domain::OrgId,
     detail: serde_json::Value,
 ) -> anyhow::Result<()> {
@@ -268,7 +268,7 @@ pub async fn audit_on(
     conn: &mut PgConnection,
     naming: &Naming,
     caller: &crate::assertion::Caller,
-    action: &str,
+    action: event_contracts::AuditAction,
     subject: String,
     detail: serde_json::Value,
 ) -> anyhow::Result<()> {

@@ -2,15 +2,15 @@
 //! `/v1/audit/me`; curation reads them back as activity).
 
 use crate::state::AppState;
-use event_contracts::AuditRecorded;
+use event_contracts::{AuditAction, AuditRecorded};
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, outbox};
 use sqlx::PgConnection;
 
-fn event(caller: &Caller, action: &str, detail: Value) -> AuditRecorded {
+fn event(caller: &Caller, action: AuditAction, detail: Value) -> AuditRecorded {
     AuditRecorded {
         actor_user_id: Some(caller.user_id()),
-        action: action.to_owned(),
+        action: action.as_str().to_owned(),
         subject: format!("user:{}", caller.user_id()),
         detail,
         ip: caller.ip.clone(),
@@ -22,7 +22,7 @@ pub async fn record(
     conn: &mut PgConnection,
     state: &AppState,
     caller: &Caller,
-    action: &str,
+    action: AuditAction,
     detail: Value,
 ) -> anyhow::Result<()> {
     outbox::enqueue(conn, &state.naming, event(caller, action, detail)).await?;
@@ -41,7 +41,7 @@ pub async fn profile_updated(
         &mut conn,
         state,
         caller,
-        "agent.profile_updated",
+        event_contracts::AuditAction::AgentProfileUpdated,
         json!({ "fields": [field] }),
     )
     .await?;

@@ -421,7 +421,7 @@ async fn book(
             &mut tx,
             state,
             caller,
-            "agent.action_confirmed",
+            event_contracts::AuditAction::AgentActionConfirmed,
             json!({"confirmation_id": id, "kind": t.kind, "outcome": status, "attempt": t.attempts}),
         )
         .await?;
@@ -452,7 +452,7 @@ pub async fn reject(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Ht
         &mut tx,
         state,
         caller,
-        "agent.action_rejected",
+        event_contracts::AuditAction::AgentActionRejected,
         json!({"confirmation_id": id, "kind": kind}),
     )
     .await?;

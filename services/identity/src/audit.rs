@@ -2,7 +2,7 @@
 //! makes them; other services' actions arrive as `core.v1.audit.recorded`
 //! events and are stored once each (by event id).
 
-use event_contracts::{AuditRecorded, Envelope};
+use event_contracts::{AuditAction, AuditRecorded, Envelope};
 use hub_domain::UserId;
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
@@ -10,7 +10,7 @@ use sqlx::{PgConnection, PgPool};
 pub async fn record(
     conn: &mut PgConnection,
     actor: Option<UserId>,
-    action: &str,
+    action: AuditAction,
     subject: &str,
     detail: Value,
     ip: &str,
@@ -18,7 +18,7 @@ pub async fn record(
     sqlx::query!(
         "INSERT INTO audit_log (actor_user_id, action, subject, detail, ip) VALUES ($1, $2, $3, $4, $5)",
         actor as Option<UserId>,
-        action,
+        action.as_str(),
         subject,
         detail,
         ip,

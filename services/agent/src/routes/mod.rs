@@ -160,7 +160,7 @@ async fn set_model(
         &mut tx,
         &state,
         &staff,
-        "agent.model_set",
+        event_contracts::AuditAction::AgentModelSet,
         json!({"model": name}),
     )
     .await?;

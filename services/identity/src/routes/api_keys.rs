@@ -75,7 +75,7 @@ pub async fn create(
     audit::record(
         &mut tx,
         Some(caller.user_id()),
-        "org.api_key_created",
+        event_contracts::AuditAction::ApiKeyCreated,
         &format!("org:{org_id}"),
         json!({"org_id": org_id, "key_id": key.id, "name": name, "role": role}),
         &caller.ip,
@@ -128,7 +128,7 @@ pub async fn revoke(
     audit::record(
         &mut tx,
         Some(caller.user_id()),
-        "org.api_key_revoked",
+        event_contracts::AuditAction::ApiKeyRevoked,
         &format!("org:{org_id}"),
         json!({"org_id": org_id, "key_id": key_id}),
         &caller.ip,

@@ -181,7 +181,7 @@ pub async fn verify(
     audit::record(
         &mut tx,
         Some(user_id),
-        "auth.sign_in",
+        event_contracts::AuditAction::SignIn,
         &format!("session:{session_id}"),
         json!({"method": "magic_link"}),
         ctx.ip(),
@@ -272,7 +272,7 @@ pub async fn patch_me(
         audit::record(
             &mut tx,
             Some(caller.user_id()),
-            "user.name_changed",
+            event_contracts::AuditAction::NameChanged,
             &format!("user:{}", caller.user_id()),
             json!({"fields": ["name"]}),
             &caller.ip,
@@ -305,7 +305,7 @@ async fn revoke(
     state: &AppState,
     user_id: UserId,
     session_id: Uuid,
-    action: &str,
+    action: event_contracts::AuditAction,
     ip: &str,
 ) -> ApiResult<()> {
     let mut tx = state.pool.begin().await?;
@@ -353,7 +353,7 @@ pub async fn logout(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
         &state,
         caller.user_id(),
         caller.session_id(),
-        "auth.logout",
+        event_contracts::AuditAction::Logout,
         &caller.ip,
     )
     .await?;
@@ -406,7 +406,7 @@ pub async fn revoke_session(
         &state,
         caller.user_id(),
         path.into_inner().as_uuid(),
-        "auth.session_revoked",
+        event_contracts::AuditAction::SessionRevoked,
         &caller.ip,
     )
     .await?;

@@ -142,9 +142,9 @@ pub async fn add(
         .execute(&mut *tx)
         .await?;
         let action = if previous.is_some() {
-            "org.member_role_changed"
+            event_contracts::AuditAction::MemberRoleChanged
         } else {
-            "org.member_added"
+            event_contracts::AuditAction::MemberAdded
         };
         audit::record(
             &mut tx,
@@ -195,7 +195,7 @@ async fn revoke_keys(
         audit::record(
             tx,
             Some(caller.user_id()),
-            "org.api_keys_revoked",
+            event_contracts::AuditAction::ApiKeysRevoked,
             &format!("org:{org_id}"),
             json!({"org_id": org_id, "created_by": user_id, "key_ids": revoked, "reason": reason}),
             &caller.ip,
@@ -240,9 +240,9 @@ pub async fn remove(
     .execute(&mut *tx)
     .await?;
     let action = if user_id == caller.user_id() {
-        "org.member_left"
+        event_contracts::AuditAction::MemberLeft
     } else {
-        "org.member_removed"
+        event_contracts::AuditAction::MemberRemoved
     };
     audit::record(
         &mut tx,

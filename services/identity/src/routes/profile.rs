@@ -106,7 +106,7 @@ pub async fn patch(
         audit::record(
             &mut tx,
             Some(caller.user_id()),
-            "profile.updated",
+            event_contracts::AuditAction::ProfileUpdated,
             &format!("user:{}", caller.user_id()),
             json!({ "fields": changed }),
             &caller.ip,

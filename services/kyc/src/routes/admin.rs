@@ -38,6 +38,14 @@ enum Decision {
 }
 
 impl Decision {
+    fn audit_action(&self) -> event_contracts::AuditAction {
+        match self {
+            Decision::Approve => event_contracts::AuditAction::KycApproved,
+            Decision::Reject => event_contracts::AuditAction::KycRejected,
+            Decision::RequestInfo(_) => event_contracts::AuditAction::KycMoreInfoRequested,
+        }
+    }
+
     fn status(&self) -> &'static str {
         match self {
             Decision::Approve => "approved",
@@ -164,7 +172,7 @@ async fn decide(
         &mut tx,
         &state.naming,
         staff,
-        &format!("kyc.{}", decision.status()),
+        decision.audit_action(),
         row.org_id,
         json!({"org_id": row.org_id, "submission_id": id, "requested_fields": requested}),
     )

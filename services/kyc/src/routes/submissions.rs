@@ -62,7 +62,7 @@ pub async fn submit(
         &mut tx,
         &state.naming,
         &caller,
-        "kyc.submitted",
+        event_contracts::AuditAction::KycSubmitted,
         org_id,
         json!({"org_id": org_id, "submission_id": id}),
     )

@@ -188,7 +188,7 @@ pub async fn update(
         &mut tx,
         &state.naming,
         &caller,
-        "member.ai_updated",
+        event_contracts::AuditAction::MemberAiUpdated,
         org_id,
         json!({"org_id": org_id, "user_id": user_id, "ai_enabled": after.ai_enabled,
                "token_limit": after.token_limit}),

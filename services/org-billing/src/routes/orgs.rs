@@ -148,7 +148,7 @@ pub async fn create(
         &mut tx,
         &state.naming,
         &caller,
-        "org.created",
+        event_contracts::AuditAction::OrgCreated,
         org_id,
         json!({"org_id": org_id, "name": name, "country": country, "currency": currency}),
     )

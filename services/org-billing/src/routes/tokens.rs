@@ -77,9 +77,9 @@ fn token_move(
     member: Option<UserId>,
 ) -> ApiResult<Move> {
     let (kind, action) = if member.is_some() {
-        ("spend", "tokens.spent")
+        ("spend", event_contracts::AuditAction::TokensSpent)
     } else {
-        ("grant", "tokens.granted")
+        ("grant", event_contracts::AuditAction::TokensGranted)
     };
     let event = Envelope::new(service_kit::outbox::audit_event(
         caller,

@@ -174,7 +174,7 @@ fn wallet_move(
     // The writer adds the ledger row's id and the balance after it.
     let event = Envelope::new(service_kit::outbox::audit_event(
         caller,
-        "wallet.credited",
+        event_contracts::AuditAction::WalletCredited,
         org_id,
         json!({"org_id": org_id, "amount_minor": delta, "kind": kind, "note": note}),
     ));

@@ -98,7 +98,7 @@ pub async fn complete(
         &mut tx,
         &state.naming,
         &staff,
-        "server.fulfilled",
+        event_contracts::AuditAction::ServerFulfilled,
         row.org_id,
         json!({"server_id": id}),
     )

@@ -97,6 +97,7 @@ async fn simple(
     caller: &Caller,
     id: Uuid,
     action: Action,
+    audited: event_contracts::AuditAction,
 ) -> ApiResult<HttpResponse> {
     let row = servers::authorized(state, caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
@@ -105,7 +106,7 @@ async fn simple(
         &mut tx,
         &state.naming,
         caller,
-        &format!("service.{}", action.name()),
+        audited,
         row.org_id,
         json!({"service_id": id, "from": row.status, "to": moved.status}),
     )
@@ -125,6 +126,7 @@ pub async fn activate(
         &caller,
         path.into_inner().as_uuid(),
         Action::Activate,
+        event_contracts::AuditAction::ServiceActivated,
     )
     .await
 }
@@ -140,6 +142,7 @@ pub async fn suspend(
         &caller,
         path.into_inner().as_uuid(),
         Action::Suspend,
+        event_contracts::AuditAction::ServiceSuspended,
     )
     .await
 }
@@ -206,7 +209,7 @@ pub async fn resize(
         &mut tx,
         &state.naming,
         &caller,
-        "service.resize",
+        event_contracts::AuditAction::ServiceResized,
         row.org_id,
         json!({"service_id": id, "from": row.sku_id, "to": body.plan}),
     )
@@ -272,7 +275,7 @@ pub async fn transfer(
             &mut tx,
             &state.naming,
             &caller,
-            "service.transfer",
+            event_contracts::AuditAction::ServiceTransferred,
             org,
             json!({"service_id": id, "from_org_id": row.org_id, "to_org_id": body.to_org_id}),
         )

@@ -91,7 +91,7 @@ pub async fn order(
         &mut tx,
         &state.naming,
         caller,
-        "server.ordered",
+        event_contracts::AuditAction::ServerOrdered,
         org_id,
         json!({"server_id": row.id, "sku_id": sku_id, "hostname": hostname}),
     )
@@ -215,7 +215,7 @@ pub async fn detail(
                 &mut *state.pool.acquire().await?,
                 &state.naming,
                 &caller,
-                "server.credentials_read",
+                event_contracts::AuditAction::ServerCredentialsRead,
                 row.org_id,
                 json!({"server_id": row.id}),
             )
@@ -275,7 +275,7 @@ pub async fn power(
         &mut tx,
         &state.naming,
         &caller,
-        "server.power",
+        event_contracts::AuditAction::ServerPower,
         row.org_id,
         json!({"server_id": id, "action": body.action}),
     )
@@ -300,7 +300,7 @@ pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> Ap
         &mut tx,
         &state.naming,
         caller,
-        "server.terminated",
+        event_contracts::AuditAction::ServerTerminated,
         row.org_id,
         json!({"server_id": id}),
     )

@@ -106,7 +106,7 @@ pub async fn create(
         &mut tx,
         &state.naming,
         &staff,
-        "sku.created",
+        event_contracts::AuditAction::SkuCreated,
         format!("sku:{}", created.id),
         json!({"sku_id": created.id, "fulfilment": created.fulfilment,
                "currency": created.currency, "monthly_price_minor": created.monthly_price_minor,
@@ -256,7 +256,7 @@ pub async fn update(
             &mut tx,
             &state.naming,
             &staff,
-            "sku.updated",
+            event_contracts::AuditAction::SkuUpdated,
             format!("sku:{id}"),
             json!({"sku_id": id, "changed": changed}),
         )

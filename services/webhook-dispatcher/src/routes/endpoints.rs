@@ -104,7 +104,7 @@ pub async fn create(
         &mut tx,
         &state.naming,
         &caller,
-        "webhook.created",
+        event_contracts::AuditAction::WebhookCreated,
         e.org_id,
         json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
     )
@@ -180,7 +180,7 @@ pub async fn delete(
         &mut tx,
         &state.naming,
         &caller,
-        "webhook.deleted",
+        event_contracts::AuditAction::WebhookDeleted,
         e.org_id,
         json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
     )
@@ -221,7 +221,7 @@ pub async fn rotate(
         &mut tx,
         &state.naming,
         &caller,
-        "webhook.secret_rotated",
+        event_contracts::AuditAction::WebhookSecretRotated,
         e.org_id,
         json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
     )
