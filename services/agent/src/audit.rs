@@ -2,10 +2,10 @@
 //! `/v1/audit/me`; curation reads them back as activity).
 
 use crate::state::AppState;
-use event_contracts::{AuditAction, AuditRecorded};
+use event_contracts::{AuditAction, AuditRecorded, Naming};
 use serde_json::{json, Value};
-use service_kit::{assertion::Caller, outbox};
-use sqlx::PgConnection;
+use service_kit::{assertion::Caller, outbox, outbox::Outbox};
+use sqlx::{PgConnection, PgPool};
 
 fn event(caller: &Caller, action: AuditAction, detail: Value) -> AuditRecorded {
     AuditRecorded {
@@ -20,31 +20,50 @@ fn event(caller: &Caller, action: AuditAction, detail: Value) -> AuditRecorded {
 /// Write an audit event in the caller's transaction.
 pub async fn record(
     conn: &mut PgConnection,
-    state: &AppState,
+    naming: &Naming,
     caller: &Caller,
     action: AuditAction,
     detail: Value,
 ) -> anyhow::Result<()> {
-    outbox::enqueue(conn, &state.naming, event(caller, action, detail)).await?;
+    outbox::enqueue(conn, naming, event(caller, action, detail)).await?;
     Ok(())
 }
 
-/// Logged autonomy: the assistant changed a profile field for the caller.
-/// The detail names the field, never its value (audit rows outlive edits).
-pub async fn profile_updated(
-    state: &AppState,
-    caller: &Caller,
-    field: &str,
-) -> Result<(), service_kit::ApiError> {
-    let mut conn = state.pool.acquire().await?;
-    record(
-        &mut conn,
-        state,
-        caller,
-        event_contracts::AuditAction::AgentProfileUpdated,
-        json!({ "fields": [field] }),
-    )
-    .await?;
-    state.outbox.kick();
-    Ok(())
+/// Where an audit event outside a transaction of the caller's goes: this
+/// service's outbox.
+#[derive(Clone, Copy)]
+pub struct Trail<'a> {
+    pub pool: &'a PgPool,
+    pub outbox: &'a Outbox,
+    pub naming: &'a Naming,
+}
+
+impl<'a> Trail<'a> {
+    pub fn of(state: &'a AppState) -> Trail<'a> {
+        Trail {
+            pool: &state.pool,
+            outbox: &state.outbox,
+            naming: &state.naming,
+        }
+    }
+
+    /// Logged autonomy: the assistant changed a profile field for the caller.
+    /// The detail names the field, never its value (audit rows outlive edits).
+    pub async fn profile_updated(
+        &self,
+        caller: &Caller,
+        field: &str,
+    ) -> Result<(), service_kit::ApiError> {
+        let mut conn = self.pool.acquire().await?;
+        record(
+            &mut conn,
+            self.naming,
+            caller,
+            AuditAction::AgentProfileUpdated,
+            json!({ "fields": [field] }),
+        )
+        .await?;
+        self.outbox.kick();
+        Ok(())
+    }
 }

@@ -12,7 +12,7 @@
 //!   Closing twice is a 409; a closed conversation takes no more messages.
 
 use crate::{
-    engine,
+    billing,
     journal::Exchange,
     model,
     ops::{Staged, Tier},
@@ -316,8 +316,8 @@ async fn paid_summary(
     .await
     .map_err(|e| tracing::warn!(error = %e, "cannot read who paid for the conversation"))
     .ok()?;
-    let org = paid_before.or_else(|| engine::charged_org(caller, None))?;
-    if let Err(e) = engine::check_allowance(state, caller, org).await {
+    let org = paid_before.or_else(|| billing::charged_org(caller, None))?;
+    if let Err(e) = billing::check_allowance(&state.peers.org_billing, caller, org).await {
         tracing::info!(error = %e, "the summary cannot be paid for; the extractive one stands");
         return None;
     }
@@ -333,7 +333,7 @@ async fn paid_summary(
         timeout,
     )
     .await?;
-    match engine::spend(state, caller, org, c.tokens).await {
+    match billing::spend(&state.peers.org_billing, caller, org, c.tokens).await {
         Ok(()) => Some(c.content),
         Err(e) => {
             tracing::info!(error = %e, "the summary was not paid for; the extractive one stands");

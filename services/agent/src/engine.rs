@@ -9,16 +9,17 @@
 //! Either way a sensitive operation is only staged.
 
 use crate::{
-    conversations, model,
+    billing, conversations,
+    model::{self, Completion, ToolCall},
     ops::{Outcome, Staged, Tier},
     rules,
+    settings::AgentSettings,
     state::AppState,
     tools::{self, Ctx},
 };
 use hub_domain::OrgId;
-use reqwest::Method;
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use std::time::Duration;
 use uuid::Uuid;
@@ -50,24 +51,46 @@ struct Answer {
 }
 
 impl Answer {
+    /// An answer that staged nothing.
+    fn said(reply: String, engine: String, notice: String, logged: bool) -> Answer {
+        Answer {
+            reply,
+            engine,
+            notice,
+            staged: None,
+            logged,
+            paid_by: None,
+        }
+    }
+
+    fn tier(&self) -> Tier {
+        if self.staged.is_some() {
+            Tier::ConfirmationRequired
+        } else {
+            Tier::FullOrLoggedAutonomy
+        }
+    }
+
+    /// The engine's notice, and what the caller does next (confirm a staged
+    /// action; nothing for a logged one).
+    fn full_notice(&self, agent: &AgentSettings) -> String {
+        let mut notice = self.notice.clone();
+        if self.staged.is_some() {
+            let mins = agent.confirm_ttl_secs / 60;
+            push_sentence(
+                &mut notice,
+                &format!("Nothing happens until you confirm: POST /v1/agent/confirm with the confirmation_id within {mins} minutes, or reject it."),
+            );
+        } else if self.logged {
+            push_sentence(&mut notice, "Done at once and recorded in your audit log.");
+        }
+        notice
+    }
+
     fn from_outcome(outcome: Outcome, engine: String, notice: String) -> Answer {
         match outcome {
-            Outcome::Answer(reply) => Answer {
-                reply,
-                engine,
-                notice,
-                staged: None,
-                logged: false,
-                paid_by: None,
-            },
-            Outcome::Logged(reply) => Answer {
-                reply,
-                engine,
-                notice,
-                staged: None,
-                logged: true,
-                paid_by: None,
-            },
+            Outcome::Answer(reply) => Answer::said(reply, engine, notice, false),
+            Outcome::Logged(reply) => Answer::said(reply, engine, notice, true),
             Outcome::Staged(s) => Answer {
                 reply: format!(
                     "I prepared this: {}. It runs only when you confirm it.",
@@ -91,85 +114,19 @@ pub async fn answer(
     scope: Option<OrgId>,
     conversation_id: Option<Uuid>,
 ) -> ApiResult<AgentReply> {
-    let chars = message.chars().count();
-    if message.trim().is_empty() || chars > state.agent.max_message_chars {
-        return Err(ApiError::BadRequest(format!(
-            "message must be 1 to {} characters",
-            state.agent.max_message_chars
-        )));
+    check_message(&state.agent, message)?;
+    check_scope(caller, scope)?;
+    if let Some(id) = conversation_id {
+        conversations::require_open(state, caller, id).await?;
     }
-    if let Some(org) = scope {
-        if !caller.identity.staff
-            && caller.identity.role_in(org).is_none()
-            && !caller.memberships_truncated
-        {
-            return Err(ApiError::NotFound);
-        }
-    }
-    let conversation = match conversation_id {
-        Some(id) => {
-            conversations::require_open(state, caller, id).await?;
-            Some(id)
-        }
-        None => None,
-    };
-    let ctx = Ctx {
-        state,
-        caller,
-        scope,
-    };
-    let mut answer = None;
-    let mut notice = String::new();
-    if state.provider() {
-        match charged_org(caller, scope) {
-            Some(org) => {
-                check_allowance(state, caller, org).await?;
-                match with_model(&ctx, org, message, conversation).await {
-                    Ok(a) => {
-                        answer = Some(Answer {
-                            paid_by: Some(org),
-                            ..a
-                        })
-                    }
-                    Err(Fallback::Provider(e)) => {
-                        tracing::warn!(error = %e, "model provider failed; rules answer");
-                        notice = format!(
-                            "The model provider failed ({e}); the rule-based matcher answered."
-                        );
-                    }
-                    Err(Fallback::Api(e)) => return Err(e),
-                }
-            }
-            None => {
-                notice = "Model-backed answers are paid with an organization's AI tokens: pass org_id (you belong to several organizations, or none). The rule-based matcher answered.".into();
-            }
-        }
-    } else {
-        notice = "No model provider is configured; the rule-based matcher answered.".into();
-    }
-    let answer = match answer {
-        Some(a) => a,
-        None => with_rules(&ctx, message, notice).await?,
-    };
-    let tier = if answer.staged.is_some() {
-        Tier::ConfirmationRequired
-    } else {
-        Tier::FullOrLoggedAutonomy
-    };
-    let mut notice = answer.notice;
-    if answer.staged.is_some() {
-        let mins = state.agent.confirm_ttl_secs / 60;
-        push_sentence(
-            &mut notice,
-            &format!("Nothing happens until you confirm: POST /v1/agent/confirm with the confirmation_id within {mins} minutes, or reject it."),
-        );
-    } else if answer.logged {
-        push_sentence(&mut notice, "Done at once and recorded in your audit log.");
-    }
+    let ctx = Ctx::new(state, caller, scope);
+    let answer = respond(state, &ctx, message, conversation_id).await?;
+    let tier = answer.tier();
+    let notice = answer.full_notice(&state.agent);
     let saved = conversations::record_exchange(
         state,
         caller,
-        conversation,
+        conversation_id,
         message,
         &answer.reply,
         &answer.engine,
@@ -189,6 +146,79 @@ pub async fn answer(
     })
 }
 
+/// 400 unless the message has 1 to `agent.max_message_chars` characters.
+fn check_message(agent: &AgentSettings, message: &str) -> ApiResult<()> {
+    let chars = message.chars().count();
+    if message.trim().is_empty() || chars > agent.max_message_chars {
+        return Err(ApiError::BadRequest(format!(
+            "message must be 1 to {} characters",
+            agent.max_message_chars
+        )));
+    }
+    Ok(())
+}
+
+/// 404 when the request is scoped to an organization the caller is not in
+/// (as far as their assertion tells; staff may scope to any).
+fn check_scope(caller: &Caller, scope: Option<OrgId>) -> ApiResult<()> {
+    if let Some(org) = scope {
+        if !caller.identity.staff
+            && caller.identity.role_in(org).is_none()
+            && !caller.memberships_truncated
+        {
+            return Err(ApiError::NotFound);
+        }
+    }
+    Ok(())
+}
+
+/// The model's answer when it gives one, else the rules' (with a notice
+/// saying why).
+async fn respond(
+    state: &AppState,
+    ctx: &Ctx<'_>,
+    message: &str,
+    conversation: Option<Uuid>,
+) -> ApiResult<Answer> {
+    match by_model(state, ctx, message, conversation).await? {
+        Ok(answer) => Ok(answer),
+        Err(notice) => with_rules(ctx, message, notice).await,
+    }
+}
+
+/// The model's answer, paid by the organization it names; `Err` is the notice
+/// when the rules answer instead (no provider, nobody to pay, the provider
+/// failed).
+async fn by_model(
+    state: &AppState,
+    ctx: &Ctx<'_>,
+    message: &str,
+    conversation: Option<Uuid>,
+) -> ApiResult<Result<Answer, String>> {
+    if !state.provider() {
+        return Ok(Err(
+            "No model provider is configured; the rule-based matcher answered.".into(),
+        ));
+    }
+    let Some(org) = billing::charged_org(ctx.caller, ctx.scope) else {
+        return Ok(Err("Model-backed answers are paid with an organization's AI tokens: pass org_id (you belong to several organizations, or none). The rule-based matcher answered.".into()));
+    };
+    billing::check_allowance(&state.peers.org_billing, ctx.caller, org).await?;
+    match with_model(state, ctx, org, message, conversation).await {
+        Ok(a) => Ok(Ok(Answer {
+            paid_by: Some(org),
+            ..a
+        })),
+        Err(Fallback::Provider(e)) => {
+            tracing::warn!(error = %e, "model provider failed; rules answer");
+            Ok(Err(format!(
+                "The model provider failed ({e}); the rule-based matcher answered."
+            )))
+        }
+        Err(Fallback::Api(e)) => Err(e),
+    }
+}
+
 fn push_sentence(notice: &mut String, s: &str) {
     if !notice.is_empty() {
         notice.push(' ');
@@ -202,88 +232,6 @@ async fn with_rules(ctx: &Ctx<'_>, message: &str, notice: String) -> ApiResult<A
         None => Outcome::Answer(rules::HELP.to_owned()),
     };
     Ok(Answer::from_outcome(outcome, RULES_ENGINE.into(), notice))
-}
-
-/// The organization whose tokens pay: the request's, else the caller's only one.
-pub(crate) fn charged_org(caller: &Caller, scope: Option<OrgId>) -> Option<OrgId> {
-    scope.or(match caller.identity.memberships.as_slice() {
-        [only] if !caller.memberships_truncated => Some(only.org_id),
-        _ => None,
-    })
-}
-
-/// Map org-billing's refusal of a spend or an allowance to the caller's error.
-fn token_refusal(r: &tools::Reply) -> ApiError {
-    match r.status {
-        402 => ApiError::PaymentRequired(r.error().to_owned()),
-        403 => ApiError::forbidden(r.error()),
-        404 => ApiError::NotFound,
-        s => ApiError::internal(anyhow::anyhow!("org-billing answered {s} about AI tokens")),
-    }
-}
-
-/// Before the model runs: 403 when AI is disabled for the member, 402 when the
-/// organization or the member's limit has nothing left.
-pub(crate) async fn check_allowance(
-    state: &AppState,
-    caller: &Caller,
-    org: OrgId,
-) -> ApiResult<()> {
-    let path = format!("/internal/v1/organizations/{org}/ai-allowance");
-    let r = tools::call(
-        &state.peers.org_billing,
-        caller,
-        Method::GET,
-        &path,
-        None,
-        None,
-    )
-    .await?;
-    if !r.ok() {
-        return Err(token_refusal(&r));
-    }
-    let allowance: event_contracts::views::AiAllowance = serde_json::from_value(r.body)
-        .map_err(|e| ApiError::BadGateway(format!("unexpected answer from {path}: {e}")))?;
-    if !allowance.ai_enabled {
-        return Err(ApiError::forbidden(
-            "AI is disabled for you in this organization",
-        ));
-    }
-    if allowance.org_balance <= 0 {
-        return Err(ApiError::PaymentRequired(
-            "the organization has no AI tokens left".into(),
-        ));
-    }
-    if allowance.available <= 0 {
-        return Err(ApiError::PaymentRequired(
-            "your personal AI-token limit in this organization is exhausted".into(),
-        ));
-    }
-    Ok(())
-}
-
-pub(crate) async fn spend(
-    state: &AppState,
-    caller: &Caller,
-    org: OrgId,
-    tokens: i64,
-) -> ApiResult<()> {
-    let path = format!("/internal/v1/organizations/{org}/tokens/spend");
-    let body = json!({"amount": tokens, "reason": "assistant"});
-    let r = tools::call(
-        &state.peers.org_billing,
-        caller,
-        Method::POST,
-        &path,
-        Some(&body),
-        None,
-    )
-    .await?;
-    if r.ok() {
-        Ok(())
-    } else {
-        Err(token_refusal(&r))
-    }
 }
 
 enum Fallback {
@@ -319,15 +267,70 @@ prepared by their tools and run after the user confirms them. The user is {staff
     )
 }
 
+/// The model's conversation with the tools: each round paid, then its tool
+/// calls run; it ends with the model's text, a staged action, or after
+/// `model.max_rounds` rounds with what the tools said.
 async fn with_model(
+    state: &AppState,
     ctx: &Ctx<'_>,
     org: OrgId,
     message: &str,
     conversation: Option<Uuid>,
 ) -> Result<Answer, Fallback> {
-    let state = ctx.state;
     let caller = ctx.caller;
-    // The model, the user's memory and the conversation so far: three reads at once.
+    let (name, mut messages) = opening(state, caller, message, conversation).await?;
+    let engine = format!("model:{name}");
+    let tools = model::tools(caller.identity.staff);
+    let mut said: Vec<String> = Vec::new();
+    let mut logged = false;
+    for _ in 0..state.model.max_rounds.max(1) {
+        let c = paid_round(state, caller, org, &name, &messages, &tools).await?;
+        if c.tool_calls.is_empty() {
+            let reply = if c.content.trim().is_empty() {
+                said.join("\n")
+            } else {
+                c.content
+            };
+            return Ok(Answer::said(reply, engine, String::new(), logged));
+        }
+        messages.push(c.message.clone());
+        for call in &c.tool_calls {
+            let result = match tool_result(ctx, call).await? {
+                ToolResult::Said(t) => t,
+                ToolResult::Logged(t) => {
+                    logged = true;
+                    t
+                }
+                // The model never runs a sensitive action: it is staged and
+                // the user decides.
+                ToolResult::Staged(s) => {
+                    return Ok(Answer::from_outcome(
+                        Outcome::Staged(s),
+                        engine,
+                        String::new(),
+                    ))
+                }
+            };
+            said.push(result.clone());
+            messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
+        }
+    }
+    Ok(Answer::said(
+        said.join("\n"),
+        engine,
+        "The model used all its tool rounds; these are the tools' answers.".into(),
+        logged,
+    ))
+}
+
+/// The model's name and its first messages: the system prompt (with the
+/// user's memory), the conversation so far, the message. Three reads at once.
+async fn opening(
+    state: &AppState,
+    caller: &Caller,
+    message: &str,
+    conversation: Option<Uuid>,
+) -> Result<(String, Vec<Value>), ApiError> {
     let history = async {
         match conversation {
             Some(id) => conversations::history(state, id, state.agent.history_messages).await,
@@ -338,74 +341,54 @@ async fn with_model(
         model::current(state),
         crate::memory::texts(state, caller.user_id().as_uuid()),
         history,
-    )
-    .map_err(ApiError::from)?;
-    let engine = format!("model:{name}");
+    )?;
     let mut messages =
         vec![json!({"role": "system", "content": system_prompt(caller, &soul, &memory)})];
     for (role, content) in history {
         messages.push(json!({"role": role, "content": content}));
     }
     messages.push(json!({"role": "user", "content": message}));
-    let tools = model::tools(caller.identity.staff);
-    let mut said: Vec<String> = Vec::new();
-    let mut logged = false;
-    for _ in 0..state.model.max_rounds.max(1) {
-        // Every round within the gateway's deadline: past it, the rules answer.
-        let timeout = model::budget(state, caller.time_left()).ok_or(Fallback::Provider(
-            model::ProviderError::Timeout(Duration::ZERO),
-        ))?;
-        let c = model::complete(state, &name, &messages, Some(&tools), timeout)
-            .await
-            .map_err(Fallback::Provider)?;
-        // Paid before anything it asks for runs.
-        spend(state, caller, org, c.tokens).await?;
-        if c.tool_calls.is_empty() {
-            let reply = if c.content.trim().is_empty() {
-                said.join("\n")
-            } else {
-                c.content
-            };
-            return Ok(Answer {
-                reply,
-                engine,
-                notice: String::new(),
-                staged: None,
-                logged,
-                paid_by: None,
-            });
-        }
-        messages.push(c.message.clone());
-        for call in &c.tool_calls {
-            let result = match model::op_of(call) {
-                None => format!("There is no tool {:?} with those arguments.", call.name),
-                Some(op) => match tools::run(ctx, &op).await? {
-                    Outcome::Staged(s) => {
-                        // The model never runs a sensitive action: it is staged
-                        // and the user decides.
-                        return Ok(Answer::from_outcome(
-                            Outcome::Staged(s),
-                            engine,
-                            String::new(),
-                        ));
-                    }
-                    Outcome::Logged(t) => {
-                        logged = true;
-                        t
-                    }
-                    Outcome::Answer(t) => t,
-                },
-            };
-            said.push(result.clone());
-            messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
-        }
-    }
-    Ok(Answer {
-        reply: said.join("\n"),
-        engine,
-        notice: "The model used all its tool rounds; these are the tools' answers.".into(),
-        staged: None,
-        logged,
-        paid_by: None,
+    Ok((name, messages))
+}
+
+/// One completion within the gateway's deadline (past it, the rules answer),
+/// paid before anything it asks for runs.
+async fn paid_round(
+    state: &AppState,
+    caller: &Caller,
+    org: OrgId,
+    name: &str,
+    messages: &[Value],
+    tools: &[Value],
+) -> Result<Completion, Fallback> {
+    let timeout = model::budget(state, caller.time_left()).ok_or(Fallback::Provider(
+        model::ProviderError::Timeout(Duration::ZERO),
+    ))?;
+    let c = model::complete(state, name, messages, Some(tools), timeout)
+        .await
+        .map_err(Fallback::Provider)?;
+    billing::spend(&state.peers.org_billing, caller, org, c.tokens).await?;
+    Ok(c)
+}
+
+/// What one tool call gave the model.
+enum ToolResult {
+    Said(String),
+    Logged(String),
+    Staged(Staged),
+}
+
+/// Run the operation a tool call names (a call naming none is told so).
+async fn tool_result(ctx: &Ctx<'_>, call: &ToolCall) -> ApiResult<ToolResult> {
+    let Some(op) = model::op_of(call) else {
+        return Ok(ToolResult::Said(format!(
+            "There is no tool {:?} with those arguments.",
+            call.name
+        )));
+    };
+    Ok(match tools::run(ctx, &op).await? {
+        Outcome::Answer(t) => ToolResult::Said(t),
+        Outcome::Logged(t) => ToolResult::Logged(t),
+        Outcome::Staged(s) => ToolResult::Staged(s),
     })
 }

@@ -184,7 +184,7 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
             &staged.iter().map(|(_, s)| s.0).collect::<Vec<_>>(),
             &staged.iter().map(|(e, _)| e.user_id).collect::<Vec<_>>(),
             &staged.iter().map(|(e, _)| e.conversation_id()).collect::<Vec<_>>(),
-            &staged.iter().map(|(_, s)| s.1.kind.clone()).collect::<Vec<_>>(),
+            &staged.iter().map(|(_, s)| s.1.kind.as_str().to_owned()).collect::<Vec<_>>(),
             &staged.iter().map(|(_, s)| s.1.args.clone()).collect::<Vec<_>>(),
             &staged.iter().map(|(_, s)| s.1.summary.clone()).collect::<Vec<_>>(),
             &staged.iter().map(|(e, _)| e.at).collect::<Vec<_>>(),

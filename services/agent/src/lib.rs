@@ -11,6 +11,7 @@
 //! user's activity arrives as audit events on NATS.
 
 pub mod audit;
+pub mod billing;
 pub mod conversations;
 pub mod countries;
 pub mod engine;

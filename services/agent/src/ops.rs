@@ -1,12 +1,14 @@
 //! The assistant's vocabulary, as plain data: the operations ([`Op`]), what
-//! one gives ([`Outcome`], [`Staged`]), its autonomy [`Tier`] and the
-//! organizations a caller may name ([`OrgRef`]). A leaf: it imports nothing of
+//! one gives ([`Outcome`], [`Staged`] of a [`StagedKind`]), its autonomy
+//! [`Tier`] and the organizations a caller may name ([`OrgRef`]). A leaf: it imports nothing of
 //! the crate, so the engines, the journal, the state and the tools all depend
 //! on it and not on each other.
 
 use event_contracts::views;
+use hub_domain::{Currency, MinorUnits, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::fmt;
 
 /// An operation with its arguments as the user (or the model) gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,10 +76,94 @@ impl Tier {
     }
 }
 
+/// What a staged action does. Stored as text in `staged_actions.kind` (its
+/// [`as_str`](StagedKind::as_str)); a value outside the enum read back is a
+/// decode error, never a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StagedKind {
+    CreateOrg,
+    CreditWallet,
+    GrantTokens,
+    RevokeSession,
+}
+
+impl StagedKind {
+    pub const ALL: [StagedKind; 4] = [
+        StagedKind::CreateOrg,
+        StagedKind::CreditWallet,
+        StagedKind::GrantTokens,
+        StagedKind::RevokeSession,
+    ];
+
+    /// The kind's name (as serialized and stored).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StagedKind::CreateOrg => "create_org",
+            StagedKind::CreditWallet => "credit_wallet",
+            StagedKind::GrantTokens => "grant_tokens",
+            StagedKind::RevokeSession => "revoke_session",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StagedKind> {
+        StagedKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for StagedKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// Text in Postgres, as hub_domain's `sqlx_text!` does it (that macro is the
+// domain crate's own): encoded as `as_str()`, decoded with `parse`.
+impl sqlx::Type<sqlx::Postgres> for StagedKind {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <str as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl sqlx::postgres::PgHasArrayType for StagedKind {
+    fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+        <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
+    }
+}
+
+impl<'q> sqlx::Encode<'q, sqlx::Postgres> for StagedKind {
+    fn encode_by_ref(
+        &self,
+        buf: &mut sqlx::postgres::PgArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        <&str as sqlx::Encode<'q, sqlx::Postgres>>::encode(self.as_str(), buf)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for StagedKind {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let s = <&str as sqlx::Decode<'r, sqlx::Postgres>>::decode(value)?;
+        StagedKind::parse(s).ok_or_else(|| format!("not a staged action kind: {s:?}").into())
+    }
+}
+
+/// A staged wallet credit's arguments (its `args`): the organization, and the
+/// amount in minor units of the wallet's currency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalletCredit {
+    pub org_id: OrgId,
+    pub org_name: String,
+    pub amount_minor: MinorUnits,
+    pub currency: Currency,
+}
+
 /// A sensitive action, prepared: exactly the arguments its summary shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Staged {
-    pub kind: String,
+    pub kind: StagedKind,
     pub args: Value,
     pub summary: String,
 }
@@ -104,3 +190,21 @@ impl Op {
 
 /// An organization the caller may name: org-billing's lookup answer.
 pub type OrgRef = views::FoundOrganization;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_kinds_are_their_serialized_names() {
+        for k in StagedKind::ALL {
+            assert_eq!(
+                serde_json::to_value(k).ok(),
+                Some(Value::String(k.as_str().into()))
+            );
+            assert_eq!(StagedKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(StagedKind::parse("drop_tables"), None);
+        assert_eq!(StagedKind::parse("Create_Org"), None);
+    }
+}

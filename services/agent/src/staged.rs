@@ -419,7 +419,7 @@ async fn book(
         .await?;
         audit::record(
             &mut tx,
-            state,
+            &state.naming,
             caller,
             event_contracts::AuditAction::AgentActionConfirmed,
             json!({"confirmation_id": id, "kind": t.kind, "outcome": status, "attempt": t.attempts}),
@@ -450,7 +450,7 @@ pub async fn reject(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Ht
     let mut tx = state.pool.begin().await?;
     audit::record(
         &mut tx,
-        state,
+        &state.naming,
         caller,
         event_contracts::AuditAction::AgentActionRejected,
         json!({"confirmation_id": id, "kind": kind}),

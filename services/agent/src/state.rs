@@ -14,6 +14,9 @@ pub struct Peers {
     pub server_product: Peer,
 }
 
+/// Organization lookups by what the user called them (lower-cased).
+pub type Lookups = moka::sync::Cache<String, std::sync::Arc<Vec<crate::ops::OrgRef>>>;
+
 pub struct AppState {
     pub pool: PgPool,
     pub outbox: Outbox,
@@ -26,7 +29,7 @@ pub struct AppState {
     pub curation: CurationSettings,
     /// Organization lookups by what the user called them (see
     /// [`crate::tools::resolve_org`]), kept `agent.lookup_cache_secs`.
-    pub lookups: moka::sync::Cache<String, std::sync::Arc<Vec<crate::ops::OrgRef>>>,
+    pub lookups: Lookups,
     /// The provider's HTTP client (its own timeouts per call).
     pub http: reqwest::Client,
     /// Expiry, conversations and curation take "now" from here (tests move it).

@@ -158,7 +158,7 @@ async fn set_model(
     .await?;
     crate::audit::record(
         &mut tx,
-        &state,
+        &state.naming,
         &staff,
         event_contracts::AuditAction::AgentModelSet,
         json!({"model": name}),
