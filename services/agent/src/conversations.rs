@@ -17,48 +17,20 @@ use crate::{
     model,
     ops::{Staged, Tier},
     state::AppState,
+    store::conversations as store,
 };
-use hub_domain::{OrgId, UserId};
-use serde::Serialize;
+use hub_domain::OrgId;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
-use time::OffsetDateTime;
 use uuid::Uuid;
+
+pub use crate::store::conversations::{Conversation, Message};
 
 pub const SUMMARY_MAX_WORDS: usize = 150;
 pub const LIST_LIMIT: i64 = 100;
 
-#[derive(Debug, Serialize)]
-pub struct Conversation {
-    pub id: Uuid,
-    pub summary: String,
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub closed_at: Option<OffsetDateTime>,
-    #[serde(with = "time::serde::rfc3339")]
-    pub created_at: OffsetDateTime,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Message {
-    pub id: i64,
-    pub role: String,
-    pub content: String,
-    pub engine: Option<String>,
-    pub tier: Option<String>,
-    pub confirmation_id: Option<Uuid>,
-    #[serde(with = "time::serde::rfc3339")]
-    pub created_at: OffsetDateTime,
-}
-
 /// 404 unless the conversation is the caller's; 409 when it is closed.
 pub async fn require_open(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<()> {
-    let closed: Option<Option<OffsetDateTime>> = sqlx::query_scalar!(
-        "SELECT closed_at FROM conversations WHERE id = $1 AND user_id = $2",
-        id,
-        caller.user_id() as UserId,
-    )
-    .fetch_optional(&state.pool)
-    .await?;
-    match closed {
+    match store::closed_at(&state.pool, id, caller.user_id()).await? {
         None => Err(ApiError::NotFound),
         Some(Some(_)) => Err(ApiError::conflict(
             "this conversation is closed; start a new one",
@@ -69,18 +41,7 @@ pub async fn require_open(state: &AppState, caller: &Caller, id: Uuid) -> ApiRes
 
 /// The last `n` messages of a conversation, oldest first, as (role, content).
 pub async fn history(state: &AppState, id: Uuid, n: i64) -> sqlx::Result<Vec<(String, String)>> {
-    let mut rows: Vec<(String, String)> = sqlx::query!(
-        "SELECT role, content FROM messages WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2",
-        id,
-        n,
-    )
-    .fetch_all(&state.pool)
-    .await?
-    .into_iter()
-    .map(|r| (r.role, r.content))
-    .collect();
-    rows.reverse();
-    Ok(rows)
+    store::history(&state.pool, id, n).await
 }
 
 pub struct Saved {
@@ -131,35 +92,17 @@ pub async fn record_exchange(
     })
 }
 
+/// The caller's conversations, newest first (at most [`LIST_LIMIT`]).
 pub async fn list(state: &AppState, caller: &Caller) -> ApiResult<Vec<Conversation>> {
-    Ok(sqlx::query_as!(
-        Conversation,
-        "SELECT id, summary, closed_at, created_at FROM conversations WHERE user_id = $1 \
-         ORDER BY created_at DESC, id DESC LIMIT $2",
-        caller.user_id() as UserId,
-        LIST_LIMIT,
-    )
-    .fetch_all(&state.pool)
-    .await?)
+    Ok(store::list(&state.pool, caller.user_id(), LIST_LIMIT).await?)
 }
 
+/// The messages of a conversation of the caller's, oldest first.
 pub async fn messages(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Vec<Message>> {
-    let mine: Option<i32> = sqlx::query_scalar!(
-        r#"SELECT 1 AS "one!" FROM conversations WHERE id = $1 AND user_id = $2"#,
-        id,
-        caller.user_id() as UserId,
-    )
-    .fetch_optional(&state.pool)
-    .await?;
-    mine.ok_or(ApiError::NotFound)?;
-    Ok(sqlx::query_as!(
-        Message,
-        "SELECT id, role, content, engine, tier, confirmation_id, created_at FROM messages \
-         WHERE conversation_id = $1 ORDER BY id",
-        id,
-    )
-    .fetch_all(&state.pool)
-    .await?)
+    if !store::is_users(&state.pool, id, caller.user_id()).await? {
+        return Err(ApiError::NotFound);
+    }
+    Ok(store::messages(&state.pool, id).await?)
 }
 
 /// At most `max` words of `text` (whitespace-separated), joined by spaces.
@@ -230,67 +173,41 @@ pub fn bounded_transcript(latest: &[(String, String)], max_chars: usize) -> Stri
 /// Close a conversation of the caller's and write its summary.
 pub async fn close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Conversation> {
     // Claim it first (a concurrent close gets 409), summarize, then store.
-    let now = state.clock.now();
-    let claimed: Option<Uuid> = sqlx::query_scalar!(
-        "UPDATE conversations SET closed_at = $3 WHERE id = $1 AND user_id = $2 AND closed_at IS NULL RETURNING id",
-        id,
-        caller.user_id() as UserId,
-        now,
-    )
-    .fetch_optional(&state.pool)
-    .await?;
-    if claimed.is_none() {
-        let exists: Option<i32> = sqlx::query_scalar!(
-            r#"SELECT 1 AS "one!" FROM conversations WHERE id = $1 AND user_id = $2"#,
-            id,
-            caller.user_id() as UserId,
-        )
-        .fetch_optional(&state.pool)
-        .await?;
-        return Err(match exists {
-            None => ApiError::NotFound,
-            Some(_) => ApiError::conflict("this conversation is already closed"),
-        });
+    claim_close(state, caller, id).await?;
+    let summary = summarize(state, caller, id).await?;
+    Ok(store::set_summary(&state.pool, id, &summary).await?)
+}
+
+/// Close it now: 404 unless it is the caller's, 409 when it is closed already.
+async fn claim_close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<()> {
+    let user = caller.user_id();
+    if store::claim_close(&state.pool, id, user, state.clock.now()).await? {
+        return Ok(());
     }
-    let requests: i64 = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!" FROM messages WHERE conversation_id = $1 AND role = 'user'"#,
-        id,
-    )
-    .fetch_one(&state.pool)
-    .await?;
-    let first: Vec<String> = sqlx::query_scalar!(
-        "SELECT content FROM messages WHERE conversation_id = $1 AND role = 'user' ORDER BY id LIMIT $2",
-        id,
-        SUMMARY_MAX_WORDS as i64,
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    Err(match store::is_users(&state.pool, id, user).await? {
+        false => ApiError::NotFound,
+        true => ApiError::conflict("this conversation is already closed"),
+    })
+}
+
+/// The summary: the model's when it is written and paid for, else the
+/// extractive one.
+async fn summarize(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<String> {
+    let requests = store::request_count(&state.pool, id).await?;
+    let first = store::first_requests(&state.pool, id, SUMMARY_MAX_WORDS as i64).await?;
     let budget = state.agent.summary_input_chars;
-    let latest: Vec<(String, String)> = sqlx::query!(
-        r#"SELECT role, left(content, $3) AS "content!" FROM messages
-            WHERE conversation_id = $1 ORDER BY id DESC LIMIT $2"#,
+    let latest = store::latest_cut(
+        &state.pool,
         id,
         SUMMARY_MESSAGES,
         i32::try_from(budget).unwrap_or(i32::MAX),
     )
-    .fetch_all(&state.pool)
-    .await?
-    .into_iter()
-    .map(|r| (r.role, r.content))
-    .collect();
+    .await?;
     let transcript = bounded_transcript(&latest, budget);
-    let summary = match paid_summary(state, caller, id, &transcript).await {
+    Ok(match paid_summary(state, caller, id, &transcript).await {
         Some(s) => clamp_words(&s, SUMMARY_MAX_WORDS),
         None => extractive_of(usize::try_from(requests).unwrap_or(0), &first),
-    };
-    Ok(sqlx::query_as!(
-        Conversation,
-        "UPDATE conversations SET summary = $2 WHERE id = $1 RETURNING id, summary, closed_at, created_at",
-        id,
-        summary,
-    )
-    .fetch_one(&state.pool)
-    .await?)
+    })
 }
 
 /// The model's summary, paid with AI tokens like an answer: by the
@@ -308,14 +225,10 @@ async fn paid_summary(
     if !state.provider() || transcript.is_empty() {
         return None;
     }
-    let paid_before: Option<OrgId> = sqlx::query_scalar!(
-        r#"SELECT org_id AS "org_id!: OrgId" FROM messages WHERE conversation_id = $1 AND org_id IS NOT NULL ORDER BY id DESC LIMIT 1"#,
-        id,
-    )
-    .fetch_optional(&state.pool)
-    .await
-    .map_err(|e| tracing::warn!(error = %e, "cannot read who paid for the conversation"))
-    .ok()?;
+    let paid_before: Option<OrgId> = store::last_payer(&state.pool, id)
+        .await
+        .map_err(|e| tracing::warn!(error = %e, "cannot read who paid for the conversation"))
+        .ok()?;
     let org = paid_before.or_else(|| billing::charged_org(caller, None))?;
     if let Err(e) = billing::check_allowance(&state.peers.org_billing, caller, org).await {
         tracing::info!(error = %e, "the summary cannot be paid for; the extractive one stands");

@@ -25,6 +25,7 @@ pub mod rules;
 pub mod settings;
 pub mod staged;
 pub mod state;
+pub mod store;
 pub mod tools;
 
 pub use routes::configure;

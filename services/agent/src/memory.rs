@@ -17,37 +17,22 @@
 //! `curation.model_interval_secs`, from a bounded input, and no database
 //! connection is held while it does (see [`curate`]).
 
-use crate::{model, state::AppState};
+use crate::{model, state::AppState, store::memory as store};
 use chrono::{TimeZone, Timelike};
-use event_contracts::{AuditRecorded, Envelope};
 use reqwest::Method;
-use serde::Serialize;
 use serde_json::json;
-use service_kit::{ApiError, ApiResult};
+use service_kit::{peer::Peer, ApiError, ApiResult};
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+pub use crate::store::memory::{store_activity, MemoryDoc};
+
 pub const SOUL_MAX_CHARS: usize = 20_000;
 
-#[derive(Debug, Serialize)]
-pub struct MemoryDoc {
-    pub soul_md: String,
-    pub memory_md: String,
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub last_curated_at: Option<OffsetDateTime>,
-    pub curation_count: i32,
-}
-
+/// The user's memory document (empty when they have none).
 pub async fn get(state: &AppState, user: Uuid) -> ApiResult<MemoryDoc> {
-    let doc: Option<MemoryDoc> = sqlx::query_as!(
-        MemoryDoc,
-        "SELECT soul_md, memory_md, last_curated_at, curation_count FROM memory_docs WHERE user_id = $1",
-        user,
-    )
-    .fetch_optional(&state.pool)
-    .await?;
-    Ok(doc.unwrap_or(MemoryDoc {
+    Ok(store::doc(&state.pool, user).await?.unwrap_or(MemoryDoc {
         soul_md: String::new(),
         memory_md: String::new(),
         last_curated_at: None,
@@ -57,14 +42,7 @@ pub async fn get(state: &AppState, user: Uuid) -> ApiResult<MemoryDoc> {
 
 /// (soul_md, memory_md) for the model's context.
 pub async fn texts(state: &AppState, user: Uuid) -> sqlx::Result<(String, String)> {
-    let row: Option<(String, String)> = sqlx::query!(
-        "SELECT soul_md, memory_md FROM memory_docs WHERE user_id = $1",
-        user,
-    )
-    .fetch_optional(&state.pool)
-    .await?
-    .map(|r| (r.soul_md, r.memory_md));
-    Ok(row.unwrap_or_default())
+    store::texts(&state.pool, user).await
 }
 
 /// Validate a soul: at most 20,000 characters (not bytes), no NUL.
@@ -80,53 +58,11 @@ pub fn validate_soul(soul: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// Replace the user's soul (validated); their document as it now is.
 pub async fn set_soul(state: &AppState, user: Uuid, soul: &str) -> ApiResult<MemoryDoc> {
     validate_soul(soul)?;
-    sqlx::query!(
-        "INSERT INTO memory_docs (user_id, soul_md) VALUES ($1, $2) \
-         ON CONFLICT (user_id) DO UPDATE SET soul_md = EXCLUDED.soul_md",
-        user,
-        soul,
-    )
-    .execute(&state.pool)
-    .await?;
+    store::set_soul(&state.pool, user, soul).await?;
     get(state, user).await
-}
-
-/// Store audit events as activity (idempotent by event id). Events without
-/// an actor are nobody's activity.
-pub async fn store_activity(
-    pool: &sqlx::PgPool,
-    envs: Vec<Envelope<AuditRecorded>>,
-) -> anyhow::Result<()> {
-    let envs: Vec<_> = envs
-        .into_iter()
-        .filter(|e| e.data.actor_user_id.is_some())
-        .collect();
-    if envs.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<Uuid> = envs.iter().map(|e| e.id).collect();
-    let users: Vec<Uuid> = envs
-        .iter()
-        .filter_map(|e| e.data.actor_user_id.map(|u| u.as_uuid()))
-        .collect();
-    let actions: Vec<String> = envs.iter().map(|e| e.data.action.clone()).collect();
-    let subjects: Vec<String> = envs.iter().map(|e| e.data.subject.clone()).collect();
-    let ats: Vec<OffsetDateTime> = envs.iter().map(|e| e.occurred_at).collect();
-    sqlx::query!(
-        "INSERT INTO activity (event_id, user_id, action, subject, at) \
-         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
-         ON CONFLICT (event_id) DO NOTHING",
-        &ids,
-        &users,
-        &actions,
-        &subjects,
-        &ats,
-    )
-    .execute(pool)
-    .await?;
-    Ok(())
 }
 
 /// The rule-based memory: the user's activity counted by action.
@@ -158,66 +94,19 @@ pub const MODEL_ACTIONS: usize = 50;
 /// leave the memory as the model wrote it.
 pub async fn curate(state: &AppState, user: Uuid) -> ApiResult<i64> {
     let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    // Serialize curations of one user (on-demand and scheduled, any replica).
-    sqlx::query!(
-        "INSERT INTO memory_docs (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING",
-        user,
-    )
-    .execute(&mut *tx)
-    .await?;
-    let last_model: Option<OffsetDateTime> = sqlx::query_scalar!(
-        "SELECT model_curated_at FROM memory_docs WHERE user_id = $1 FOR UPDATE",
-        user,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let processed: i64 = sqlx::query_scalar!(
-        r#"WITH done AS (UPDATE activity SET curated_at = $2 WHERE user_id = $1 AND curated_at IS NULL RETURNING 1)
-         SELECT count(*) AS "n!" FROM done"#,
-        user,
-        now,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let counts: Vec<(String, i64)> = sqlx::query!(
-        r#"SELECT action, count(*) AS "n!" FROM activity WHERE user_id = $1
-            GROUP BY action ORDER BY count(*) DESC, action"#,
-        user,
-    )
-    .fetch_all(&mut *tx)
-    .await?
-    .into_iter()
-    .map(|r| (r.action, r.n))
-    .collect();
     let provider = state.provider();
     let interval = time::Duration::seconds(state.curation.model_interval_secs);
+    let mut tx = state.pool.begin().await?;
+    let last_model = store::lock_for_curation(&mut tx, user).await?;
+    let processed = store::mark_curated(&mut tx, user, now).await?;
+    let counts = store::counts(&mut tx, user).await?;
     let model_turn = provider && last_model.is_none_or(|t| t <= now - interval);
     let rules = counted(&counts, now);
-    let claim: Option<OffsetDateTime> = sqlx::query_scalar!(
-        "UPDATE memory_docs SET last_curated_at = $2, curation_count = curation_count + 1, \
-                memory_md = CASE WHEN $3 THEN memory_md ELSE $4 END, \
-                model_curated_at = CASE WHEN $5 THEN $2 ELSE model_curated_at END \
-         WHERE user_id = $1 RETURNING model_curated_at",
-        user,
-        now,
-        provider,
-        &rules,
-        model_turn,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let claim = store::advance(&mut tx, user, now, provider, &rules, model_turn).await?;
     tx.commit().await?;
     if model_turn {
         let memory = summarize(state, &counts).await.unwrap_or(rules);
-        sqlx::query!(
-            "UPDATE memory_docs SET memory_md = $2 WHERE user_id = $1 AND model_curated_at = $3",
-            user,
-            memory,
-            claim,
-        )
-        .execute(&state.pool)
-        .await?;
+        store::set_model_memory(&state.pool, user, &memory, claim).await?;
     }
     Ok(processed)
 }
@@ -267,30 +156,16 @@ pub fn local_night(
 /// uncurated activity), then curate each one whose night it is and who was not
 /// curated this local night. Returns how many users were curated.
 pub async fn scheduled_pass(state: &AppState) -> anyhow::Result<u64> {
-    let users: Vec<Uuid> = sqlx::query_scalar!(
-        r#"SELECT user_id AS "user_id!" FROM (SELECT user_id FROM memory_docs
-           UNION SELECT DISTINCT user_id FROM activity WHERE curated_at IS NULL) u
-         ORDER BY user_id LIMIT $1"#,
-        state.curation.batch_users,
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let users = store::curation_candidates(&state.pool, state.curation.batch_users).await?;
     if users.is_empty() {
         return Ok(0);
     }
-    let zones = timezones(state, &users).await?;
+    let zones = timezones(&state.peers.identity, &users).await?;
     let now = state.clock.now();
     let mut curated = 0;
     for user in users {
         let tz = zones.get(&user).map_or("UTC", String::as_str);
-        sqlx::query!(
-            "INSERT INTO memory_docs (user_id, timezone) VALUES ($1, $2) \
-             ON CONFLICT (user_id) DO UPDATE SET timezone = EXCLUDED.timezone",
-            user,
-            tz,
-        )
-        .execute(&state.pool)
-        .await?;
+        store::set_timezone(&state.pool, user, tz).await?;
         let Some(night) = local_night(
             now,
             tz,
@@ -299,20 +174,8 @@ pub async fn scheduled_pass(state: &AppState) -> anyhow::Result<u64> {
         ) else {
             continue;
         };
-        let night = time::Date::parse(
-            &night.format("%Y-%m-%d").to_string(),
-            time::macros::format_description!("[year]-[month]-[day]"),
-        )?;
         // The claim: one replica wins each user's night.
-        let claimed = sqlx::query!(
-            "UPDATE memory_docs SET last_night = $2 WHERE user_id = $1 AND last_night IS DISTINCT FROM $2",
-            user,
-            night,
-        )
-        .execute(&state.pool)
-        .await?
-        .rows_affected();
-        if claimed == 1 {
+        if store::claim_night(&state.pool, user, as_time_date(night)?).await? {
             curate(state, user)
                 .await
                 .map_err(|e| anyhow::anyhow!("curating {user}: {e}"))?;
@@ -322,13 +185,19 @@ pub async fn scheduled_pass(state: &AppState) -> anyhow::Result<u64> {
     Ok(curated)
 }
 
+/// A chrono date as a `time` one.
+fn as_time_date(d: chrono::NaiveDate) -> anyhow::Result<time::Date> {
+    Ok(time::Date::parse(
+        &d.format("%Y-%m-%d").to_string(),
+        time::macros::format_description!("[year]-[month]-[day]"),
+    )?)
+}
+
 /// The users' profile timezones, from identity (in batches of 1000).
-async fn timezones(state: &AppState, users: &[Uuid]) -> anyhow::Result<BTreeMap<Uuid, String>> {
+async fn timezones(identity: &Peer, users: &[Uuid]) -> anyhow::Result<BTreeMap<Uuid, String>> {
     let mut out = BTreeMap::new();
     for chunk in users.chunks(1000) {
-        let resp = state
-            .peers
-            .identity
+        let resp = identity
             .request(
                 Method::POST,
                 "/internal/v1/users/timezones",

@@ -344,9 +344,7 @@ pub async fn compose(
 
 /// The model to use: staff's choice, else configuration's.
 pub async fn current(state: &AppState) -> sqlx::Result<String> {
-    let chosen: Option<String> = sqlx::query_scalar!("SELECT model FROM model_choice",)
-        .fetch_optional(&state.pool)
-        .await?;
+    let chosen = crate::store::model::chosen(&state.pool).await?;
     Ok(chosen.unwrap_or_else(|| state.model.model.clone()))
 }
 

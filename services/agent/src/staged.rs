@@ -41,9 +41,14 @@
 //!   not theirs when it was first sent, with its name, country and legal
 //!   type, and sends it again only when there is none.
 
-use crate::{audit, settings::Settings, state::AppState};
+use crate::{
+    audit,
+    ops::StagedKind,
+    settings::Settings,
+    state::{AppState, Peers},
+    store::staged::{self as store, Standing, Taken, Window},
+};
 use actix_web::{http::StatusCode, HttpResponse};
-use hub_domain::UserId;
 use reqwest::Method;
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, peer::Peer, ApiError, ApiResult};
@@ -56,54 +61,34 @@ pub fn attempt_lease(s: &Settings) -> time::Duration {
     time::Duration::milliseconds((call + s.database.acquire_timeout_ms + 5_000) as i64)
 }
 
-struct Taken {
-    kind: String,
-    args: Value,
-    summary: String,
-    /// Attempts that may have reached the owning service, this one included.
-    attempts: i32,
-    seen_orgs: Option<Vec<Uuid>>,
-}
-
-impl Taken {
-    fn retry(&self) -> bool {
-        self.attempts > 1
-    }
-}
-
 const RUNNING: &str =
     "this action is being carried out now; confirm it again in a moment to learn its outcome";
 
 /// Why a staged action cannot be taken (after the conditional update missed).
 async fn refusal(state: &AppState, caller: &Caller, id: Uuid, rejecting: bool) -> ApiError {
-    let row = sqlx::query!(
-        "SELECT status, expires_at, attempt_until, decided_at FROM staged_actions \
-         WHERE id = $1 AND user_id = $2",
-        id,
-        caller.user_id() as UserId,
-    )
-    .fetch_optional(&state.pool)
-    .await
-    .map(|r| r.map(|r| (r.status, r.expires_at, r.attempt_until, r.decided_at)));
-    let now = state.clock.now();
-    match row {
+    match store::standing(&state.pool, id, caller.user_id()).await {
         Err(e) => e.into(),
         Ok(None) => ApiError::NotFound,
-        Ok(Some((status, expires_at, attempt_until, decided_at))) => {
-            let leased = status == "executing" && attempt_until.is_some_and(|t| t > now);
-            let retryable = decided_at
-                .is_some_and(|d| d > now - time::Duration::seconds(state.agent.unknown_retry_secs));
-            ApiError::conflict(match status.as_str() {
-                "staged" if expires_at <= now => "this action expired; ask again",
-                "cancelled" => "this action was rejected",
-                "executed" | "failed" => "this action was already confirmed",
-                _ if rejecting => "this action may already have happened (its outcome is not known yet), so it cannot be rejected; confirm it again to learn its outcome",
-                // Taken by another confirmation (or it was free a moment ago).
-                "staged" => RUNNING,
-                _ if leased || retryable => RUNNING,
-                _ => "the outcome of this action was not settled in time and can no longer be checked here; look at the organization before asking again",
-            })
-        }
+        Ok(Some(standing)) => ApiError::conflict(why_not(state, &standing, rejecting)),
+    }
+}
+
+/// The 409's message for an action standing as `s`.
+fn why_not(state: &AppState, s: &Standing, rejecting: bool) -> &'static str {
+    let now = state.clock.now();
+    let leased = s.status == "executing" && s.attempt_until.is_some_and(|t| t > now);
+    let retryable = s
+        .decided_at
+        .is_some_and(|d| d > now - time::Duration::seconds(state.agent.unknown_retry_secs));
+    match s.status.as_str() {
+        "staged" if s.expires_at <= now => "this action expired; ask again",
+        "cancelled" => "this action was rejected",
+        "executed" | "failed" => "this action was already confirmed",
+        _ if rejecting => "this action may already have happened (its outcome is not known yet), so it cannot be rejected; confirm it again to learn its outcome",
+        // Taken by another confirmation (or it was free a moment ago).
+        "staged" => RUNNING,
+        _ if leased || retryable => RUNNING,
+        _ => "the outcome of this action was not settled in time and can no longer be checked here; look at the organization before asking again",
     }
 }
 
@@ -111,32 +96,18 @@ async fn refusal(state: &AppState, caller: &Caller, id: Uuid, rejecting: bool) -
 /// (or `executing` past its lease) within the retry window.
 async fn take(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Taken> {
     let now = state.clock.now();
+    let window = Window {
+        now,
+        lease_until: now + state.attempt_lease,
+        retry_since: now - time::Duration::seconds(state.agent.unknown_retry_secs),
+    };
     let orgs: Vec<Uuid> = caller
         .identity
         .memberships
         .iter()
         .map(|m| m.org_id.as_uuid())
         .collect();
-    let taken: Option<Taken> = sqlx::query_as!(
-        Taken,
-        "UPDATE staged_actions SET status = 'executing', attempts = attempts + 1, \
-                attempt_until = $4, decided_at = COALESCE(decided_at, $3), \
-                seen_orgs = CASE WHEN kind = 'create_org' THEN COALESCE(seen_orgs, $6) END \
-         WHERE id = $1 AND user_id = $2 AND ( \
-               (status = 'staged' AND expires_at > $3) \
-            OR ((status = 'unknown' OR (status = 'executing' AND (attempt_until IS NULL OR attempt_until <= $3))) \
-                AND decided_at > $5)) \
-         RETURNING kind, args, summary, attempts, seen_orgs",
-        id,
-        caller.user_id() as UserId,
-        now,
-        now + state.attempt_lease,
-        now - time::Duration::seconds(state.agent.unknown_retry_secs),
-        &orgs,
-    )
-    .fetch_optional(&state.pool)
-    .await?;
-    match taken {
+    match store::take(&state.pool, id, caller.user_id(), &window, &orgs).await? {
         Some(t) => Ok(t),
         None => Err(refusal(state, caller, id, false).await),
     }
@@ -144,14 +115,14 @@ async fn take(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Taken> {
 
 /// The public call that carries out a staged action.
 fn request(
-    kind: &str,
+    kind: StagedKind,
     args: &Value,
     id: Uuid,
-) -> Option<(Method, String, Option<Value>, Option<String>)> {
+) -> (Method, String, Option<Value>, Option<String>) {
     let s = |k: &str| args[k].as_str().unwrap_or_default().to_owned();
     let key = Some(idempotency_key(id));
-    Some(match kind {
-        "create_org" => (
+    match kind {
+        StagedKind::CreateOrg => (
             Method::POST,
             "/v1/organizations".into(),
             Some(
@@ -159,7 +130,7 @@ fn request(
             ),
             None,
         ),
-        "credit_wallet" => (
+        StagedKind::CreditWallet => (
             Method::POST,
             format!("/v1/organizations/{}/wallet/credit", s("org_id")),
             Some(
@@ -167,20 +138,19 @@ fn request(
             ),
             key,
         ),
-        "grant_tokens" => (
+        StagedKind::GrantTokens => (
             Method::POST,
             format!("/v1/organizations/{}/tokens/grant", s("org_id")),
             Some(json!({"amount": args["amount"], "reason": "granted through the assistant"})),
             key,
         ),
-        "revoke_session" => (
+        StagedKind::RevokeSession => (
             Method::DELETE,
             format!("/v1/auth/sessions/{}", s("session_id")),
             None,
             None,
         ),
-        _ => return None,
-    })
+    }
 }
 
 /// The key every attempt of action `id` carries: bound to the action, so a
@@ -228,12 +198,14 @@ impl Settled {
 
 /// What the route's answer `status` proves about a `kind` action, on its
 /// first attempt or a later one (`retry`).
-pub fn classify(kind: &str, retry: bool, status: u16, body: Value) -> Settled {
-    let keyed = matches!(kind, "credit_wallet" | "grant_tokens");
+pub fn classify(kind: StagedKind, retry: bool, status: u16, body: Value) -> Settled {
+    let keyed = matches!(kind, StagedKind::CreditWallet | StagedKind::GrantTokens);
     match status {
         200..=299 => Settled::Executed(body),
         // A second revocation: the session is not active any more.
-        404 if retry && kind == "revoke_session" => Settled::Executed(json!({"status": "revoked"})),
+        404 if retry && kind == StagedKind::RevokeSession => {
+            Settled::Executed(json!({"status": "revoked"}))
+        }
         // org-billing's stored refusal under the key (or a fresh one: the key
         // was never committed, so nothing happened).
         409 if retry && keyed => Settled::Failed(status, body),
@@ -252,56 +224,55 @@ pub fn classify(kind: &str, retry: bool, status: u16, body: Value) -> Settled {
 
 /// Send the action's request (or, for a create_org sent before, first look
 /// for what it made).
-async fn attempt(state: &AppState, caller: &Caller, t: &Taken, id: Uuid) -> Settled {
-    if t.retry() && t.kind == "create_org" {
-        match created_before(state, caller, t).await {
+async fn attempt(peers: &Peers, caller: &Caller, t: &Taken, id: Uuid) -> Settled {
+    if t.retry() && t.kind == StagedKind::CreateOrg {
+        match created_before(&peers.org_billing, caller, t).await {
             Ok(Some(org)) => return Settled::Executed(org),
             Ok(None) => {}
             Err(why) => return Settled::Unknown(None, why),
         }
     }
-    let Some((method, path, body, key)) = request(&t.kind, &t.args, id) else {
-        tracing::error!(kind = %t.kind, "unknown staged action kind");
-        return Settled::Failed(500, json!({"error": "internal error"}));
-    };
-    let (peer, service) = peer_of(state, &t.kind);
+    let (method, path, body, key) = request(t.kind, &t.args, id);
+    let (peer, service) = peer_of(peers, t.kind);
     let sent = peer
         .request(method, &path, Some(caller), body.as_ref(), key.as_deref())
         .await;
-    match sent {
+    let resp = match sent {
+        Ok(resp) => resp,
         Err(e) => {
             let never_connected = e
                 .downcast_ref::<reqwest::Error>()
                 .is_some_and(reqwest::Error::is_connect);
             tracing::warn!(error = %e, %service, attempt = t.attempts, "a confirmation got no answer");
-            if never_connected {
+            return if never_connected {
                 Settled::NotSent
             } else {
                 Settled::Unknown(None, format!("{service} did not answer in time"))
-            }
-        }
-        Ok(resp) => {
-            let status = resp.status().as_u16();
-            let body = match resp.bytes().await {
-                Ok(b) => serde_json::from_slice(&b).unwrap_or(Value::Null),
-                // The status is known; a 2xx happened whatever its body.
-                Err(_) if (200..300).contains(&status) => Value::Null,
-                Err(_) => {
-                    return Settled::Unknown(
-                        Some((status, Value::Null)),
-                        format!("{service}'s answer was cut off"),
-                    )
-                }
             };
-            classify(&t.kind, t.retry(), status, body)
         }
-    }
+    };
+    let status = resp.status().as_u16();
+    let body = match resp.bytes().await {
+        Ok(b) => serde_json::from_slice(&b).unwrap_or(Value::Null),
+        // The status is known; a 2xx happened whatever its body.
+        Err(_) if (200..300).contains(&status) => Value::Null,
+        Err(_) => {
+            return Settled::Unknown(
+                Some((status, Value::Null)),
+                format!("{service}'s answer was cut off"),
+            )
+        }
+    };
+    classify(t.kind, t.retry(), status, body)
 }
 
-fn peer_of<'a>(state: &'a AppState, kind: &str) -> (&'a Peer, &'static str) {
+/// The service that carries out a `kind` action, and its name in the log.
+fn peer_of(peers: &Peers, kind: StagedKind) -> (&Peer, &'static str) {
     match kind {
-        "revoke_session" => (&state.peers.identity, "identity"),
-        _ => (&state.peers.org_billing, "org-billing"),
+        StagedKind::RevokeSession => (&peers.identity, "identity"),
+        StagedKind::CreateOrg | StagedKind::CreditWallet | StagedKind::GrantTokens => {
+            (&peers.org_billing, "org-billing")
+        }
     }
 }
 
@@ -309,14 +280,12 @@ fn peer_of<'a>(state: &'a AppState, kind: &str) -> (&'a Peer, &'static str) {
 /// one they did not have when it was first sent, with its name, legal type
 /// and country.
 async fn created_before(
-    state: &AppState,
+    org_billing: &Peer,
     caller: &Caller,
     t: &Taken,
 ) -> Result<Option<Value>, String> {
     let seen = t.seen_orgs.clone().unwrap_or_default();
-    let resp = state
-        .peers
-        .org_billing
+    let resp = org_billing
         .request(Method::GET, "/v1/organizations", Some(caller), None, None)
         .await
         .map_err(|e| {
@@ -356,7 +325,7 @@ pub const NOT_KNOWN_YET: &str = "The outcome is not known yet: it may still happ
 /// the owning service could not be reached at all (nothing was sent).
 pub async fn confirm(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<HttpResponse> {
     let t = take(state, caller, id).await?;
-    let settled = attempt(state, caller, &t, id).await;
+    let settled = attempt(&state.peers, caller, &t, id).await;
     let status = settled.status(t.retry());
     let booked = book(state, caller, id, &t, &settled, status).await;
     if let Err(e) = booked {
@@ -398,25 +367,9 @@ async fn book(
     let mut tx = state.pool.begin().await?;
     if *settled == Settled::NotSent {
         // Nothing was sent: the attempt does not count.
-        sqlx::query!(
-            "UPDATE staged_actions SET status = $2, attempts = attempts - 1, attempt_until = NULL, \
-                    decided_at = CASE WHEN attempts = 1 THEN NULL ELSE decided_at END, \
-                    seen_orgs = CASE WHEN attempts = 1 THEN NULL ELSE seen_orgs END \
-             WHERE id = $1",
-            id,
-            status,
-        )
-        .execute(&mut *tx)
-        .await?;
+        store::unsent(&mut tx, id, status).await?;
     } else {
-        sqlx::query!(
-            "UPDATE staged_actions SET status = $2, result = $3, attempt_until = NULL WHERE id = $1",
-            id,
-            status,
-            settled.result(),
-        )
-        .execute(&mut *tx)
-        .await?;
+        store::settle(&mut tx, id, status, settled.result()).await?;
         audit::record(
             &mut tx,
             &state.naming,
@@ -432,19 +385,8 @@ async fn book(
 
 /// POST /v1/agent/reject: cancel the action (only while it is staged).
 pub async fn reject(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<HttpResponse> {
-    let now = state.clock.now();
-    let taken: Option<(String, String)> = sqlx::query!(
-        "UPDATE staged_actions SET status = 'cancelled', decided_at = $3 \
-         WHERE id = $1 AND user_id = $2 AND status = 'staged' AND expires_at > $3 \
-         RETURNING kind, summary",
-        id,
-        caller.user_id() as UserId,
-        now,
-    )
-    .fetch_optional(&state.pool)
-    .await?
-    .map(|r| (r.kind, r.summary));
-    let Some((kind, summary)) = taken else {
+    let cancelled = store::cancel(&state.pool, id, caller.user_id(), state.clock.now()).await?;
+    let Some((kind, summary)) = cancelled else {
         return Err(refusal(state, caller, id, true).await);
     };
     let mut tx = state.pool.begin().await?;
@@ -471,43 +413,56 @@ mod tests {
         let body = json!({"error": "x"});
         let first = |kind, status| classify(kind, false, status, body.clone());
         let again = |kind, status| classify(kind, true, status, body.clone());
-        assert_eq!(first("credit_wallet", 200), Settled::Executed(body.clone()));
         assert_eq!(
-            first("credit_wallet", 403),
+            first(StagedKind::CreditWallet, 200),
+            Settled::Executed(body.clone())
+        );
+        assert_eq!(
+            first(StagedKind::CreditWallet, 403),
             Settled::Failed(403, body.clone())
         );
         for status in [408, 429, 500, 502, 503, 504] {
             assert!(matches!(
-                first("credit_wallet", status),
+                first(StagedKind::CreditWallet, status),
                 Settled::Unknown(..)
             ));
-            assert!(matches!(first("create_org", status), Settled::Unknown(..)));
+            assert!(matches!(
+                first(StagedKind::CreateOrg, status),
+                Settled::Unknown(..)
+            ));
         }
         // Later attempts: a refusal does not undo an earlier attempt ...
-        assert!(matches!(again("credit_wallet", 403), Settled::Unknown(..)));
-        assert!(matches!(again("create_org", 409), Settled::Unknown(..)));
+        assert!(matches!(
+            again(StagedKind::CreditWallet, 403),
+            Settled::Unknown(..)
+        ));
+        assert!(matches!(
+            again(StagedKind::CreateOrg, 409),
+            Settled::Unknown(..)
+        ));
         // ... but the key's stored refusal, a done revocation and a 2xx do.
         assert_eq!(
-            again("grant_tokens", 409),
+            again(StagedKind::GrantTokens, 409),
             Settled::Failed(409, body.clone())
         );
-        assert!(matches!(again("revoke_session", 404), Settled::Executed(_)));
+        assert!(matches!(
+            again(StagedKind::RevokeSession, 404),
+            Settled::Executed(_)
+        ));
         assert_eq!(
-            first("revoke_session", 404),
+            first(StagedKind::RevokeSession, 404),
             Settled::Failed(404, body.clone())
         );
-        assert_eq!(again("credit_wallet", 200), Settled::Executed(body.clone()));
+        assert_eq!(
+            again(StagedKind::CreditWallet, 200),
+            Settled::Executed(body.clone())
+        );
     }
 
     #[test]
     fn the_key_is_the_actions() {
         let id = Uuid::new_v4();
-        let (_, _, _, key) = request("credit_wallet", &json!({"org_id": "o"}), id).unwrap_or((
-            Method::GET,
-            String::new(),
-            None,
-            None,
-        ));
+        let (_, _, _, key) = request(StagedKind::CreditWallet, &json!({"org_id": "o"}), id);
         assert_eq!(key, Some(format!("agent-{id}")));
         assert_eq!(
             Settled::NotSent.status(false),

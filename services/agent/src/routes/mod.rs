@@ -1,8 +1,8 @@
 //! agent's HTTP surface (every route needs a session).
 
-use crate::{conversations, engine, memory, model, staged, state::AppState};
+use crate::{conversations, engine, memory, model, staged, state::AppState, store};
 use actix_web::{web, HttpResponse};
-use hub_domain::{ConversationId, OrgId, UserId};
+use hub_domain::{ConversationId, OrgId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
@@ -147,15 +147,7 @@ async fn set_model(
         ));
     }
     let mut tx = state.pool.begin().await?;
-    sqlx::query!(
-        "INSERT INTO model_choice (id, model, set_by, updated_at) VALUES (true, $1, $2, $3) \
-         ON CONFLICT (id) DO UPDATE SET model = EXCLUDED.model, set_by = EXCLUDED.set_by, updated_at = EXCLUDED.updated_at",
-        name,
-        staff.user_id() as UserId,
-        state.clock.now(),
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::model::choose(&mut tx, name, staff.user_id(), state.clock.now()).await?;
     crate::audit::record(
         &mut tx,
         &state.naming,
