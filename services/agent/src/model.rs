@@ -48,8 +48,17 @@ fn function(name: &str, description: &str, properties: Value, required: &[&str])
 
 /// The tools offered to the model (staff tools only for staff).
 pub fn tools(staff: bool) -> Vec<Value> {
+    let mut t = member_tools();
+    if staff {
+        t.extend(staff_tools());
+    }
+    t
+}
+
+/// Every caller's tools.
+fn member_tools() -> Vec<Value> {
     let org = json!({"type": "string", "description": "organization name or id; omit for the request's organization"});
-    let mut t = vec![
+    vec![
         function(
             "wallet_balance",
             "The wallet balance of an organization (finance role).",
@@ -124,28 +133,31 @@ pub fn tools(staff: bool) -> Vec<Value> {
             json!({"session_id": {"type": "string"}}),
             &["session_id"],
         ),
-    ];
-    if staff {
-        t.push(function(
+    ]
+}
+
+/// Platform tools for staff.
+fn staff_tools() -> [Value; 3] {
+    [
+        function(
             "kyc_queue",
             "Staff: KYC submissions pending review.",
             json!({}),
             &[],
-        ));
-        t.push(function(
+        ),
+        function(
             "find_organization",
             "Staff: any organization by name or id.",
             json!({"query": {"type": "string"}}),
             &["query"],
-        ));
-        t.push(function(
+        ),
+        function(
             "fulfilment_queue",
             "Staff: manual server orders waiting for fulfilment.",
             json!({}),
             &[],
-        ));
-    }
-    t
+        ),
+    ]
 }
 
 /// The operation a tool call names, if it is one of ours with usable arguments.
@@ -260,8 +272,13 @@ pub async fn complete(
             ProviderError::Unreachable(e.without_url().to_string())
         }
     })?;
+    completion(&bytes, messages)
+}
+
+/// A provider's answer to `messages` as a [`Completion`].
+fn completion(bytes: &[u8], messages: &[Value]) -> Result<Completion, ProviderError> {
     let r: Response =
-        serde_json::from_slice(&bytes).map_err(|e| ProviderError::Malformed(e.to_string()))?;
+        serde_json::from_slice(bytes).map_err(|e| ProviderError::Malformed(e.to_string()))?;
     let message = r
         .choices
         .into_iter()
@@ -269,23 +286,7 @@ pub async fn complete(
         .map(|c| c.message)
         .ok_or_else(|| ProviderError::Malformed("no choices".into()))?;
     let content = message["content"].as_str().unwrap_or("").to_owned();
-    let tool_calls = message["tool_calls"]
-        .as_array()
-        .map(|calls| {
-            calls
-                .iter()
-                .map(|c| ToolCall {
-                    id: c["id"].as_str().unwrap_or("").to_owned(),
-                    name: c["function"]["name"].as_str().unwrap_or("").to_owned(),
-                    // The protocol sends arguments as a JSON string.
-                    arguments: c["function"]["arguments"]
-                        .as_str()
-                        .and_then(|a| serde_json::from_str(a).ok())
-                        .unwrap_or(Value::Null),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let tool_calls = tool_calls(&message);
     let estimate = || {
         let chars: usize =
             messages.iter().map(|m| m.to_string().len()).sum::<usize>() + message.to_string().len();
@@ -302,6 +303,27 @@ pub async fn complete(
         tool_calls,
         tokens,
     })
+}
+
+/// The tool calls an assistant message asks for.
+fn tool_calls(message: &Value) -> Vec<ToolCall> {
+    message["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| ToolCall {
+                    id: c["id"].as_str().unwrap_or("").to_owned(),
+                    name: c["function"]["name"].as_str().unwrap_or("").to_owned(),
+                    // The protocol sends arguments as a JSON string.
+                    arguments: c["function"]["arguments"]
+                        .as_str()
+                        .and_then(|a| serde_json::from_str(a).ok())
+                        .unwrap_or(Value::Null),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// One text the model writes from `instruction` and `input` (no tools), when a
