@@ -4,9 +4,38 @@
 
 use event_contracts::{AuditAction, AuditRecorded, Envelope};
 use hub_domain::UserId;
+use serde::Serialize;
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
+use time::OffsetDateTime;
 
+/// One audit entry as its actor reads it.
+#[derive(Serialize)]
+pub struct Entry {
+    pub id: i64,
+    pub actor_user_id: Option<UserId>,
+    pub action: String,
+    pub subject: String,
+    pub detail: serde_json::Value,
+    pub ip: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// The latest `limit` entries `actor` made, newest first.
+pub async fn of_actor(pool: &PgPool, actor: UserId, limit: i64) -> sqlx::Result<Vec<Entry>> {
+    sqlx::query_as!(
+        Entry,
+        r#"SELECT id, actor_user_id AS "actor_user_id: UserId", action, subject, detail, ip, created_at
+         FROM audit_log WHERE actor_user_id = $1 ORDER BY id DESC LIMIT $2"#,
+        actor as UserId,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Record `action` of `actor` on `subject` in the caller's transaction.
 pub async fn record(
     conn: &mut PgConnection,
     actor: Option<UserId>,

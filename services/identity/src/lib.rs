@@ -4,6 +4,7 @@
 //! One constructor, [`build`], takes settings and returns a bound,
 //! running server: the binary, the one-process dev stack and tests-e2e all use it.
 
+mod api_keys;
 mod audit;
 mod fields;
 pub mod mail;
@@ -11,6 +12,7 @@ mod memberships;
 mod ratelimit;
 mod resolve;
 mod routes;
+mod sessions;
 pub mod settings;
 mod state;
 pub mod sweep;

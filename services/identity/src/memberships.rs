@@ -1,14 +1,152 @@
-//! Memberships: the per-organization lock and the announcement every change
-//! makes, and the creator-becomes-owner rule shared by the internal fast path
-//! and the `core.v1.org.created` consumer.
+//! Memberships: their storage (`memberships`, checked at compile time), the
+//! per-organization lock and the announcement every change makes, the owner
+//! rules ([`OrgRoles`]), and the creator-becomes-owner rule shared by the
+//! internal fast path and the `core.v1.org.created` consumer.
 
 use crate::state::AppState;
 use event_contracts::{
     CredentialRevoked, Envelope, IdentityChanged, MembershipChanged, Naming, OrgCreated,
 };
-use hub_domain::{ApiKeyId, OrgId, Role, UserId};
+use hub_domain::{ApiKeyId, CredentialKind, OrgId, Role, UserId};
+use serde::Serialize;
 use service_kit::outbox;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
+
+/// What a membership change may refuse, apart from database errors.
+#[derive(Debug)]
+pub enum Error {
+    /// Only an owner may do this to the owner role; the message says what.
+    OwnerOnly(&'static str),
+    /// It would leave the organization without an owner; the message says how.
+    LastOwner(&'static str),
+    /// The user is not a member of the organization.
+    NotMember,
+    /// The user already belongs to this many organizations (the cap).
+    AtCap(i64),
+    Db(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Db(e)
+    }
+}
+
+/// A member as the organization's members see them.
+#[derive(Serialize)]
+pub struct Member {
+    pub user_id: UserId,
+    pub email: String,
+    pub role: Role,
+}
+
+/// Every member of `org_id`, oldest membership first.
+pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Member>> {
+    let rows = sqlx::query!(
+        "SELECT m.user_id, u.email, m.role FROM memberships m JOIN users u ON u.id = m.user_id \
+         WHERE m.org_id = $1 ORDER BY m.created_at, u.email",
+        org_id as OrgId,
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let role = Role::parse(&r.role)
+                .ok_or_else(|| sqlx::Error::Decode(format!("not a role: {:?}", r.role).into()))?;
+            Ok(Member {
+                user_id: r.user_id.into(),
+                email: r.email,
+                role,
+            })
+        })
+        .collect()
+}
+
+/// Every member's role in one organization, read under its lock.
+pub struct OrgRoles(Vec<(UserId, Role)>);
+
+impl OrgRoles {
+    /// The roles of `org_id` (lock it first: [`lock_org`]).
+    pub async fn load(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<OrgRoles> {
+        let rows = sqlx::query!(
+            r#"SELECT user_id AS "user_id: UserId", role AS "role: Role" FROM memberships WHERE org_id = $1"#,
+            org_id as OrgId,
+        )
+        .fetch_all(conn)
+        .await?;
+        Ok(OrgRoles(
+            rows.into_iter().map(|r| (r.user_id, r.role)).collect(),
+        ))
+    }
+
+    /// `user_id`'s role, if a member.
+    pub fn of(&self, user_id: UserId) -> Option<Role> {
+        self.0.iter().find(|(u, _)| *u == user_id).map(|(_, r)| *r)
+    }
+
+    /// An owner stops being one (demoted, leaving, removed): only an owner may
+    /// do it, and never to the last owner.
+    pub fn may_lose_owner(
+        &self,
+        caller_role: Role,
+        not_owner: &'static str,
+        last_owner: &'static str,
+    ) -> Result<(), Error> {
+        if caller_role != Role::Owner {
+            return Err(Error::OwnerOnly(not_owner));
+        }
+        if self.0.iter().filter(|(_, r)| *r == Role::Owner).count() <= 1 {
+            return Err(Error::LastOwner(last_owner));
+        }
+        Ok(())
+    }
+}
+
+/// Refuse a new membership of `user_id` once they belong to `cap`
+/// organizations (lock the user first: [`lock_user`]).
+pub async fn check_cap(conn: &mut PgConnection, user_id: UserId, cap: i64) -> Result<(), Error> {
+    let count: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM memberships WHERE user_id = $1"#,
+        user_id as UserId,
+    )
+    .fetch_one(conn)
+    .await?;
+    if count >= cap {
+        return Err(Error::AtCap(cap));
+    }
+    Ok(())
+}
+
+/// Make `user_id` a member of `org_id` with `role`, or change their role.
+pub async fn set_role(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    user_id: UserId,
+    role: Role,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) \
+             ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role, updated_at = now()",
+        org_id as OrgId,
+        user_id as UserId,
+        role.as_str(),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// End `user_id`'s membership of `org_id`.
+pub async fn remove(conn: &mut PgConnection, org_id: OrgId, user_id: UserId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "DELETE FROM memberships WHERE org_id = $1 AND user_id = $2",
+        org_id as OrgId,
+        user_id as UserId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
 
 /// Whether `role` has admin authority (manages members and API keys).
 pub fn is_admin(role: Option<Role>) -> bool {
@@ -44,7 +182,7 @@ pub async fn revoke_keys_created_by(
             naming,
             CredentialRevoked {
                 user_id: id.as_principal(),
-                credential_kind: "api_key".into(),
+                credential_kind: CredentialKind::ApiKey.as_str().into(),
                 credential_id: id.as_uuid(),
                 token_hash: hex::encode(hash),
             },

@@ -8,6 +8,10 @@ use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+/// The status of a submission awaiting review (the statements here write it
+/// as the literal `'pending'`).
+pub const PENDING: &str = "pending";
+
 /// A submission to insert as pending.
 pub struct NewSubmission<'a> {
     pub id: Uuid,

@@ -7,11 +7,13 @@
 
 pub mod catalog;
 pub mod lifecycle;
+mod maintenance;
 pub mod provider;
 mod routes;
 pub mod seed;
 mod servers;
 pub mod settings;
+mod skus;
 mod state;
 pub mod worker;
 

@@ -15,7 +15,7 @@
 //!  anything but failed/terminated ──transfer (owner of both)──> same state
 //! ```
 
-use crate::servers::Row;
+use crate::servers::{Row, Status};
 use hub_domain::OrgId;
 use service_kit::ApiError;
 use sqlx::PgConnection;
@@ -55,42 +55,37 @@ impl Action {
     }
 
     /// The states it may start from.
-    pub fn from(self) -> &'static [&'static str] {
+    pub fn from(self) -> &'static [Status] {
+        use Status::*;
         match self {
-            Action::Provisioned | Action::Fail => &["provisioning"],
-            Action::Fulfil => &["pending_fulfilment"],
-            Action::Stop | Action::Reboot => &["active"],
-            Action::Start => &["stopped"],
-            Action::Suspend | Action::Resize => &["active", "stopped"],
-            Action::Activate => &["suspended"],
+            Action::Provisioned | Action::Fail => &[Provisioning],
+            Action::Fulfil => &[PendingFulfilment],
+            Action::Stop | Action::Reboot => &[Active],
+            Action::Start => &[Stopped],
+            Action::Suspend | Action::Resize => &[Active, Stopped],
+            Action::Activate => &[Suspended],
             Action::Terminate => &[
-                "provisioning",
-                "pending_fulfilment",
-                "active",
-                "stopped",
-                "suspended",
-                "failed",
+                Provisioning,
+                PendingFulfilment,
+                Active,
+                Stopped,
+                Suspended,
+                Failed,
             ],
-            Action::Transfer => &[
-                "provisioning",
-                "pending_fulfilment",
-                "active",
-                "stopped",
-                "suspended",
-            ],
+            Action::Transfer => &[Provisioning, PendingFulfilment, Active, Stopped, Suspended],
         }
     }
 
     /// The state it leads to (`None`: unchanged).
-    pub fn to(self) -> Option<&'static str> {
+    pub fn to(self) -> Option<Status> {
         match self {
             Action::Provisioned | Action::Fulfil | Action::Start | Action::Activate => {
-                Some("active")
+                Some(Status::Active)
             }
-            Action::Fail => Some("failed"),
-            Action::Stop => Some("stopped"),
-            Action::Suspend => Some("suspended"),
-            Action::Terminate => Some("terminated"),
+            Action::Fail => Some(Status::Failed),
+            Action::Stop => Some(Status::Stopped),
+            Action::Suspend => Some(Status::Suspended),
+            Action::Terminate => Some(Status::Terminated),
             Action::Reboot | Action::Resize | Action::Transfer => None,
         }
     }
@@ -106,6 +101,7 @@ pub async fn transition(
     action: Action,
     now: OffsetDateTime,
 ) -> Result<Row, ApiError> {
+    let from: Vec<&str> = action.from().iter().map(|s| s.as_str()).collect();
     let moved: Option<Row> = sqlx::query_as!(
         Row,
         r#"UPDATE servers SET status = COALESCE($4, status), updated_at = $5,
@@ -114,8 +110,8 @@ pub async fn transition(
            WHERE id = $1 AND org_id = $2 AND status = ANY($3) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
         id,
         org_id as OrgId,
-        action.from() as &[&str],
-        action.to(),
+        from.as_slice() as &[&str],
+        action.to().map(Status::as_str),
         now,
     )
     .fetch_optional(&mut *conn)
@@ -160,9 +156,12 @@ mod tests {
         ];
         for a in all {
             assert!(!a.from().is_empty(), "{a:?}");
-            assert!(!a.from().contains(&"terminated"), "{a:?} leaves terminated");
+            assert!(
+                !a.from().contains(&Status::Terminated),
+                "{a:?} leaves terminated"
+            );
         }
-        assert_eq!(Action::Terminate.to(), Some("terminated"));
-        assert!(!Action::Transfer.from().contains(&"failed"));
+        assert_eq!(Action::Terminate.to(), Some(Status::Terminated));
+        assert!(!Action::Transfer.from().contains(&Status::Failed));
     }
 }

@@ -25,16 +25,37 @@ pub struct Credentials {
     pub host: String,
 }
 
+/// A power action on a running server; the wire and the provider call carry
+/// [`Power::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Power {
+    Reboot,
+    Stop,
+    Start,
+}
+
+impl Power {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Power::Reboot => "reboot",
+            Power::Stop => "stop",
+            Power::Start => "start",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Power> {
+        [Power::Reboot, Power::Stop, Power::Start]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
+}
+
 pub trait Provider: Send + Sync {
     /// Start creating `hostname`; returns the provider's reference.
     fn create<'a>(&'a self, hostname: &'a str) -> BoxFuture<'a, anyhow::Result<String>>;
     fn status<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<Status>>;
-    /// `reboot`, `stop` or `start`, synchronously.
-    fn power<'a>(
-        &'a self,
-        reference: &'a str,
-        action: &'a str,
-    ) -> BoxFuture<'a, anyhow::Result<()>>;
+    /// Apply `action`, synchronously.
+    fn power<'a>(&'a self, reference: &'a str, action: Power) -> BoxFuture<'a, anyhow::Result<()>>;
     fn delete<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<()>>;
 }
 
@@ -84,7 +105,7 @@ impl Provider for Sandbox {
     fn power<'a>(
         &'a self,
         _reference: &'a str,
-        _action: &'a str,
+        _action: Power,
     ) -> BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(async { Ok(()) })
     }

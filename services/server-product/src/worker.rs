@@ -11,7 +11,7 @@
 use crate::{
     lifecycle::{self, Action},
     provider::Status,
-    servers,
+    servers::{self, store},
     state::AppState,
 };
 use event_contracts::SERVER_ACTIVE;
@@ -44,11 +44,9 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let now = state.clock.now();
-        if row.status != "provisioning" {
+        if !row.is(servers::Status::Provisioning) {
             // Terminated (or otherwise moved on) while provisioning: drop the job.
-            sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", row.id,)
-                .execute(&mut *tx)
-                .await?;
+            store::drop_job(&mut tx, row.id).await?;
             tx.commit().await?;
             continue;
         }
@@ -57,13 +55,7 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
                 Some(r) => r.clone(),
                 None => {
                     let r = state.provider.create(&row.hostname).await?;
-                    sqlx::query!(
-                        "UPDATE servers SET provider_ref = $2 WHERE id = $1",
-                        row.id,
-                        &r,
-                    )
-                    .execute(&mut *tx)
-                    .await?;
+                    store::set_provider_ref(&mut tx, row.id, &r).await?;
                     r
                 }
             };
@@ -75,22 +67,14 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
                 let sealed = state
                     .sealer
                     .seal_json(&creds, &servers::credentials_aad(row.id))?;
-                sqlx::query!(
-                    "UPDATE servers SET credentials = $2 WHERE id = $1",
-                    row.id,
-                    sealed,
-                )
-                .execute(&mut *tx)
-                .await?;
+                store::set_credentials(&mut tx, row.id, sealed).await?;
                 let active =
                     lifecycle::transition(&mut tx, row.org_id, row.id, Action::Provisioned, now)
                         .await
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
                 servers::open_usage(&mut tx, &active, now).await?;
                 servers::emit(&mut tx, state, SERVER_ACTIVE, &active).await?;
-                sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", row.id,)
-                    .execute(&mut *tx)
-                    .await?;
+                store::drop_job(&mut tx, row.id).await?;
             }
             Ok(Status::Pending) => {
                 reschedule(&mut tx, row.id, job.attempts, poll, now, false).await?;
@@ -143,16 +127,8 @@ async fn fail(
     lifecycle::transition(tx, row.org_id, row.id, Action::Fail, now)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    sqlx::query!(
-        "UPDATE servers SET failure = $2 WHERE id = $1",
-        row.id,
-        why.chars().take(500).collect::<String>(),
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", row.id,)
-        .execute(&mut *tx)
-        .await?;
+    store::set_failure(tx, row.id, why).await?;
+    store::drop_job(tx, row.id).await?;
     Ok(())
 }
 

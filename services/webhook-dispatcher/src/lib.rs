@@ -8,6 +8,7 @@ mod routes;
 pub mod settings;
 pub mod ssrf;
 mod state;
+mod store;
 pub mod worker;
 
 pub use routes::configure;

@@ -2,28 +2,30 @@
 //! revoke (a leaked key cannot mint more keys). A key remembers who created it;
 //! when that member loses admin authority or leaves, their keys are revoked.
 
-use crate::{audit, resolve::API_KEY_PREFIX, state::AppState, tokens};
+use crate::{
+    api_keys::{self as keys, NewKey},
+    audit,
+    resolve::API_KEY_PREFIX,
+    state::AppState,
+    tokens,
+};
 use actix_web::{web, HttpResponse};
 use event_contracts::CredentialRevoked;
-use hub_domain::{ApiKeyId, Capability, OrgId, Role, UserId};
-use serde::{Deserialize, Serialize};
+use hub_domain::{ApiKeyId, Capability, CredentialKind, OrgId, Role};
+use serde::Deserialize;
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
-use time::OffsetDateTime;
 
 pub const NAME_MAX: usize = 100;
 
-#[derive(Serialize)]
-struct ApiKey {
-    id: ApiKeyId,
-    name: String,
-    role: String,
-    /// The user who created the key (it is revoked when they lose admin authority).
-    created_by: hub_domain::UserId,
-    #[serde(with = "time::serde::rfc3339")]
-    created_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339::option")]
-    revoked_at: Option<OffsetDateTime>,
+impl From<keys::Error> for ApiError {
+    #[track_caller]
+    fn from(e: keys::Error) -> Self {
+        match e {
+            keys::Error::NotFound => ApiError::NotFound,
+            keys::Error::Db(e) => ApiError::from(e),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -31,6 +33,26 @@ struct ApiKey {
 pub struct CreateKey {
     name: String,
     role: Option<String>,
+}
+
+impl CreateKey {
+    /// The trimmed name (required) and the role (developer when absent, never owner).
+    fn validate(&self) -> ApiResult<(String, Role)> {
+        let name = crate::fields::line("name", &self.name, NAME_MAX)?;
+        if name.is_empty() {
+            return Err(ApiError::bad_request("name is required"));
+        }
+        let role = match self.role.as_deref() {
+            None => Role::Developer,
+            Some(r) => Role::parse(r).ok_or_else(|| {
+                ApiError::bad_request("role must be manager, finance, developer or visitor")
+            })?,
+        };
+        if !role.allowed_for_api_key() {
+            return Err(ApiError::bad_request("API keys never carry the owner role"));
+        }
+        Ok((name, role))
+    }
 }
 
 /// POST /v1/organizations/{id}/api-keys: 201 `{key, token}`; the plaintext is
@@ -44,33 +66,19 @@ pub async fn create(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require_session(org_id, Capability::Admin)?;
-    let name = crate::fields::line("name", &body.name, NAME_MAX)?;
-    if name.is_empty() {
-        return Err(ApiError::bad_request("name is required"));
-    }
-    let role = match body.role.as_deref() {
-        None => Role::Developer,
-        Some(r) => Role::parse(r).ok_or_else(|| {
-            ApiError::bad_request("role must be manager, finance, developer or visitor")
-        })?,
-    };
-    if !role.allowed_for_api_key() {
-        return Err(ApiError::bad_request("API keys never carry the owner role"));
-    }
+    let (name, role) = body.validate()?;
     let token = tokens::generate(API_KEY_PREFIX)?;
     let mut tx = state.pool.begin().await?;
-    let key: ApiKey = sqlx::query_as!(
-        ApiKey,
-        "INSERT INTO api_keys (id, org_id, name, role, token_hash, created_by) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, name, role, created_by, created_at, revoked_at",
-        ApiKeyId::new() as ApiKeyId,
-        org_id as OrgId,
-        &name,
-        role.as_str(),
-        tokens::hash(&token),
-        caller.user_id() as UserId,
+    let key = keys::create(
+        &mut tx,
+        NewKey {
+            org_id,
+            name: &name,
+            role,
+            token_hash: tokens::hash(&token),
+            created_by: caller.user_id(),
+        },
     )
-    .fetch_one(&mut *tx)
     .await?;
     audit::record(
         &mut tx,
@@ -94,15 +102,7 @@ pub async fn list(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require_session(org_id, Capability::Admin)?;
-    let keys: Vec<ApiKey> = sqlx::query_as!(
-        ApiKey,
-        "SELECT id, name, role, created_by, created_at, revoked_at FROM api_keys \
-         WHERE org_id = $1 ORDER BY created_at DESC LIMIT 500",
-        org_id as OrgId,
-    )
-    .fetch_all(&state.pool)
-    .await?;
-    Ok(HttpResponse::Ok().json(keys))
+    Ok(HttpResponse::Ok().json(keys::of_org(&state.pool, org_id).await?))
 }
 
 /// DELETE /v1/organizations/{id}/api-keys/{key_id}: revoke at once on every
@@ -116,15 +116,7 @@ pub async fn revoke(
     let (org_id, key_id) = path.into_inner();
     caller.require_session(org_id, Capability::Admin)?;
     let mut tx = state.pool.begin().await?;
-    let hash: Option<Vec<u8>> = sqlx::query_scalar!(
-        "UPDATE api_keys SET revoked_at = now() \
-         WHERE id = $1 AND org_id = $2 AND revoked_at IS NULL RETURNING token_hash",
-        key_id as ApiKeyId,
-        org_id as OrgId,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let hash = hash.ok_or(ApiError::NotFound)?;
+    let hash = keys::revoke(&mut tx, org_id, key_id).await?;
     audit::record(
         &mut tx,
         Some(caller.user_id()),
@@ -139,7 +131,7 @@ pub async fn revoke(
         &state.naming,
         CredentialRevoked {
             user_id: key_id.as_principal(),
-            credential_kind: "api_key".into(),
+            credential_kind: CredentialKind::ApiKey.as_str().into(),
             credential_id: key_id.as_uuid(),
             token_hash: hex::encode(hash),
         },

@@ -3,13 +3,13 @@
 use crate::{
     audit,
     ratelimit::{self, Limit},
-    resolve,
+    resolve, sessions,
     state::AppState,
-    tokens,
+    tokens, users,
 };
 use actix_web::{http::header, web, HttpRequest, HttpResponse};
 use event_contracts::{CredentialRevoked, IdentityChanged};
-use hub_domain::{Credential, Email, Identity, SessionId, UserId};
+use hub_domain::{Credential, CredentialKind, Email, Identity, SessionId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -17,7 +17,6 @@ use service_kit::{
     http::identity_changed,
     outbox, ApiError, ApiResult,
 };
-use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// Response headers that tell the gateway which credential a bearer is.
@@ -63,40 +62,19 @@ pub async fn request_link(
     let email = Email::parse(&body.email).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let token = tokens::generate("mlt_")?;
     let a = &state.auth;
-    let email_bucket = format!("link:email:{email}");
-    let ip_bucket = format!("link:ip:{}", ratelimit::ip_key(ctx.ip()));
 
     let mut tx = state.pool.begin().await?;
-    let allowed = ratelimit::check_and_record(
-        &mut tx,
-        state.clock.now(),
-        &[
-            Limit {
-                bucket: &email_bucket,
-                max: a.request_link_per_email_per_hour,
-                window_secs: 3600,
-            },
-            Limit {
-                bucket: &ip_bucket,
-                max: a.request_link_per_ip_per_hour,
-                window_secs: 3600,
-            },
-        ],
-    )
-    .await?;
-    if !allowed {
+    if !link_allowed(&mut tx, &state, &email, ctx.ip()).await? {
         tx.rollback().await?;
         return Err(ApiError::TooManyRequests);
     }
-    let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
-    sqlx::query!(
-        "INSERT INTO magic_links (token_hash, user_id, expires_at) \
-         VALUES ($1, $2, now() + make_interval(secs => $3))",
+    let user_id = users::upsert_by_email(&mut tx, &email).await?;
+    sessions::issue_link(
+        &mut tx,
         tokens::hash(&token),
-        user_id as UserId,
+        user_id,
         a.magic_link_ttl_secs as f64,
     )
-    .execute(&mut *tx)
     .await?;
     // The mail goes out after the commit, from the mail queue (the token
     // sealed in it): a slow or dead SMTP server never holds this answer.
@@ -116,12 +94,53 @@ pub async fn request_link(
     }))
 }
 
+/// Count a link request against `email` and `ip` (per hour each); whether
+/// both are still under their limits.
+async fn link_allowed(
+    tx: &mut sqlx::PgConnection,
+    state: &AppState,
+    email: &Email,
+    ip: &str,
+) -> ApiResult<bool> {
+    let a = &state.auth;
+    let email_bucket = format!("link:email:{email}");
+    let ip_bucket = format!("link:ip:{}", ratelimit::ip_key(ip));
+    Ok(ratelimit::check_and_record(
+        tx,
+        state.clock.now(),
+        &[
+            Limit {
+                bucket: &email_bucket,
+                max: a.request_link_per_email_per_hour,
+                window_secs: 3600,
+            },
+            Limit {
+                bucket: &ip_bucket,
+                max: a.request_link_per_ip_per_hour,
+                window_secs: 3600,
+            },
+        ],
+    )
+    .await?)
+}
+
 #[derive(Deserialize)]
 pub struct VerifyBody {
     token: String,
 }
 
 const BAD_LINK: &str = "invalid, expired or already used token";
+
+impl From<sessions::Error> for ApiError {
+    #[track_caller]
+    fn from(e: sessions::Error) -> Self {
+        match e {
+            sessions::Error::UnusableLink => ApiError::unauthorized(BAD_LINK),
+            sessions::Error::NotFound => ApiError::NotFound,
+            sessions::Error::Db(e) => ApiError::from(e),
+        }
+    }
+}
 
 /// POST /v1/auth/verify: exchange an unused, unexpired magic-link token for a
 /// session. The redeeming UPDATE locks the row, so of concurrent verifies of
@@ -133,20 +152,7 @@ pub async fn verify(
     body: web::Json<VerifyBody>,
 ) -> ApiResult<HttpResponse> {
     // Every attempt counts against the IP, failed ones included.
-    let bucket = format!("verify:ip:{}", ratelimit::ip_key(ctx.ip()));
-    let mut tx = state.pool.begin().await?;
-    let allowed = ratelimit::check_and_record(
-        &mut tx,
-        state.clock.now(),
-        &[Limit {
-            bucket: &bucket,
-            max: state.auth.verify_per_ip_per_minute,
-            window_secs: 60,
-        }],
-    )
-    .await?;
-    tx.commit().await?;
-    if !allowed {
+    if !verify_allowed(&state, ctx.ip()).await? {
         return Err(ApiError::TooManyRequests);
     }
     if body.token.is_empty() || body.token.len() > tokens::MAX_TOKEN_LEN {
@@ -154,29 +160,19 @@ pub async fn verify(
     }
 
     let mut tx = state.pool.begin().await?;
-    let user_id: Option<UserId> = sqlx::query_scalar!(
-        "UPDATE magic_links SET used_at = now() \
-         WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() \
-         RETURNING user_id AS \"user_id: UserId\"",
-        tokens::hash(&body.token),
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(user_id) = user_id else {
-        return Err(ApiError::unauthorized(BAD_LINK));
-    };
+    let user_id = sessions::redeem_link(&mut tx, tokens::hash(&body.token)).await?;
     let session_token = tokens::generate("sess_")?;
     let session_id = Uuid::now_v7();
-    sqlx::query!(
-        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at) \
-         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))",
-        session_id,
-        user_id as UserId,
-        tokens::hash(&session_token),
-        ctx.ip(),
-        state.auth.session_ttl_secs as f64,
+    sessions::open(
+        &mut tx,
+        sessions::NewSession {
+            id: session_id,
+            user_id,
+            token_hash: tokens::hash(&session_token),
+            ip: ctx.ip(),
+            ttl_secs: state.auth.session_ttl_secs as f64,
+        },
     )
-    .execute(&mut *tx)
     .await?;
     audit::record(
         &mut tx,
@@ -189,6 +185,25 @@ pub async fn verify(
     .await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(json!({ "session_token": session_token })))
+}
+
+/// Count a verify attempt against `ip` (per minute, committed at once: failed
+/// attempts count too); whether it is still under its limit.
+async fn verify_allowed(state: &AppState, ip: &str) -> ApiResult<bool> {
+    let bucket = format!("verify:ip:{}", ratelimit::ip_key(ip));
+    let mut tx = state.pool.begin().await?;
+    let allowed = ratelimit::check_and_record(
+        &mut tx,
+        state.clock.now(),
+        &[Limit {
+            bucket: &bucket,
+            max: state.auth.verify_per_ip_per_minute,
+            window_secs: 60,
+        }],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(allowed)
 }
 
 fn bearer(req: &HttpRequest) -> Option<&str> {
@@ -253,20 +268,9 @@ pub async fn patch_me(
 ) -> ApiResult<HttpResponse> {
     let name = crate::fields::name(&body.name)?;
     let mut tx = state.pool.begin().await?;
-    let old: String = sqlx::query_scalar!(
-        "SELECT name FROM users WHERE id = $1 FOR UPDATE",
-        caller.user_id() as UserId,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let old = users::lock_name(&mut tx, caller.user_id()).await?;
     if old != name {
-        sqlx::query!(
-            "UPDATE users SET name = $2, updated_at = now() WHERE id = $1",
-            caller.user_id() as UserId,
-            &name,
-        )
-        .execute(&mut *tx)
-        .await?;
+        users::set_name(&mut tx, caller.user_id(), &name).await?;
         // The changed field's name, never its value (as the profile route):
         // audit rows outlive edits, and audit detail holds no personal data.
         audit::record(
@@ -309,16 +313,7 @@ async fn revoke(
     ip: &str,
 ) -> ApiResult<()> {
     let mut tx = state.pool.begin().await?;
-    let hash: Option<Vec<u8>> = sqlx::query_scalar!(
-        "UPDATE sessions SET revoked_at = now() \
-         WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now() \
-         RETURNING token_hash",
-        session_id,
-        user_id as UserId,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let hash = hash.ok_or(ApiError::NotFound)?;
+    let hash = sessions::revoke(&mut tx, session_id, user_id).await?;
     audit::record(
         &mut tx,
         Some(user_id),
@@ -333,7 +328,7 @@ async fn revoke(
         &state.naming,
         CredentialRevoked {
             user_id,
-            credential_kind: "session".into(),
+            credential_kind: CredentialKind::Session.as_str().into(),
             credential_id: session_id,
             token_hash: hex::encode(hash),
         },
@@ -362,32 +357,13 @@ pub async fn logout(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
         .json(json!({"status": "logged_out"})))
 }
 
-#[derive(Serialize)]
-struct SessionOut {
-    id: Uuid,
-    ip: String,
-    #[serde(with = "time::serde::rfc3339")]
-    created_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
-    expires_at: OffsetDateTime,
-    current: bool,
-}
-
 /// GET /v1/auth/sessions: the caller's active sessions, newest first.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn list_sessions(
     state: web::Data<AppState>,
     caller: SessionCaller,
 ) -> ApiResult<HttpResponse> {
-    let mut rows: Vec<SessionOut> = sqlx::query_as!(
-        SessionOut,
-        r#"SELECT id, ip, created_at, expires_at, false AS "current!" FROM sessions
-         WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now()
-         ORDER BY created_at DESC LIMIT 200"#,
-        caller.user_id() as UserId,
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let mut rows = sessions::active(&state.pool, caller.user_id()).await?;
     for r in &mut rows {
         r.current = r.id == caller.session_id();
     }

@@ -46,15 +46,11 @@ pub async fn timezones(
             "at most {MAX_TIMEZONE_LOOKUP} user_ids"
         )));
     }
-    let rows = sqlx::query!(
-        "SELECT id, timezone FROM users WHERE id = ANY($1)",
-        &body.user_ids as &[hub_domain::UserId],
-    )
-    .fetch_all(&state.pool)
-    .await?;
-    let map: serde_json::Map<String, serde_json::Value> = rows
-        .into_iter()
-        .map(|r| (r.id.to_string(), serde_json::Value::String(r.timezone)))
-        .collect();
+    let map: serde_json::Map<String, serde_json::Value> =
+        crate::users::timezones(&state.pool, &body.user_ids)
+            .await?
+            .into_iter()
+            .map(|(id, tz)| (id.to_string(), serde_json::Value::String(tz)))
+            .collect();
     Ok(HttpResponse::Ok().json(json!({ "timezones": map })))
 }

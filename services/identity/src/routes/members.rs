@@ -1,17 +1,29 @@
 //! Organization members (memberships live in identity: /me needs them).
 
-use crate::{audit, memberships, state::AppState};
+use crate::{
+    audit,
+    memberships::{self, Error, OrgRoles},
+    state::AppState,
+};
 use actix_web::{web, HttpResponse};
 use hub_domain::{Capability, Email, OrgId, Role, UserId};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 
-#[derive(Serialize)]
-struct Member {
-    user_id: UserId,
-    email: String,
-    role: String,
+impl From<Error> for ApiError {
+    #[track_caller]
+    fn from(e: Error) -> Self {
+        match e {
+            Error::OwnerOnly(m) => ApiError::forbidden(m),
+            Error::LastOwner(m) => ApiError::conflict(m),
+            Error::NotMember => ApiError::NotFound,
+            Error::AtCap(cap) => ApiError::Conflict(format!(
+                "this user already belongs to the maximum of {cap} organizations"
+            )),
+            Error::Db(e) => ApiError::from(e),
+        }
+    }
 }
 
 /// GET /v1/organizations/{id}/members: any member (sessions and keys).
@@ -23,53 +35,7 @@ pub async fn list(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Read)?;
-    let rows: Vec<Member> = sqlx::query_as!(
-        Member,
-        "SELECT m.user_id, u.email, m.role FROM memberships m JOIN users u ON u.id = m.user_id \
-         WHERE m.org_id = $1 ORDER BY m.created_at, u.email",
-        org_id as OrgId,
-    )
-    .fetch_all(&state.pool)
-    .await?;
-    Ok(HttpResponse::Ok().json(rows))
-}
-
-/// Every member's role in one organization, read under its lock.
-struct OrgRoles(Vec<(UserId, Role)>);
-
-impl OrgRoles {
-    async fn load(tx: &mut sqlx::PgConnection, org_id: OrgId) -> sqlx::Result<OrgRoles> {
-        let rows = sqlx::query!(
-            r#"SELECT user_id AS "user_id: UserId", role AS "role: Role" FROM memberships WHERE org_id = $1"#,
-            org_id as OrgId,
-        )
-        .fetch_all(tx)
-        .await?;
-        Ok(OrgRoles(
-            rows.into_iter().map(|r| (r.user_id, r.role)).collect(),
-        ))
-    }
-
-    fn of(&self, user_id: UserId) -> Option<Role> {
-        self.0.iter().find(|(u, _)| *u == user_id).map(|(_, r)| *r)
-    }
-
-    /// An owner stops being one (demoted, leaving, removed): only an owner may
-    /// do it, and never to the last owner.
-    fn may_lose_owner(
-        &self,
-        caller_role: Role,
-        not_owner: &str,
-        last_owner: &str,
-    ) -> ApiResult<()> {
-        if caller_role != Role::Owner {
-            return Err(ApiError::forbidden(not_owner));
-        }
-        if self.0.iter().filter(|(_, r)| *r == Role::Owner).count() <= 1 {
-            return Err(ApiError::conflict(last_owner));
-        }
-        Ok(())
-    }
+    Ok(HttpResponse::Ok().json(memberships::of_org(&state.pool, org_id).await?))
 }
 
 #[derive(Deserialize)]
@@ -77,6 +43,22 @@ impl OrgRoles {
 pub struct AddMember {
     email: String,
     role: String,
+}
+
+impl AddMember {
+    /// The email and the role; only an owner grants the owner role.
+    fn validate(&self, caller_role: Role) -> ApiResult<(Email, Role)> {
+        let email = Email::parse(&self.email).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let role = Role::parse(&self.role).ok_or_else(|| {
+            ApiError::bad_request("role must be owner, manager, finance, developer or visitor")
+        })?;
+        if role == Role::Owner && caller_role != Role::Owner {
+            return Err(ApiError::forbidden(
+                "insufficient role: requires owner to grant the owner role",
+            ));
+        }
+        Ok((email, role))
+    }
 }
 
 /// POST /v1/organizations/{id}/members: admin (owner or manager), by session
@@ -94,53 +76,15 @@ pub async fn add(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     let caller_role = caller.require_session(org_id, Capability::Admin)?;
-    let email = Email::parse(&body.email).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let role = Role::parse(&body.role).ok_or_else(|| {
-        ApiError::bad_request("role must be owner, manager, finance, developer or visitor")
-    })?;
-    if role == Role::Owner && caller_role != Role::Owner {
-        return Err(ApiError::forbidden(
-            "insufficient role: requires owner to grant the owner role",
-        ));
-    }
+    let (email, role) = body.validate(caller_role)?;
 
     let mut tx = state.pool.begin().await?;
     memberships::lock_org(&mut tx, org_id).await?;
     let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
     memberships::lock_user(&mut tx, user_id).await?;
-    let roles = OrgRoles::load(&mut tx, org_id).await?;
-    let previous = roles.of(user_id);
-    if previous == Some(Role::Owner) && role != Role::Owner {
-        roles.may_lose_owner(
-            caller_role,
-            "insufficient role: requires owner to change an owner",
-            "the last owner cannot be demoted",
-        )?;
-    }
-    if previous.is_none() {
-        let cap = state.auth.max_memberships_per_user;
-        let count: i64 = sqlx::query_scalar!(
-            r#"SELECT count(*) AS "n!" FROM memberships WHERE user_id = $1"#,
-            user_id as UserId,
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        if count >= cap {
-            return Err(ApiError::Conflict(format!(
-                "this user already belongs to the maximum of {cap} organizations"
-            )));
-        }
-    }
+    let previous = may_set_role(&mut tx, &state, org_id, user_id, role, caller_role).await?;
     if previous != Some(role) {
-        sqlx::query!(
-            "INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) \
-             ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role, updated_at = now()",
-            org_id as OrgId,
-            user_id as UserId,
-            role.as_str(),
-        )
-        .execute(&mut *tx)
-        .await?;
+        memberships::set_role(&mut tx, org_id, user_id, role).await?;
         let action = if previous.is_some() {
             event_contracts::AuditAction::MemberRoleChanged
         } else {
@@ -173,11 +117,38 @@ pub async fn add(
     state.publish_now().await;
     Ok(HttpResponse::Ok()
         .insert_header(service_kit::http::identity_changed(user_id))
-        .json(Member {
+        .json(memberships::Member {
             user_id,
             email: email.as_str().to_owned(),
-            role: role.as_str().to_owned(),
+            role,
         }))
+}
+
+/// Whether `user_id` may be given `role` in `org_id` (under the organization's
+/// and the user's locks): an owner is changed only by an owner and never the
+/// last one; a new membership must fit under the user's cap. Returns the
+/// user's current role.
+async fn may_set_role(
+    tx: &mut sqlx::PgConnection,
+    state: &AppState,
+    org_id: OrgId,
+    user_id: UserId,
+    role: Role,
+    caller_role: Role,
+) -> Result<Option<Role>, Error> {
+    let roles = OrgRoles::load(&mut *tx, org_id).await?;
+    let previous = roles.of(user_id);
+    if previous == Some(Role::Owner) && role != Role::Owner {
+        roles.may_lose_owner(
+            caller_role,
+            "insufficient role: requires owner to change an owner",
+            "the last owner cannot be demoted",
+        )?;
+    }
+    if previous.is_none() {
+        memberships::check_cap(tx, user_id, state.auth.max_memberships_per_user).await?;
+    }
+    Ok(previous)
 }
 
 /// Revoke the keys `user_id` created in `org_id` and audit it (caller's transaction).
@@ -216,30 +187,17 @@ pub async fn remove(
     path: web::Path<(OrgId, UserId)>,
 ) -> ApiResult<HttpResponse> {
     let (org_id, user_id) = path.into_inner();
-    let caller_role = if user_id == caller.user_id() {
+    let leaving = user_id == caller.user_id();
+    let caller_role = if leaving {
         caller.require_session(org_id, Capability::Read)?
     } else {
         caller.require_session(org_id, Capability::Admin)?
     };
     let mut tx = state.pool.begin().await?;
     memberships::lock_org(&mut tx, org_id).await?;
-    let roles = OrgRoles::load(&mut tx, org_id).await?;
-    let role = roles.of(user_id).ok_or(ApiError::NotFound)?;
-    if role == Role::Owner {
-        roles.may_lose_owner(
-            caller_role,
-            "insufficient role: requires owner to remove an owner",
-            "the last owner cannot leave the organization",
-        )?;
-    }
-    sqlx::query!(
-        "DELETE FROM memberships WHERE org_id = $1 AND user_id = $2",
-        org_id as OrgId,
-        user_id as UserId,
-    )
-    .execute(&mut *tx)
-    .await?;
-    let action = if user_id == caller.user_id() {
+    let role = may_remove(&mut tx, org_id, user_id, caller_role).await?;
+    memberships::remove(&mut tx, org_id, user_id).await?;
+    let action = if leaving {
         event_contracts::AuditAction::MemberLeft
     } else {
         event_contracts::AuditAction::MemberRemoved
@@ -268,4 +226,25 @@ pub async fn remove(
     Ok(HttpResponse::Ok()
         .insert_header(service_kit::http::identity_changed(user_id))
         .json(json!({"status": "removed"})))
+}
+
+/// Whether `user_id` may leave or be removed from `org_id` (under its lock):
+/// a member (404 otherwise), an owner only by an owner and never the last
+/// one. Returns their role.
+async fn may_remove(
+    tx: &mut sqlx::PgConnection,
+    org_id: OrgId,
+    user_id: UserId,
+    caller_role: Role,
+) -> Result<Role, Error> {
+    let roles = OrgRoles::load(tx, org_id).await?;
+    let role = roles.of(user_id).ok_or(Error::NotMember)?;
+    if role == Role::Owner {
+        roles.may_lose_owner(
+            caller_role,
+            "insufficient role: requires owner to remove an owner",
+            "the last owner cannot leave the organization",
+        )?;
+    }
+    Ok(role)
 }

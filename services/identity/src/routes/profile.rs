@@ -1,35 +1,20 @@
 //! The caller's profile.
 
-use crate::{audit, fields, state::AppState};
+use crate::{
+    audit, fields,
+    state::AppState,
+    users::{self, Profile},
+};
 use actix_web::{web, HttpResponse};
 use event_contracts::IdentityChanged;
-use hub_domain::UserId;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use service_kit::{assertion::SessionCaller, outbox, ApiResult};
-
-#[derive(Serialize, Clone, PartialEq)]
-struct Profile {
-    email: String,
-    name: String,
-    phone: String,
-    job_title: String,
-    timezone: String,
-    locale: String,
-    bio: String,
-}
 
 /// GET /v1/profile
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn get(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
-    let p = sqlx::query_as!(
-        Profile,
-        "SELECT email, name, phone, job_title, timezone, locale, bio FROM users WHERE id = $1",
-        caller.user_id() as UserId,
-    )
-    .fetch_one(&state.pool)
-    .await?;
-    Ok(HttpResponse::Ok().json(p))
+    Ok(HttpResponse::Ok().json(users::profile(&state.pool, caller.user_id()).await?))
 }
 
 #[derive(Deserialize)]
@@ -43,6 +28,52 @@ pub struct ProfilePatch {
     bio: Option<String>,
 }
 
+impl ProfilePatch {
+    /// Every given field validated (and normalized), before anything is written.
+    fn validate(self) -> ApiResult<ProfilePatch> {
+        Ok(ProfilePatch {
+            name: self.name.as_deref().map(fields::name).transpose()?,
+            phone: self.phone.as_deref().map(fields::phone).transpose()?,
+            job_title: self
+                .job_title
+                .as_deref()
+                .map(fields::job_title)
+                .transpose()?,
+            timezone: self.timezone.as_deref().map(fields::timezone).transpose()?,
+            locale: self.locale.as_deref().map(fields::locale).transpose()?,
+            bio: self.bio.as_deref().map(fields::bio).transpose()?,
+        })
+    }
+
+    /// `old` with the given fields replaced.
+    fn applied_to(self, old: &Profile) -> Profile {
+        Profile {
+            email: old.email.clone(),
+            name: self.name.unwrap_or_else(|| old.name.clone()),
+            phone: self.phone.unwrap_or_else(|| old.phone.clone()),
+            job_title: self.job_title.unwrap_or_else(|| old.job_title.clone()),
+            timezone: self.timezone.unwrap_or_else(|| old.timezone.clone()),
+            locale: self.locale.unwrap_or_else(|| old.locale.clone()),
+            bio: self.bio.unwrap_or_else(|| old.bio.clone()),
+        }
+    }
+}
+
+/// The names of the fields that differ between `old` and `new`.
+fn changed_fields(old: &Profile, new: &Profile) -> Vec<&'static str> {
+    [
+        ("name", old.name != new.name),
+        ("phone", old.phone != new.phone),
+        ("job_title", old.job_title != new.job_title),
+        ("timezone", old.timezone != new.timezone),
+        ("locale", old.locale != new.locale),
+        ("bio", old.bio != new.bio),
+    ]
+    .into_iter()
+    .filter_map(|(f, c)| c.then_some(f))
+    .collect()
+}
+
 /// PATCH /v1/profile: only the provided fields change; all are validated
 /// before anything is written.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
@@ -51,57 +82,13 @@ pub async fn patch(
     caller: SessionCaller,
     body: web::Json<ProfilePatch>,
 ) -> ApiResult<HttpResponse> {
-    let b = body.into_inner();
-    let name = b.name.as_deref().map(fields::name).transpose()?;
-    let phone = b.phone.as_deref().map(fields::phone).transpose()?;
-    let job_title = b.job_title.as_deref().map(fields::job_title).transpose()?;
-    let timezone = b.timezone.as_deref().map(fields::timezone).transpose()?;
-    let locale = b.locale.as_deref().map(fields::locale).transpose()?;
-    let bio = b.bio.as_deref().map(fields::bio).transpose()?;
-
+    let valid = body.into_inner().validate()?;
     let mut tx = state.pool.begin().await?;
-    let old = sqlx::query_as!(
-        Profile,
-        "SELECT email, name, phone, job_title, timezone, locale, bio FROM users WHERE id = $1 \
-         FOR UPDATE",
-        caller.user_id() as UserId,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let new = Profile {
-        email: old.email.clone(),
-        name: name.unwrap_or_else(|| old.name.clone()),
-        phone: phone.unwrap_or_else(|| old.phone.clone()),
-        job_title: job_title.unwrap_or_else(|| old.job_title.clone()),
-        timezone: timezone.unwrap_or_else(|| old.timezone.clone()),
-        locale: locale.unwrap_or_else(|| old.locale.clone()),
-        bio: bio.unwrap_or_else(|| old.bio.clone()),
-    };
+    let old = users::lock_profile(&mut tx, caller.user_id()).await?;
+    let new = valid.applied_to(&old);
     if new != old {
-        let changed: Vec<&str> = [
-            ("name", old.name != new.name),
-            ("phone", old.phone != new.phone),
-            ("job_title", old.job_title != new.job_title),
-            ("timezone", old.timezone != new.timezone),
-            ("locale", old.locale != new.locale),
-            ("bio", old.bio != new.bio),
-        ]
-        .into_iter()
-        .filter_map(|(f, c)| c.then_some(f))
-        .collect();
-        sqlx::query!(
-            "UPDATE users SET name = $2, phone = $3, job_title = $4, timezone = $5, \
-             locale = $6, bio = $7, updated_at = now() WHERE id = $1",
-            caller.user_id() as UserId,
-            &new.name,
-            &new.phone,
-            &new.job_title,
-            &new.timezone,
-            &new.locale,
-            &new.bio,
-        )
-        .execute(&mut *tx)
-        .await?;
+        let changed = changed_fields(&old, &new);
+        users::set_profile(&mut tx, caller.user_id(), &new).await?;
         // The detail names the fields, not their values: audit rows outlive edits.
         audit::record(
             &mut tx,

@@ -6,9 +6,10 @@
 
 use crate::{
     orgs::{self, Change},
-    payload::LegalType,
+    payload::{LegalIdentity, LegalType},
     state::AppState,
-    store,
+    store::{self, PENDING},
+    submission::Row,
 };
 use actix_web::{web, HttpResponse};
 use hub_domain::SubmissionId;
@@ -105,30 +106,30 @@ fn parse_body(body: &Value, request_info: bool) -> ApiResult<(String, Vec<String
     Ok((notes, requested))
 }
 
-async fn decide(
-    state: &AppState,
-    staff: &StaffCaller,
-    id: Uuid,
-    body: &[u8],
-    kind: &str,
-) -> ApiResult<HttpResponse> {
-    let request_info = kind == "request-info";
-    let (notes, requested) = parse_body(&super::json_body(body)?, request_info)?;
-    let decision = match kind {
-        "approve" => Decision::Approve,
-        "reject" => Decision::Reject,
-        _ => Decision::RequestInfo(requested),
-    };
-    let now = state.clock.now();
-    let mut tx = state.pool.begin().await?;
-    let row = store::lock(&mut tx, id).await?.ok_or(ApiError::NotFound)?;
-    if row.status != "pending" {
+/// Which decision a staff route makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Approve,
+    Reject,
+    RequestInfo,
+}
+
+/// Submission `id`, locked, if it is still pending (409 naming its status
+/// otherwise, 404 when there is none).
+async fn lock_pending(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Row> {
+    let row = store::lock(tx, id).await?.ok_or(ApiError::NotFound)?;
+    if row.status != PENDING {
         return Err(ApiError::Conflict(format!(
             "this submission was already reviewed ({})",
             row.status
         )));
     }
-    if let Decision::RequestInfo(fields) = &decision {
+    Ok(row)
+}
+
+/// Whether `decision` fits `row`: requested fields must be keys of it.
+fn check_requested(decision: &Decision, row: &Row) -> ApiResult<()> {
+    if let Decision::RequestInfo(fields) = decision {
         if let Some(k) = fields.iter().find(|k| !row.field_keys.contains(k)) {
             return Err(ApiError::BadRequest(format!(
                 "requested_fields: {k} is not a key of this submission (one of {})",
@@ -136,17 +137,44 @@ async fn decide(
             )));
         }
     }
-    let change = match &decision {
-        Decision::Approve => {
-            let payload = row.payload(state)?.ok_or_else(|| {
-                ApiError::internal(anyhow::anyhow!("pending submission without payload"))
-            })?;
-            let legal_type = LegalType::parse(&row.legal_type)
-                .ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad legal type")))?;
-            Some(payload.legal_identity(legal_type))
-        }
-        _ => None,
+    Ok(())
+}
+
+/// On approval, the organization's legal identity from `row`'s payload.
+fn approved_identity(
+    state: &AppState,
+    decision: &Decision,
+    row: &Row,
+) -> ApiResult<Option<LegalIdentity>> {
+    if !matches!(decision, Decision::Approve) {
+        return Ok(None);
+    }
+    let payload = row
+        .payload(state)?
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("pending submission without payload")))?;
+    let legal_type = LegalType::parse(&row.legal_type)
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad legal type")))?;
+    Ok(Some(payload.legal_identity(legal_type)))
+}
+
+async fn decide(
+    state: &AppState,
+    staff: &StaffCaller,
+    id: Uuid,
+    body: &[u8],
+    kind: Kind,
+) -> ApiResult<HttpResponse> {
+    let (notes, requested) = parse_body(&super::json_body(body)?, kind == Kind::RequestInfo)?;
+    let decision = match kind {
+        Kind::Approve => Decision::Approve,
+        Kind::Reject => Decision::Reject,
+        Kind::RequestInfo => Decision::RequestInfo(requested),
     };
+    let now = state.clock.now();
+    let mut tx = state.pool.begin().await?;
+    let row = lock_pending(&mut tx, id).await?;
+    check_requested(&decision, &row)?;
+    let change = approved_identity(state, &decision, &row)?;
     let requested: Vec<String> = match &decision {
         Decision::RequestInfo(f) => f.clone(),
         _ => Vec::new(),
@@ -195,7 +223,7 @@ pub async fn approve(
         &staff,
         path.into_inner().as_uuid(),
         &body,
-        "approve",
+        Kind::Approve,
     )
     .await
 }
@@ -208,7 +236,14 @@ pub async fn reject(
     path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(&state, &staff, path.into_inner().as_uuid(), &body, "reject").await
+    decide(
+        &state,
+        &staff,
+        path.into_inner().as_uuid(),
+        &body,
+        Kind::Reject,
+    )
+    .await
 }
 
 /// POST /v1/admin/kyc/{id}/request-info (staff): `requested_fields` (keys of
@@ -225,7 +260,7 @@ pub async fn request_info(
         &staff,
         path.into_inner().as_uuid(),
         &body,
-        "request-info",
+        Kind::RequestInfo,
     )
     .await
 }

@@ -2,18 +2,18 @@
 
 use crate::{
     lifecycle::{self, Action},
+    maintenance::{self, NewWindow as Stored},
     provider::Credentials,
-    servers::{self, Row, Server},
+    servers::{self, store, Server},
     state::AppState,
 };
 use actix_web::{web, HttpResponse};
 use event_contracts::SERVER_ACTIVE;
-use hub_domain::{OrgId, ServerId, UserId};
+use hub_domain::ServerId;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::StaffCaller, ApiError, ApiResult};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 #[derive(Serialize)]
 struct Queued {
@@ -26,12 +26,7 @@ struct Queued {
 /// GET /v1/admin/fulfilment (staff): manual orders waiting, oldest due first.
 #[tracing::instrument(skip_all)]
 pub async fn queue(state: web::Data<AppState>, _staff: StaffCaller) -> ApiResult<HttpResponse> {
-    let rows: Vec<Row> = sqlx::query_as!(
-        Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE status = 'pending_fulfilment' ORDER BY due_at, id LIMIT 500"#,
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let rows = store::pending_fulfilment(&state.pool).await?;
     let now = state.clock.now();
     let out: Vec<Queued> = rows
         .iter()
@@ -85,13 +80,7 @@ pub async fn complete(
         .seal_json(&creds, &servers::credentials_aad(id))?;
     let mut tx = state.pool.begin().await?;
     let active = lifecycle::transition(&mut tx, row.org_id, id, Action::Fulfil, now).await?;
-    sqlx::query!(
-        "UPDATE servers SET credentials = $2 WHERE id = $1",
-        id,
-        sealed,
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::set_credentials(&mut tx, id, sealed).await?;
     servers::open_usage(&mut tx, &active, now).await?;
     servers::emit(&mut tx, &state, SERVER_ACTIVE, &active).await?;
     service_kit::outbox::audit(
@@ -119,17 +108,6 @@ pub struct NewWindow {
     ends_at: OffsetDateTime,
 }
 
-#[derive(Serialize)]
-pub struct Window {
-    id: Uuid,
-    title: String,
-    description: String,
-    #[serde(with = "time::serde::rfc3339")]
-    starts_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
-    ends_at: OffsetDateTime,
-}
-
 /// POST /v1/admin/maintenance (staff): 201 with the window.
 #[tracing::instrument(skip_all)]
 pub async fn add_window(
@@ -146,19 +124,17 @@ pub async fn add_window(
     if body.ends_at <= body.starts_at {
         return Err(ApiError::bad_request("ends_at must be after starts_at"));
     }
-    let w: Window = sqlx::query_as!(
-        Window,
-        "INSERT INTO maintenance_windows (id, title, description, starts_at, ends_at, created_by, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, title, description, starts_at, ends_at",
-        Uuid::now_v7(),
-        body.title.trim(),
-        &body.description,
-        body.starts_at,
-        body.ends_at,
-        staff.user_id() as UserId,
-        state.clock.now(),
+    let w = maintenance::add(
+        &state.pool,
+        Stored {
+            title: body.title.trim(),
+            description: &body.description,
+            starts_at: body.starts_at,
+            ends_at: body.ends_at,
+            created_by: staff.user_id(),
+            at: state.clock.now(),
+        },
     )
-    .fetch_one(&state.pool)
     .await?;
     Ok(HttpResponse::Created().json(w))
 }
@@ -169,13 +145,6 @@ pub async fn upcoming(
     state: web::Data<AppState>,
     _ctx: service_kit::assertion::RequestCtx,
 ) -> ApiResult<HttpResponse> {
-    let ws: Vec<Window> = sqlx::query_as!(
-        Window,
-        "SELECT id, title, description, starts_at, ends_at FROM maintenance_windows \
-         WHERE ends_at > $1 ORDER BY starts_at, id LIMIT 200",
-        state.clock.now(),
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let ws = maintenance::upcoming(&state.pool, state.clock.now()).await?;
     Ok(HttpResponse::Ok().json(ws))
 }

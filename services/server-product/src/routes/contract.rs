@@ -6,7 +6,8 @@
 use super::servers::{order, terminate_server};
 use crate::{
     lifecycle::{self, Action},
-    servers::{self, Row},
+    servers::{self, store, Row},
+    skus,
     state::AppState,
 };
 use actix_web::{web, HttpResponse};
@@ -63,13 +64,7 @@ pub async fn services(
     q: web::Query<OrgQuery>,
 ) -> ApiResult<HttpResponse> {
     caller.require(q.org_id, Capability::Read)?;
-    let rows: Vec<Row> = sqlx::query_as!(
-        Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1000"#,
-        q.org_id as OrgId,
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let rows = store::latest_of_org(&state.pool, q.org_id).await?;
     Ok(HttpResponse::Ok().json(rows.iter().map(Service::from).collect::<Vec<_>>()))
 }
 
@@ -174,12 +169,7 @@ pub async fn resize(
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner().as_uuid();
     let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
-    let plan: Option<String> = sqlx::query_scalar!(
-        "SELECT fulfilment FROM skus WHERE id = $1 AND listed",
-        &body.plan,
-    )
-    .fetch_optional(&state.pool)
-    .await?;
+    let plan = skus::listed_fulfilment(&state.pool, &body.plan).await?;
     match plan {
         None => return Err(ApiError::bad_request("plan is not a SKU of the catalog")),
         Some(f) if f != row.fulfilment => {
@@ -195,14 +185,7 @@ pub async fn resize(
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     lifecycle::transition(&mut tx, row.org_id, id, Action::Resize, now).await?;
-    let resized: Row = sqlx::query_as!(
-        Row,
-        r#"UPDATE servers SET sku_id = $2 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
-        id,
-        &body.plan,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let resized = store::set_sku(&mut tx, id, &body.plan).await?;
     servers::close_usage(&mut tx, id, now).await?;
     servers::open_usage(&mut tx, &resized, now).await?;
     service_kit::outbox::audit(
@@ -245,28 +228,15 @@ pub async fn transfer(
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     lifecycle::transition(&mut tx, row.org_id, id, Action::Transfer, now).await?;
-    let moved = sqlx::query_as!(
-        Row,
-        r#"UPDATE servers SET org_id = $2, updated_at = $3 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
-        id,
-        body.to_org_id as OrgId,
-        now,
-    )
-    .fetch_one(&mut *tx)
-    .await;
-    let moved = moved.on_constraint(servers::HOSTNAME_PER_ORG, || {
-        ApiError::Conflict(format!(
-            "hostname {} is already used by a server of the receiving organization",
-            row.hostname
-        ))
-    })?;
-    let had_usage: bool = sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM usage_periods WHERE server_id = $1 AND ended_at IS NULL) AS "open!""#,
-        id,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    if had_usage {
+    let moved = store::set_org(&mut tx, id, body.to_org_id, now)
+        .await
+        .on_constraint(servers::HOSTNAME_PER_ORG, || {
+            ApiError::Conflict(format!(
+                "hostname {} is already used by a server of the receiving organization",
+                row.hostname
+            ))
+        })?;
+    if store::has_open_usage(&mut tx, id).await? {
         servers::close_usage(&mut tx, id, now).await?;
         servers::open_usage(&mut tx, &moved, now).await?;
     }
@@ -287,8 +257,6 @@ pub async fn transfer(
 
 #[derive(Serialize)]
 struct Period {
-    #[serde(skip)]
-    server_id: Uuid,
     plan: String,
     #[serde(with = "time::serde::rfc3339")]
     started_at: OffsetDateTime,
@@ -305,25 +273,25 @@ struct Usage {
 }
 
 async fn usage_of(state: &AppState, org: OrgId) -> ApiResult<Vec<Usage>> {
-    let periods: Vec<Period> = sqlx::query_as!(
-        Period,
-        r#"SELECT server_id, sku_id AS plan, started_at, ended_at,
-           floor(extract(epoch FROM (COALESCE(ended_at, $2) - started_at)))::bigint AS "seconds!"
-         FROM usage_periods WHERE org_id = $1 ORDER BY server_id, started_at"#,
-        org as OrgId,
-        state.clock.now(),
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let periods = store::usage_of_org(&state.pool, org, state.clock.now()).await?;
     let mut out: Vec<Usage> = Vec::new();
     for p in periods {
+        let (server_id, p) = (
+            p.server_id,
+            Period {
+                plan: p.plan,
+                started_at: p.started_at,
+                ended_at: p.ended_at,
+                seconds: p.seconds,
+            },
+        );
         match out.last_mut() {
-            Some(u) if u.service_id == p.server_id => {
+            Some(u) if u.service_id == server_id => {
                 u.total_seconds += p.seconds;
                 u.periods.push(p);
             }
             _ => out.push(Usage {
-                service_id: p.server_id,
+                service_id: server_id,
                 total_seconds: p.seconds,
                 periods: vec![p],
             }),
@@ -351,19 +319,8 @@ pub async fn export(
     q: web::Query<OrgQuery>,
 ) -> ApiResult<HttpResponse> {
     caller.require(q.org_id, Capability::Admin)?;
-    let rows: Vec<Row> = sqlx::query_as!(
-        Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at, id"#,
-        q.org_id as OrgId,
-    )
-    .fetch_all(&state.pool)
-    .await?;
-    let events: Vec<serde_json::Value> = sqlx::query_scalar!(
-        "SELECT payload FROM events WHERE org_id = $1 ORDER BY created_at, id",
-        q.org_id as OrgId,
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let rows = store::all_of_org(&state.pool, q.org_id).await?;
+    let events = store::events_of_org(&state.pool, q.org_id).await?;
     Ok(HttpResponse::Ok().json(json!({
         "org_id": q.org_id,
         "exported_at": state.clock.now().format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),

@@ -6,14 +6,19 @@
 
 use crate::{
     lifecycle::{self, Action},
-    provider::Credentials,
-    servers::{self, Row, Server},
+    provider::{Credentials, Power},
+    servers::{
+        self,
+        store::{self, NewServer},
+        Row, Server, Status,
+    },
+    skus,
     state::AppState,
 };
 use actix_web::{web, HttpResponse};
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use event_contracts::{SERVER_CREATED, SERVER_TERMINATED};
-use hub_domain::{Capability, OrgId, ServerId, UserId};
+use hub_domain::{Capability, OrgId, ServerId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult, OnConstraint};
@@ -39,52 +44,40 @@ pub async fn order(
 ) -> ApiResult<Row> {
     caller.require(org_id, Capability::OperateServers)?;
     let hostname = servers::hostname(hostname)?;
-    let sku = sqlx::query!(
-        "SELECT fulfilment, sla_hours FROM skus WHERE id = $1 AND listed",
-        sku_id,
-    )
-    .fetch_optional(&state.pool)
-    .await?
-    .ok_or_else(|| ApiError::bad_request("sku_id is not a SKU of the catalog"))?;
-    let (fulfilment, sla_hours) = (sku.fulfilment, sku.sla_hours);
+    let sku = skus::orderable(&state.pool, sku_id)
+        .await?
+        .ok_or_else(|| ApiError::bad_request("sku_id is not a SKU of the catalog"))?;
     let now = state.clock.now();
-    let (status, due_at) = match sla_hours {
+    // A manual SKU waits for staff within its SLA; an API one is provisioned.
+    let (status, due_at) = match sku.sla_hours {
         Some(h) => (
-            "pending_fulfilment",
+            Status::PendingFulfilment,
             Some(now + time::Duration::hours(i64::from(h))),
         ),
-        None => ("provisioning", None),
+        None => (Status::Provisioning, None),
     };
     let mut tx = state.pool.begin().await?;
-    let inserted = sqlx::query_as!(
-        Row,
-        r#"INSERT INTO servers (id, org_id, sku_id, hostname, status, fulfilment, due_at, created_by,
-           created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
-        Uuid::now_v7(),
-        org_id as OrgId,
-        sku_id,
-        &hostname,
-        status,
-        &fulfilment,
-        due_at,
-        caller.user_id() as UserId,
-        now,
+    let row = store::insert(
+        &mut tx,
+        NewServer {
+            org_id,
+            sku_id,
+            hostname: &hostname,
+            status: status.as_str(),
+            fulfilment: &sku.fulfilment,
+            due_at,
+            created_by: caller.user_id(),
+            at: now,
+        },
     )
-    .fetch_one(&mut *tx)
-    .await;
-    let row = inserted.on_constraint(servers::HOSTNAME_PER_ORG, || {
+    .await
+    .on_constraint(servers::HOSTNAME_PER_ORG, || {
         ApiError::Conflict(format!(
             "hostname {hostname} is already used by a server of this organization"
         ))
     })?;
-    if fulfilment == "api" {
-        sqlx::query!(
-            "INSERT INTO provision_jobs (server_id, due_at) VALUES ($1, $2)",
-            row.id,
-            now,
-        )
-        .execute(&mut *tx)
-        .await?;
+    if sku.fulfilment == "api" {
+        store::enqueue_job(&mut tx, row.id, now).await?;
     }
     servers::emit(&mut tx, state, SERVER_CREATED, &row).await?;
     service_kit::outbox::audit(
@@ -150,18 +143,7 @@ pub async fn list(
         )));
     }
     let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
-    let rows: Vec<Row> = sqlx::query_as!(
-        Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1
-           AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-           ORDER BY created_at DESC, id DESC LIMIT $4"#,
-        q.org_id as OrgId,
-        after.map(|a| a.0),
-        after.map(|a| a.1),
-        limit + 1,
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let rows = store::page_of_org(&state.pool, q.org_id, after, limit + 1).await?;
     let more = rows.len() as i64 > limit;
     let page: Vec<&Row> = rows.iter().take(limit as usize).collect();
     let mut resp = HttpResponse::Ok();
@@ -205,8 +187,9 @@ pub async fn detail(
         Capability::Read,
     )
     .await?;
-    let credentials = match (&row.credentials, row.status.as_str()) {
-        (Some(sealed), "active" | "stopped" | "suspended") => {
+    let reachable = [Status::Active, Status::Stopped, Status::Suspended];
+    let credentials = match &row.credentials {
+        Some(sealed) if reachable.iter().any(|s| row.is(*s)) => {
             let credentials = state
                 .sealer
                 .open_json(sealed, &servers::credentials_aad(row.id))?;
@@ -246,15 +229,12 @@ pub async fn power(
     path: web::Path<ServerId>,
     body: web::Json<PowerBody>,
 ) -> ApiResult<HttpResponse> {
-    let action = match body.action.as_str() {
-        "reboot" => Action::Reboot,
-        "stop" => Action::Stop,
-        "start" => Action::Start,
-        _ => {
-            return Err(ApiError::bad_request(
-                "action must be reboot, stop or start",
-            ))
-        }
+    let power = Power::parse(&body.action)
+        .ok_or_else(|| ApiError::bad_request("action must be reboot, stop or start"))?;
+    let action = match power {
+        Power::Reboot => Action::Reboot,
+        Power::Stop => Action::Stop,
+        Power::Start => Action::Start,
     };
     let id = path.into_inner().as_uuid();
     let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
@@ -262,14 +242,10 @@ pub async fn power(
     let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
     if let Some(reference) = moved.provider_ref.as_deref() {
         // Synchronous: the answer says what the provider did.
-        state
-            .provider
-            .power(reference, &body.action)
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = ?e, "provider power call failed");
-                ApiError::BadGateway("the provider refused the power action".into())
-            })?;
+        state.provider.power(reference, power).await.map_err(|e| {
+            tracing::warn!(error = ?e, "provider power call failed");
+            ApiError::BadGateway("the provider refused the power action".into())
+        })?;
     }
     service_kit::outbox::audit(
         &mut tx,
@@ -277,7 +253,7 @@ pub async fn power(
         &caller,
         event_contracts::AuditAction::ServerPower,
         row.org_id,
-        json!({"server_id": id, "action": body.action}),
+        json!({"server_id": id, "action": power.as_str()}),
     )
     .await?;
     state.outbox.commit(tx).await?;
@@ -292,9 +268,7 @@ pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> Ap
     let mut tx = state.pool.begin().await?;
     let done = lifecycle::transition(&mut tx, row.org_id, id, Action::Terminate, now).await?;
     servers::close_usage(&mut tx, id, now).await?;
-    sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", id,)
-        .execute(&mut *tx)
-        .await?;
+    store::drop_job(&mut tx, id).await?;
     servers::emit(&mut tx, state, SERVER_TERMINATED, &done).await?;
     service_kit::outbox::audit(
         &mut tx,

@@ -9,63 +9,44 @@
 //! event of the staff member (`sku.created`, `sku.updated`, subject
 //! `sku:<id>`), in the same transaction.
 
-use crate::state::AppState;
+use crate::{
+    skus::{self, AdminSku, Change, Error},
+    state::AppState,
+};
 use actix_web::{web, HttpResponse};
-use hub_domain::catalog::{self, Sku as Declared};
-use serde::{Deserialize, Deserializer, Serialize};
+use hub_domain::{
+    catalog::{self, Sku as Declared},
+    MinorUnits,
+};
+use serde::{Deserialize, Deserializer};
 use serde_json::json;
 use service_kit::{
     assertion::{RequestCtx, StaffCaller},
     ApiError, ApiResult,
 };
 
-#[derive(Serialize)]
-struct Sku {
-    id: String,
-    name: String,
-    fulfilment: String,
-    sla_hours: Option<i32>,
-    badges: Vec<String>,
-    monthly_price_minor: i64,
-    currency: String,
+impl From<Error> for ApiError {
+    #[track_caller]
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Exists(id) => ApiError::Conflict(format!(
+                "SKU {id} exists: change it with PATCH /v1/admin/skus/{id}"
+            )),
+            Error::NotFound => ApiError::NotFound,
+            Error::Db(e) => ApiError::from(e),
+        }
+    }
 }
 
 /// GET /v1/skus (public): listed SKUs in catalog order.
 pub async fn list(state: web::Data<AppState>, _ctx: RequestCtx) -> ApiResult<HttpResponse> {
-    let skus: Vec<Sku> = sqlx::query_as!(
-        Sku,
-        "SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency \
-         FROM skus WHERE listed ORDER BY position, id",
-    )
-    .fetch_all(&state.pool)
-    .await?;
-    Ok(HttpResponse::Ok().json(skus))
-}
-
-/// A SKU as staff see it: with its position and whether it is listed.
-#[derive(Serialize)]
-struct AdminSku {
-    id: String,
-    name: String,
-    fulfilment: String,
-    sla_hours: Option<i32>,
-    badges: Vec<String>,
-    monthly_price_minor: i64,
-    currency: String,
-    position: i32,
-    listed: bool,
+    Ok(HttpResponse::Ok().json(skus::listed(&state.pool).await?))
 }
 
 /// GET /v1/admin/skus (staff): every SKU, retired ones too, in catalog order.
 #[tracing::instrument(skip_all)]
 pub async fn all(_staff: StaffCaller, state: web::Data<AppState>) -> ApiResult<HttpResponse> {
-    let skus: Vec<AdminSku> = sqlx::query_as!(
-        AdminSku,
-        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed FROM skus ORDER BY position, id LIMIT 5000"#,
-    )
-    .fetch_all(&state.pool)
-    .await?;
-    Ok(HttpResponse::Ok().json(skus))
+    Ok(HttpResponse::Ok().json(skus::all(&state.pool).await?))
 }
 
 /// POST /v1/admin/skus (staff): 201 with the SKU; 409 when the id exists.
@@ -79,29 +60,7 @@ pub async fn create(
     let s = body.into_inner();
     s.validate().map_err(ApiError::BadRequest)?;
     let mut tx = state.pool.begin().await?;
-    let created: Option<AdminSku> = sqlx::query_as!(
-        AdminSku,
-        r#"INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed)
-           VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true))
-           ON CONFLICT (id) DO NOTHING RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed"#,
-        &s.id,
-        s.name.trim(),
-        &s.fulfilment,
-        s.sla_hours,
-        s.badges.as_deref(),
-        s.monthly_price_minor,
-        &s.currency,
-        s.position,
-        s.listed,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(created) = created else {
-        return Err(ApiError::Conflict(format!(
-            "SKU {} exists: change it with PATCH /v1/admin/skus/{}",
-            s.id, s.id
-        )));
-    };
+    let created = skus::create(&mut tx, &s).await?;
     service_kit::outbox::audit_on(
         &mut tx,
         &state.naming,
@@ -143,6 +102,104 @@ pub struct Patch {
     currency: Option<String>,
 }
 
+impl Patch {
+    /// Something to change, each given field within the catalog's rules; an
+    /// `id` outside the SKU id pattern exists nowhere (404).
+    fn validate(&self, id: &str) -> ApiResult<()> {
+        if self.name.is_none()
+            && self.monthly_price_minor.is_none()
+            && self.sla_hours.is_none()
+            && self.badges.is_none()
+            && self.position.is_none()
+            && self.listed.is_none()
+            && self.fulfilment.is_none()
+            && self.currency.is_none()
+        {
+            return Err(ApiError::bad_request(
+                "nothing to change: give name, monthly_price_minor, sla_hours, badges, position or listed",
+            ));
+        }
+        let bad = ApiError::BadRequest;
+        if let Some(n) = &self.name {
+            catalog::check_name("name", n).map_err(bad)?;
+        }
+        if let Some(m) = self.monthly_price_minor {
+            catalog::check_price(m).map_err(bad)?;
+        }
+        if let Some(Some(h)) = self.sla_hours {
+            catalog::check_sla_hours(h).map_err(bad)?;
+        }
+        if let Some(b) = &self.badges {
+            catalog::check_badges(b).map_err(bad)?;
+        }
+        if let Some(pos) = self.position {
+            catalog::check_position(pos).map_err(bad)?;
+        }
+        // Ids outside the pattern exist nowhere.
+        if catalog::check_sku_id(id).is_err() {
+            return Err(ApiError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// The change to store for `current`: fulfilment and currency may only be
+    /// restated, and the resulting SLA must suit the fulfilment (422).
+    fn change_of(&self, current: &AdminSku) -> ApiResult<Change<'_>> {
+        for (field, given, fixed) in [
+            ("fulfilment", &self.fulfilment, current.fulfilment.as_str()),
+            ("currency", &self.currency, current.currency.as_str()),
+        ] {
+            if given.as_deref().is_some_and(|g| g != fixed) {
+                return Err(ApiError::Unprocessable(format!(
+                    "{field} is fixed once a SKU is created (it is {fixed}): create a new SKU and \
+                     retire this one with listed: false"
+                )));
+            }
+        }
+        let sla_hours = self.sla_hours.unwrap_or(current.sla_hours);
+        catalog::check_fulfilment(&current.fulfilment, sla_hours)
+            .map_err(ApiError::Unprocessable)?;
+        Ok(Change {
+            name: self.name.as_deref().map(str::trim),
+            monthly_price_minor: self.monthly_price_minor.map(MinorUnits),
+            sla_hours,
+            badges: self.badges.as_deref(),
+            position: self.position,
+            listed: self.listed,
+        })
+    }
+}
+
+/// What changed from `before` to `after`, as the audit event names it.
+fn changes(before: &AdminSku, after: &AdminSku) -> serde_json::Map<String, serde_json::Value> {
+    let mut changed = serde_json::Map::new();
+    if before.name != after.name {
+        changed.insert("name".into(), json!(after.name));
+    }
+    if before.monthly_price_minor != after.monthly_price_minor {
+        changed.insert(
+            "monthly_price_minor".into(),
+            json!({"from": before.monthly_price_minor, "to": after.monthly_price_minor}),
+        );
+    }
+    if before.sla_hours != after.sla_hours {
+        changed.insert(
+            "sla_hours".into(),
+            json!({"from": before.sla_hours, "to": after.sla_hours}),
+        );
+    }
+    if before.badges != after.badges {
+        changed.insert("badges".into(), json!(after.badges));
+    }
+    if before.position != after.position {
+        changed.insert("position".into(), json!(after.position));
+    }
+    if before.listed != after.listed {
+        changed.insert("listed".into(), json!(after.listed));
+    }
+    changed
+}
+
 /// PATCH /v1/admin/skus/{id} (staff): change name, monthly_price_minor,
 /// sla_hours, badges, position, listed (false retires it). 404 unknown id;
 /// 422 for a fulfilment or currency change, or an SLA its fulfilment forbids.
@@ -155,102 +212,12 @@ pub async fn update(
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     let p = body.into_inner();
-    if p.name.is_none()
-        && p.monthly_price_minor.is_none()
-        && p.sla_hours.is_none()
-        && p.badges.is_none()
-        && p.position.is_none()
-        && p.listed.is_none()
-        && p.fulfilment.is_none()
-        && p.currency.is_none()
-    {
-        return Err(ApiError::bad_request(
-            "nothing to change: give name, monthly_price_minor, sla_hours, badges, position or listed",
-        ));
-    }
-    let bad = ApiError::BadRequest;
-    if let Some(n) = &p.name {
-        catalog::check_name("name", n).map_err(bad)?;
-    }
-    if let Some(m) = p.monthly_price_minor {
-        catalog::check_price(m).map_err(bad)?;
-    }
-    if let Some(Some(h)) = p.sla_hours {
-        catalog::check_sla_hours(h).map_err(bad)?;
-    }
-    if let Some(b) = &p.badges {
-        catalog::check_badges(b).map_err(bad)?;
-    }
-    if let Some(pos) = p.position {
-        catalog::check_position(pos).map_err(bad)?;
-    }
-    // Ids outside the pattern exist nowhere.
-    if catalog::check_sku_id(&id).is_err() {
-        return Err(ApiError::NotFound);
-    }
+    p.validate(&id)?;
     let mut tx = state.pool.begin().await?;
-    let current: AdminSku = sqlx::query_as!(
-        AdminSku,
-        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed FROM skus WHERE id = $1 FOR UPDATE"#,
-        &id,
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    for (field, given, fixed) in [
-        ("fulfilment", &p.fulfilment, &current.fulfilment),
-        ("currency", &p.currency, &current.currency),
-    ] {
-        if given.as_ref().is_some_and(|g| g != fixed) {
-            return Err(ApiError::Unprocessable(format!(
-                "{field} is fixed once a SKU is created (it is {fixed}): create a new SKU and \
-                 retire this one with listed: false"
-            )));
-        }
-    }
-    let sla_hours = p.sla_hours.unwrap_or(current.sla_hours);
-    catalog::check_fulfilment(&current.fulfilment, sla_hours).map_err(ApiError::Unprocessable)?;
-    let updated: AdminSku = sqlx::query_as!(
-        AdminSku,
-        r#"UPDATE skus SET name = COALESCE($2, name), monthly_price_minor = COALESCE($3, monthly_price_minor),
-           sla_hours = $4, badges = COALESCE($5, badges), position = COALESCE($6, position),
-           listed = COALESCE($7, listed)
-           WHERE id = $1 RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed"#,
-        &id,
-        p.name.as_deref().map(str::trim),
-        p.monthly_price_minor,
-        sla_hours,
-        p.badges.as_deref(),
-        p.position,
-        p.listed,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let mut changed = serde_json::Map::new();
-    if current.name != updated.name {
-        changed.insert("name".into(), json!(updated.name));
-    }
-    if current.monthly_price_minor != updated.monthly_price_minor {
-        changed.insert(
-            "monthly_price_minor".into(),
-            json!({"from": current.monthly_price_minor, "to": updated.monthly_price_minor}),
-        );
-    }
-    if current.sla_hours != updated.sla_hours {
-        changed.insert(
-            "sla_hours".into(),
-            json!({"from": current.sla_hours, "to": updated.sla_hours}),
-        );
-    }
-    if current.badges != updated.badges {
-        changed.insert("badges".into(), json!(updated.badges));
-    }
-    if current.position != updated.position {
-        changed.insert("position".into(), json!(updated.position));
-    }
-    if current.listed != updated.listed {
-        changed.insert("listed".into(), json!(updated.listed));
-    }
+    let current = skus::lock(&mut tx, &id).await?;
+    let change = p.change_of(&current)?;
+    let updated = skus::update(&mut tx, &id, change).await?;
+    let changed = changes(&current, &updated);
     if !changed.is_empty() {
         service_kit::outbox::audit_on(
             &mut tx,

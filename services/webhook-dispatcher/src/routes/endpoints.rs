@@ -5,22 +5,23 @@
 use crate::{
     ssrf,
     state::{secret_aad, AppState},
+    store::{self, Endpoint, Error, NewEndpoint},
 };
 use actix_web::{web, HttpResponse};
-use hub_domain::{Capability, EndpointId, OrgId, UserId};
-use serde::{Deserialize, Serialize};
+use hub_domain::{Capability, EndpointId, OrgId};
+use serde::Deserialize;
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
-use time::OffsetDateTime;
 use uuid::Uuid;
 
-#[derive(Serialize)]
-pub struct Endpoint {
-    pub id: Uuid,
-    pub org_id: OrgId,
-    pub url: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub created_at: OffsetDateTime,
+impl From<Error> for ApiError {
+    #[track_caller]
+    fn from(e: Error) -> Self {
+        match e {
+            Error::NotFound => ApiError::NotFound,
+            Error::Db(e) => ApiError::from(e),
+        }
+    }
 }
 
 /// A live endpoint the caller may act on with `cap`; 404 otherwise.
@@ -30,15 +31,7 @@ pub async fn authorized(
     id: Uuid,
     cap: Capability,
 ) -> ApiResult<Endpoint> {
-    let e = sqlx::query_as!(
-        Endpoint,
-        r#"SELECT id, org_id AS "org_id: OrgId", url, created_at FROM endpoints
-            WHERE id = $1 AND deleted_at IS NULL"#,
-        id,
-    )
-    .fetch_optional(&state.pool)
-    .await?
-    .ok_or(ApiError::NotFound)?;
+    let e = store::live(&state.pool, id).await?;
     caller.require(e.org_id, cap)?;
     Ok(e)
 }
@@ -69,36 +62,24 @@ pub async fn create(
     let mut tx = state.pool.begin().await?;
     // Creations for one organization take turns, so the count is exact under
     // concurrent requests (deletions only lower it).
-    sqlx::query!(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-        format!("webhook-endpoints:{}", body.org_id),
-    )
-    .execute(&mut *tx)
-    .await?;
-    let live = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!" FROM endpoints WHERE org_id = $1 AND deleted_at IS NULL"#,
-        body.org_id as OrgId,
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    store::lock_org(&mut tx, body.org_id).await?;
     let cap = state.webhooks.max_endpoints_per_org;
-    if live >= cap {
+    if store::live_count(&mut tx, body.org_id).await? >= cap {
         return Err(ApiError::Conflict(format!(
             "this organization already has the maximum of {cap} webhook endpoints; delete one first"
         )));
     }
-    let e = sqlx::query_as!(
-        Endpoint,
-        r#"INSERT INTO endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)
-           RETURNING id, org_id AS "org_id: OrgId", url, created_at"#,
-        id,
-        body.org_id as OrgId,
-        url.as_str(),
-        sealed,
-        caller.user_id() as UserId,
-        state.clock.now(),
+    let e = store::create(
+        &mut tx,
+        NewEndpoint {
+            id,
+            org_id: body.org_id,
+            url: url.as_str(),
+            sealed_secret: sealed,
+            created_by: caller.user_id(),
+            at: state.clock.now(),
+        },
     )
-    .fetch_one(&mut *tx)
     .await?;
     outbox::audit(
         &mut tx,
@@ -128,16 +109,7 @@ pub async fn list(
     q: web::Query<OrgQuery>,
 ) -> ApiResult<HttpResponse> {
     caller.require(q.org_id, Capability::Read)?;
-    let es = sqlx::query_as!(
-        Endpoint,
-        r#"SELECT id, org_id AS "org_id: OrgId", url, created_at FROM endpoints
-            WHERE org_id = $1 AND deleted_at IS NULL
-            ORDER BY created_at, id LIMIT 500"#,
-        q.org_id as OrgId,
-    )
-    .fetch_all(&state.pool)
-    .await?;
-    Ok(HttpResponse::Ok().json(es))
+    Ok(HttpResponse::Ok().json(store::of_org(&state.pool, q.org_id).await?))
 }
 
 /// DELETE /v1/webhooks/{id} (developer or above): the endpoint is gone and its
@@ -157,25 +129,7 @@ pub async fn delete(
     .await?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
-    let gone = sqlx::query!(
-        "UPDATE endpoints SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
-        e.id,
-        now,
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if gone == 0 {
-        return Err(ApiError::NotFound);
-    }
-    sqlx::query!(
-        "UPDATE deliveries SET status = 'failed', last_error = 'endpoint deleted', updated_at = $2 \
-         WHERE endpoint_id = $1 AND status = 'pending'",
-        e.id,
-        now,
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::delete(&mut tx, e.id, now).await?;
     outbox::audit(
         &mut tx,
         &state.naming,
@@ -209,14 +163,7 @@ pub async fn rotate(
     let sealed = state.sealer.seal(secret.as_bytes(), &secret_aad(e.id))?;
     let until = state.clock.now() + time::Duration::seconds(state.delivery.rotation_overlap_secs);
     let mut tx = state.pool.begin().await?;
-    sqlx::query!(
-        "UPDATE endpoints SET previous_secret = secret, previous_until = $3, secret = $2 WHERE id = $1",
-        e.id,
-        sealed,
-        until,
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::rotate_secret(&mut tx, e.id, sealed, until).await?;
     outbox::audit(
         &mut tx,
         &state.naming,

@@ -1,5 +1,10 @@
-//! Servers: the stored row, its resource shape, and what every change records
-//! with it in the same transaction (usage periods, product events).
+//! Servers: the stored row, its states, its resource shape, and what every
+//! change records with it in the same transaction (usage periods, product
+//! events). The statements live in [`store`].
+
+pub mod store;
+
+pub use store::{close_usage, open_usage};
 
 use crate::state::AppState;
 use event_contracts::{product_subject, ProductEvent};
@@ -55,7 +60,39 @@ pub struct Server {
     pub terminated_at: Option<OffsetDateTime>,
 }
 
+/// The states of a server ([`crate::lifecycle`] moves it between them); the
+/// wire and the `status` column carry [`Status::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Provisioning,
+    PendingFulfilment,
+    Active,
+    Stopped,
+    Suspended,
+    Failed,
+    Terminated,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Provisioning => "provisioning",
+            Status::PendingFulfilment => "pending_fulfilment",
+            Status::Active => "active",
+            Status::Stopped => "stopped",
+            Status::Suspended => "suspended",
+            Status::Failed => "failed",
+            Status::Terminated => "terminated",
+        }
+    }
+}
+
 impl Row {
+    /// Whether the server is in state `s`.
+    pub fn is(&self, s: Status) -> bool {
+        self.status == s.as_str()
+    }
+
     pub fn server(&self) -> Server {
         Server {
             id: self.id,
@@ -81,16 +118,7 @@ pub fn credentials_aad(id: Uuid) -> Vec<u8> {
 
 /// Load server `id` (no lock); 404 when there is none.
 pub async fn load(conn: &mut PgConnection, id: Uuid) -> Result<Row, ApiError> {
-    sqlx::query_as!(
-        Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref,
-                  credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at
-             FROM servers WHERE id = $1"#,
-        id,
-    )
-    .fetch_optional(conn)
-    .await?
-    .ok_or(ApiError::NotFound)
+    store::find(conn, id).await?.ok_or(ApiError::NotFound)
 }
 
 /// Server `id` if the caller may act on it with `cap`: 404 when there is no
@@ -123,17 +151,15 @@ pub async fn emit(
         data: row.server(),
     };
     let payload = serde_json::to_string(&event)?;
-    sqlx::query!(
-        "INSERT INTO events (id, org_id, server_id, type, payload, created_at) \
-         VALUES ($1, $2, $3, $4, $5::text::jsonb, $6)",
+    store::insert_event(
+        &mut *conn,
         event.id,
-        row.org_id as OrgId,
+        row.org_id,
         row.id,
         kind,
         &payload,
         event.created_at,
     )
-    .execute(&mut *conn)
     .await?;
     outbox::enqueue_raw(
         conn,
@@ -143,41 +169,6 @@ pub async fn emit(
         payload,
     )
     .await
-}
-
-/// Open a usage period for `row` at `at` (activation, resize, transfer in).
-pub async fn open_usage(
-    conn: &mut PgConnection,
-    row: &Row,
-    at: OffsetDateTime,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "INSERT INTO usage_periods (server_id, org_id, sku_id, started_at) VALUES ($1, $2, $3, $4)",
-        row.id,
-        row.org_id as OrgId,
-        &row.sku_id,
-        at,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Close `server`'s open usage period at `at`, if any (termination, resize,
-/// transfer out).
-pub async fn close_usage(
-    conn: &mut PgConnection,
-    server: Uuid,
-    at: OffsetDateTime,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "UPDATE usage_periods SET ended_at = $2 WHERE server_id = $1 AND ended_at IS NULL",
-        server,
-        at,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
 }
 
 /// A hostname: one DNS label (1 to 63 of a-z, 0-9 and '-', not starting or

@@ -1,0 +1,123 @@
+//! identity's storage of org-scoped API keys (`api_keys`): create, list and
+//! revoke, checked at compile time. Keys come back as domain values (the role
+//! a [`Role`]); only a token's SHA-256 is ever stored.
+
+use hub_domain::{ApiKeyId, OrgId, Role, UserId};
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use time::OffsetDateTime;
+
+/// What a key step may refuse, apart from database errors.
+#[derive(Debug)]
+pub enum Error {
+    /// No such live key in this organization (unknown, another
+    /// organization's, or already revoked).
+    NotFound,
+    Db(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Db(e)
+    }
+}
+
+/// An API key as its organization's admins see it (never its token).
+#[derive(Serialize)]
+pub struct ApiKey {
+    pub id: ApiKeyId,
+    pub name: String,
+    pub role: Role,
+    /// The user who created the key (it is revoked when they lose admin authority).
+    pub created_by: UserId,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub revoked_at: Option<OffsetDateTime>,
+}
+
+/// The stored columns, the role as text.
+struct Row {
+    id: ApiKeyId,
+    name: String,
+    role: String,
+    created_by: UserId,
+    created_at: OffsetDateTime,
+    revoked_at: Option<OffsetDateTime>,
+}
+
+impl TryFrom<Row> for ApiKey {
+    type Error = sqlx::Error;
+    fn try_from(r: Row) -> sqlx::Result<ApiKey> {
+        let role = Role::parse(&r.role)
+            .ok_or_else(|| sqlx::Error::Decode(format!("not a role: {:?}", r.role).into()))?;
+        Ok(ApiKey {
+            id: r.id,
+            name: r.name,
+            role,
+            created_by: r.created_by,
+            created_at: r.created_at,
+            revoked_at: r.revoked_at,
+        })
+    }
+}
+
+/// A key to create.
+pub struct NewKey<'a> {
+    pub org_id: OrgId,
+    pub name: &'a str,
+    pub role: Role,
+    pub token_hash: Vec<u8>,
+    pub created_by: UserId,
+}
+
+/// Store key `k` under a new id.
+pub async fn create(conn: &mut PgConnection, k: NewKey<'_>) -> sqlx::Result<ApiKey> {
+    sqlx::query_as!(
+        Row,
+        "INSERT INTO api_keys (id, org_id, name, role, token_hash, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, name, role, created_by, created_at, revoked_at",
+        ApiKeyId::new() as ApiKeyId,
+        k.org_id as OrgId,
+        k.name,
+        k.role.as_str(),
+        k.token_hash,
+        k.created_by as UserId,
+    )
+    .fetch_one(conn)
+    .await?
+    .try_into()
+}
+
+/// Every key of `org_id` (revoked ones too), newest first, at most 500.
+pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<ApiKey>> {
+    sqlx::query_as!(
+        Row,
+        "SELECT id, name, role, created_by, created_at, revoked_at FROM api_keys \
+         WHERE org_id = $1 ORDER BY created_at DESC LIMIT 500",
+        org_id as OrgId,
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(ApiKey::try_from)
+    .collect()
+}
+
+/// Revoke live key `key_id` of `org_id`; returns its token hash (for the
+/// revocation event).
+pub async fn revoke(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    key_id: ApiKeyId,
+) -> Result<Vec<u8>, Error> {
+    sqlx::query_scalar!(
+        "UPDATE api_keys SET revoked_at = now() \
+         WHERE id = $1 AND org_id = $2 AND revoked_at IS NULL RETURNING token_hash",
+        key_id as ApiKeyId,
+        org_id as OrgId,
+    )
+    .fetch_optional(conn)
+    .await?
+    .ok_or(Error::NotFound)
+}

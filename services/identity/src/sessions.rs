@@ -1,0 +1,124 @@
+//! identity's storage of sign-in: magic links (`magic_links`) and sessions
+//! (`sessions`), checked at compile time. Functions take the caller's
+//! connection or transaction; the handler decides the transaction boundary.
+
+use hub_domain::UserId;
+use sqlx::{PgConnection, PgPool};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// What a sign-in step may refuse, apart from database errors.
+#[derive(Debug)]
+pub enum Error {
+    /// The magic-link token is unknown, expired or already used.
+    UnusableLink,
+    /// No such live session of this user (unknown, someone else's, revoked
+    /// or expired).
+    NotFound,
+    Db(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Db(e)
+    }
+}
+
+/// A live session as its owner lists it; `current` is false until the route
+/// marks the caller's own.
+#[derive(serde::Serialize)]
+pub struct Active {
+    pub id: Uuid,
+    pub ip: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+    pub current: bool,
+}
+
+/// Store a magic link for `user_id` (only the token's hash), valid `ttl_secs`.
+pub async fn issue_link(
+    conn: &mut PgConnection,
+    token_hash: Vec<u8>,
+    user_id: UserId,
+    ttl_secs: f64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO magic_links (token_hash, user_id, expires_at) \
+         VALUES ($1, $2, now() + make_interval(secs => $3))",
+        token_hash,
+        user_id as UserId,
+        ttl_secs,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Mark the link with `token_hash` used and return its user. The UPDATE locks
+/// the row, so of concurrent redemptions of one token exactly one succeeds.
+pub async fn redeem_link(conn: &mut PgConnection, token_hash: Vec<u8>) -> Result<UserId, Error> {
+    sqlx::query_scalar!(
+        "UPDATE magic_links SET used_at = now() \
+         WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() \
+         RETURNING user_id AS \"user_id: UserId\"",
+        token_hash,
+    )
+    .fetch_optional(conn)
+    .await?
+    .ok_or(Error::UnusableLink)
+}
+
+/// A session to open.
+pub struct NewSession<'a> {
+    pub id: Uuid,
+    pub user_id: UserId,
+    pub token_hash: Vec<u8>,
+    pub ip: &'a str,
+    pub ttl_secs: f64,
+}
+
+/// Open session `s`, valid `s.ttl_secs` from now.
+pub async fn open(conn: &mut PgConnection, s: NewSession<'_>) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at) \
+         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))",
+        s.id,
+        s.user_id as UserId,
+        s.token_hash,
+        s.ip,
+        s.ttl_secs,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Revoke live session `id` of `user_id`; returns its token hash (for the
+/// revocation event).
+pub async fn revoke(conn: &mut PgConnection, id: Uuid, user_id: UserId) -> Result<Vec<u8>, Error> {
+    sqlx::query_scalar!(
+        "UPDATE sessions SET revoked_at = now() \
+         WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now() \
+         RETURNING token_hash",
+        id,
+        user_id as UserId,
+    )
+    .fetch_optional(conn)
+    .await?
+    .ok_or(Error::NotFound)
+}
+
+/// `user_id`'s live sessions, newest first (at most 200).
+pub async fn active(pool: &PgPool, user_id: UserId) -> sqlx::Result<Vec<Active>> {
+    sqlx::query_as!(
+        Active,
+        r#"SELECT id, ip, created_at, expires_at, false AS "current!" FROM sessions
+         WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now()
+         ORDER BY created_at DESC LIMIT 200"#,
+        user_id as UserId,
+    )
+    .fetch_all(pool)
+    .await
+}

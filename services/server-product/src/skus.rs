@@ -1,0 +1,229 @@
+//! server-product's storage of the catalog's SKUs (`skus`) for the routes:
+//! the public list, staff's list, create and change, and the lookups ordering
+//! and resizing make, checked at compile time. SKUs come back as domain
+//! values: the price in [`MinorUnits`], the currency a [`Currency`].
+
+use hub_domain::{catalog::Sku as Declared, Currency, MinorUnits};
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+
+/// What a SKU step may refuse, apart from database errors.
+#[derive(Debug)]
+pub enum Error {
+    /// A SKU with this id exists already.
+    Exists(String),
+    /// No SKU has this id.
+    NotFound,
+    Db(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Db(e)
+    }
+}
+
+/// A listed SKU as the public catalog shows it.
+#[derive(Serialize)]
+pub struct Sku {
+    pub id: String,
+    pub name: String,
+    pub fulfilment: String,
+    pub sla_hours: Option<i32>,
+    pub badges: Vec<String>,
+    pub monthly_price_minor: MinorUnits,
+    pub currency: Currency,
+}
+
+/// A SKU as staff see it: with its position and whether it is listed.
+#[derive(Serialize)]
+pub struct AdminSku {
+    pub id: String,
+    pub name: String,
+    pub fulfilment: String,
+    pub sla_hours: Option<i32>,
+    pub badges: Vec<String>,
+    pub monthly_price_minor: MinorUnits,
+    pub currency: Currency,
+    pub position: i32,
+    pub listed: bool,
+}
+
+/// The stored columns of the public list (price and currency as stored).
+struct ListedRow {
+    id: String,
+    name: String,
+    fulfilment: String,
+    sla_hours: Option<i32>,
+    badges: Vec<String>,
+    monthly_price_minor: i64,
+    currency: String,
+}
+
+/// The stored columns staff see.
+struct Row {
+    id: String,
+    name: String,
+    fulfilment: String,
+    sla_hours: Option<i32>,
+    badges: Vec<String>,
+    monthly_price_minor: i64,
+    currency: String,
+    position: i32,
+    listed: bool,
+}
+
+fn currency(raw: &str) -> sqlx::Result<Currency> {
+    Currency::parse(raw)
+        .ok_or_else(|| sqlx::Error::Decode(format!("not a currency: {raw:?}").into()))
+}
+
+impl TryFrom<ListedRow> for Sku {
+    type Error = sqlx::Error;
+    fn try_from(r: ListedRow) -> sqlx::Result<Sku> {
+        Ok(Sku {
+            currency: currency(&r.currency)?,
+            id: r.id,
+            name: r.name,
+            fulfilment: r.fulfilment,
+            sla_hours: r.sla_hours,
+            badges: r.badges,
+            monthly_price_minor: MinorUnits(r.monthly_price_minor),
+        })
+    }
+}
+
+impl TryFrom<Row> for AdminSku {
+    type Error = sqlx::Error;
+    fn try_from(r: Row) -> sqlx::Result<AdminSku> {
+        Ok(AdminSku {
+            currency: currency(&r.currency)?,
+            id: r.id,
+            name: r.name,
+            fulfilment: r.fulfilment,
+            sla_hours: r.sla_hours,
+            badges: r.badges,
+            monthly_price_minor: MinorUnits(r.monthly_price_minor),
+            position: r.position,
+            listed: r.listed,
+        })
+    }
+}
+
+/// Listed SKUs in catalog order.
+pub async fn listed(pool: &PgPool) -> sqlx::Result<Vec<Sku>> {
+    sqlx::query_as!(
+        ListedRow,
+        "SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency \
+         FROM skus WHERE listed ORDER BY position, id",
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(Sku::try_from)
+    .collect()
+}
+
+/// Every SKU, retired ones too, in catalog order (at most 5000).
+pub async fn all(pool: &PgPool) -> sqlx::Result<Vec<AdminSku>> {
+    sqlx::query_as!(
+        Row,
+        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed FROM skus ORDER BY position, id LIMIT 5000"#,
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(AdminSku::try_from)
+    .collect()
+}
+
+/// Insert `s` (validated); [`Error::Exists`] when its id is taken.
+pub async fn create(conn: &mut PgConnection, s: &Declared) -> Result<AdminSku, Error> {
+    let created = sqlx::query_as!(
+        Row,
+        r#"INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed)
+           VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true))
+           ON CONFLICT (id) DO NOTHING RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed"#,
+        &s.id,
+        s.name.trim(),
+        &s.fulfilment,
+        s.sla_hours,
+        s.badges.as_deref(),
+        s.monthly_price_minor,
+        &s.currency,
+        s.position,
+        s.listed,
+    )
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| Error::Exists(s.id.clone()))?;
+    Ok(created.try_into()?)
+}
+
+/// SKU `id`, locked until the transaction ends.
+pub async fn lock(conn: &mut PgConnection, id: &str) -> Result<AdminSku, Error> {
+    let row = sqlx::query_as!(
+        Row,
+        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed FROM skus WHERE id = $1 FOR UPDATE"#,
+        id,
+    )
+    .fetch_optional(conn)
+    .await?
+    .ok_or(Error::NotFound)?;
+    Ok(row.try_into()?)
+}
+
+/// A change of a SKU: `None` leaves a field as it is; the SLA is always set.
+pub struct Change<'a> {
+    pub name: Option<&'a str>,
+    pub monthly_price_minor: Option<MinorUnits>,
+    pub sla_hours: Option<i32>,
+    pub badges: Option<&'a [String]>,
+    pub position: Option<i32>,
+    pub listed: Option<bool>,
+}
+
+/// Apply `c` to SKU `id` (locked: [`lock`]); returns it after the change.
+pub async fn update(conn: &mut PgConnection, id: &str, c: Change<'_>) -> sqlx::Result<AdminSku> {
+    sqlx::query_as!(
+        Row,
+        r#"UPDATE skus SET name = COALESCE($2, name), monthly_price_minor = COALESCE($3, monthly_price_minor),
+           sla_hours = $4, badges = COALESCE($5, badges), position = COALESCE($6, position),
+           listed = COALESCE($7, listed)
+           WHERE id = $1 RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed"#,
+        id,
+        c.name,
+        c.monthly_price_minor.map(|m| m.0),
+        c.sla_hours,
+        c.badges,
+        c.position,
+        c.listed,
+    )
+    .fetch_one(conn)
+    .await?
+    .try_into()
+}
+
+/// How a listed SKU is fulfilled, and its SLA (for ordering).
+pub struct Orderable {
+    pub fulfilment: String,
+    pub sla_hours: Option<i32>,
+}
+
+/// Listed SKU `id`'s fulfilment and SLA; `None` when it is not listed.
+pub async fn orderable(pool: &PgPool, id: &str) -> sqlx::Result<Option<Orderable>> {
+    sqlx::query_as!(
+        Orderable,
+        "SELECT fulfilment, sla_hours FROM skus WHERE id = $1 AND listed",
+        id,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Listed SKU `id`'s fulfilment; `None` when it is not listed (resizing).
+pub async fn listed_fulfilment(pool: &PgPool, id: &str) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!("SELECT fulfilment FROM skus WHERE id = $1 AND listed", id,)
+        .fetch_optional(pool)
+        .await
+}

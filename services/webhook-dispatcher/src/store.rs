@@ -1,0 +1,243 @@
+//! webhook-dispatcher's storage for its routes: endpoints (`endpoints`) and
+//! the delivery log and manual retries (`deliveries`), checked at compile
+//! time. Functions take the caller's connection or transaction (the handler
+//! decides the boundary); the delivery worker and the fan-out keep their own
+//! statements.
+
+use hub_domain::{OrgId, UserId};
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// What an endpoint or delivery step may refuse, apart from database errors.
+#[derive(Debug)]
+pub enum Error {
+    /// No such live endpoint, or no such delivery of it.
+    NotFound,
+    Db(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Db(e)
+    }
+}
+
+/// A live endpoint (never its secret).
+#[derive(Serialize)]
+pub struct Endpoint {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub url: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// One row of the delivery log.
+#[derive(Serialize)]
+pub struct Delivery {
+    pub id: Uuid,
+    pub endpoint_id: Uuid,
+    pub event: String,
+    pub event_id: Uuid,
+    /// 0 for the first attempt series; each manual retry starts the next.
+    pub series: i32,
+    pub attempts: i32,
+    pub status: String,
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub delivered_at: Option<OffsetDateTime>,
+}
+
+/// Live endpoint `id`.
+pub async fn live(pool: &PgPool, id: Uuid) -> Result<Endpoint, Error> {
+    sqlx::query_as!(
+        Endpoint,
+        r#"SELECT id, org_id AS "org_id: OrgId", url, created_at FROM endpoints
+            WHERE id = $1 AND deleted_at IS NULL"#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or(Error::NotFound)
+}
+
+/// Serialize endpoint creations of `org_id` until the transaction ends.
+pub async fn lock_org(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        format!("webhook-endpoints:{org_id}"),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// How many live endpoints `org_id` has.
+pub async fn live_count(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM endpoints WHERE org_id = $1 AND deleted_at IS NULL"#,
+        org_id as OrgId,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// An endpoint to create, its secret sealed.
+pub struct NewEndpoint<'a> {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub url: &'a str,
+    pub sealed_secret: Vec<u8>,
+    pub created_by: UserId,
+    pub at: OffsetDateTime,
+}
+
+/// Store endpoint `e`.
+pub async fn create(conn: &mut PgConnection, e: NewEndpoint<'_>) -> sqlx::Result<Endpoint> {
+    sqlx::query_as!(
+        Endpoint,
+        r#"INSERT INTO endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+           RETURNING id, org_id AS "org_id: OrgId", url, created_at"#,
+        e.id,
+        e.org_id as OrgId,
+        e.url,
+        e.sealed_secret,
+        e.created_by as UserId,
+        e.at,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// `org_id`'s live endpoints, oldest first (at most 500).
+pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Endpoint>> {
+    sqlx::query_as!(
+        Endpoint,
+        r#"SELECT id, org_id AS "org_id: OrgId", url, created_at FROM endpoints
+            WHERE org_id = $1 AND deleted_at IS NULL
+            ORDER BY created_at, id LIMIT 500"#,
+        org_id as OrgId,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Delete live endpoint `id` at `at` and stop its pending deliveries (failed,
+/// "endpoint deleted").
+pub async fn delete(conn: &mut PgConnection, id: Uuid, at: OffsetDateTime) -> Result<(), Error> {
+    let gone = sqlx::query!(
+        "UPDATE endpoints SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
+        id,
+        at,
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if gone == 0 {
+        return Err(Error::NotFound);
+    }
+    sqlx::query!(
+        "UPDATE deliveries SET status = 'failed', last_error = 'endpoint deleted', updated_at = $2 \
+         WHERE endpoint_id = $1 AND status = 'pending'",
+        id,
+        at,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Make `sealed` endpoint `id`'s secret; the current one keeps signing
+/// beside it until `until`.
+pub async fn rotate_secret(
+    conn: &mut PgConnection,
+    id: Uuid,
+    sealed: Vec<u8>,
+    until: OffsetDateTime,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE endpoints SET previous_secret = secret, previous_until = $3, secret = $2 WHERE id = $1",
+        id,
+        sealed,
+        until,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Endpoint `id`'s last 50 deliveries, newest first.
+pub async fn deliveries(pool: &PgPool, endpoint: Uuid) -> sqlx::Result<Vec<Delivery>> {
+    sqlx::query_as!(
+        Delivery,
+        "SELECT id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
+           last_status_code, last_error, created_at, updated_at, delivered_at \
+         FROM deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50",
+        endpoint,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Lock live endpoint `id` (its retries take turns; a deletion waits).
+pub async fn lock_live(conn: &mut PgConnection, id: Uuid) -> Result<(), Error> {
+    sqlx::query_scalar!(
+        "SELECT id FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE",
+        id,
+    )
+    .fetch_optional(conn)
+    .await?
+    .ok_or(Error::NotFound)?;
+    Ok(())
+}
+
+/// The latest attempt series of the delivery (event at endpoint) that row
+/// `delivery` of `endpoint` belongs to.
+pub async fn latest_series(
+    conn: &mut PgConnection,
+    delivery: Uuid,
+    endpoint: Uuid,
+) -> Result<i32, Error> {
+    sqlx::query_scalar!(
+        "SELECT max(x.series) FROM deliveries d \
+         JOIN deliveries x ON x.endpoint_id = d.endpoint_id AND x.event_id = d.event_id \
+         WHERE d.id = $1 AND d.endpoint_id = $2",
+        delivery,
+        endpoint,
+    )
+    .fetch_one(conn)
+    .await?
+    .ok_or(Error::NotFound)
+}
+
+/// Queue row `delivery`'s event again at `endpoint` as attempt series
+/// `series`, due at `at`.
+pub async fn requeue(
+    conn: &mut PgConnection,
+    delivery: Uuid,
+    endpoint: Uuid,
+    series: i32,
+    at: OffsetDateTime,
+) -> sqlx::Result<Delivery> {
+    sqlx::query_as!(
+        Delivery,
+        "INSERT INTO deliveries (endpoint_id, org_id, event_id, event_type, payload, series, next_attempt_at, created_at, updated_at) \
+         SELECT d.endpoint_id, d.org_id, d.event_id, d.event_type, d.payload, $3, $4, $4, $4 \
+         FROM deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 \
+         RETURNING id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
+           last_status_code, last_error, created_at, updated_at, delivered_at",
+        delivery,
+        endpoint,
+        series,
+        at,
+    )
+    .fetch_one(conn)
+    .await
+}
