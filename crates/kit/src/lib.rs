@@ -13,6 +13,8 @@
 //!   JetStream streams, the transactional outbox and its relay, durable consumers.
 //! - [`tls`]: rustls (ring) and the one trust store of every client.
 //! - [`catalog`]: reading the declared catalog file (`catalog.file`).
+//! - [`idempotency`]: `Idempotency-Key` replays, stored with the operation.
+//! - [`group_commit`]: many requests applied in one transaction (ledgers, journals).
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
 
 pub mod assertion;
@@ -21,7 +23,9 @@ pub mod clock;
 pub mod db;
 pub mod deadletter;
 pub mod error;
+pub mod group_commit;
 pub mod http;
+pub mod idempotency;
 pub mod nats;
 pub mod outage;
 pub mod outbox;

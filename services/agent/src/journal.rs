@@ -7,14 +7,17 @@
 //! INSERT each for new conversations, staged actions and messages. An exchange
 //! is answered only after the commit that holds it; one whose conversation was
 //! closed meanwhile is refused (409) without affecting the others. Exchanges of
-//! one user go to one writer, so their order is kept.
+//! one user go to one writer, so their order is kept. The writers are the
+//! kit's group commit ([`service_kit::group_commit`]).
 
 use crate::ops::{Staged, Tier};
-use service_kit::ApiError;
+use service_kit::{
+    group_commit::{Batch, GroupCommit, Shape},
+    ApiError,
+};
 use sqlx::PgPool;
-use std::{collections::HashSet, sync::Arc};
+use std::collections::HashSet;
 use time::OffsetDateTime;
-use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -44,12 +47,9 @@ impl Exchange {
     }
 }
 
-type Job = (Exchange, oneshot::Sender<Result<(), ApiError>>);
-
+/// The exchanges' writers: submit with [`Journal::record`].
 #[derive(Clone)]
-pub struct Journal {
-    shards: Arc<[mpsc::Sender<Job>]>,
-}
+pub struct Journal(GroupCommit<Exchanges>);
 
 impl Journal {
     /// Start the writers; they stop when every `Journal` clone is gone (after
@@ -60,66 +60,62 @@ impl Journal {
         max_batch: usize,
         cancel: CancellationToken,
     ) -> (Journal, Vec<tokio::task::JoinHandle<()>>) {
-        let max_batch = max_batch.max(1);
-        let (senders, tasks): (Vec<_>, Vec<_>) = (0..writers.max(1))
-            .map(|_| {
-                let (tx, rx) = mpsc::channel::<Job>(max_batch * 4);
-                let task = tokio::spawn(run(pool.clone(), rx, max_batch, cancel.clone()));
-                (tx, task)
-            })
-            .unzip();
-        (
-            Journal {
-                shards: senders.into(),
-            },
-            tasks,
-        )
+        let shape = Shape {
+            writers,
+            max_batch,
+            grace: std::time::Duration::ZERO,
+        };
+        let (w, tasks) = GroupCommit::spawn(shape, cancel, || Exchanges { pool: pool.clone() });
+        (Journal(w), tasks)
     }
 
     /// Store `e` with whatever else is waiting; returns once committed.
     pub async fn record(&self, e: Exchange) -> Result<(), ApiError> {
-        let shard = (e.user_id.as_u128() % self.shards.len() as u128) as usize;
-        let (reply, answer) = oneshot::channel();
-        self.shards[shard]
-            .send((e, reply))
-            .await
-            .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?;
-        answer
+        self.0
+            .submit(e.user_id.as_u128(), e)
             .await
             .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?
     }
 }
 
-async fn run(
+/// One writer's batch of exchanges.
+pub struct Exchanges {
     pool: PgPool,
-    mut rx: mpsc::Receiver<Job>,
-    max_batch: usize,
-    cancel: CancellationToken,
-) {
-    let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
-    loop {
-        tokio::select! {
-            n = rx.recv_many(&mut jobs, max_batch) => if n == 0 { return },
-            _ = cancel.cancelled() => return,
-        }
-        let batch: Vec<Job> = std::mem::take(&mut jobs);
-        match store(&pool, &batch).await {
-            Ok(open) => {
-                for ((_, reply), ok) in batch.into_iter().zip(open) {
-                    let _ = reply.send(if ok {
+}
+
+impl Batch for Exchanges {
+    type Item = Exchange;
+    type Output = Result<(), ApiError>;
+    /// An exchange whose requester went away is stored all the same: the
+    /// conversation holds what was said.
+    const DROP_ABANDONED: bool = false;
+
+    fn name(&self) -> &'static str {
+        "agent-journal"
+    }
+
+    async fn apply(&mut self, batch: &[Exchange]) -> Vec<Self::Output> {
+        match store(&self.pool, batch).await {
+            Ok(open) => open
+                .into_iter()
+                .map(|ok| {
+                    if ok {
                         Ok(())
                     } else {
                         Err(ApiError::conflict(CLOSED))
-                    });
-                }
-            }
+                    }
+                })
+                .collect(),
             Err(err) => {
                 tracing::error!(error = %err, exchanges = batch.len(), "storing exchanges failed");
-                for (_, reply) in batch {
-                    let _ = reply.send(Err(ApiError::internal(anyhow::anyhow!(
-                        "storing the exchange failed"
-                    ))));
-                }
+                batch
+                    .iter()
+                    .map(|_| {
+                        Err(ApiError::internal(anyhow::anyhow!(
+                            "storing the exchange failed"
+                        )))
+                    })
+                    .collect()
             }
         }
     }
@@ -127,11 +123,11 @@ async fn run(
 
 /// Store the batch in one transaction; for each exchange, whether it was
 /// stored (false: its conversation is not open, or not its user's).
-async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
+async fn store(pool: &PgPool, batch: &[Exchange]) -> sqlx::Result<Vec<bool>> {
     let mut tx = pool.begin().await?;
     let continued: Vec<(Uuid, Uuid)> = batch
         .iter()
-        .filter_map(|(e, _)| e.continues.map(|c| (c, e.user_id)))
+        .filter_map(|e| e.continues.map(|c| (c, e.user_id)))
         .collect();
     let open: HashSet<Uuid> = if continued.is_empty() {
         HashSet::new()
@@ -152,13 +148,13 @@ async fn store(pool: &PgPool, batch: &[Job]) -> sqlx::Result<Vec<bool>> {
     };
     let keep: Vec<bool> = batch
         .iter()
-        .map(|(e, _)| e.continues.is_none_or(|c| open.contains(&c)))
+        .map(|e| e.continues.is_none_or(|c| open.contains(&c)))
         .collect();
     let kept: Vec<&Exchange> = batch
         .iter()
         .zip(&keep)
         .filter(|(_, k)| **k)
-        .map(|((e, _), _)| e)
+        .map(|(e, _)| e)
         .collect();
     let new: Vec<&&Exchange> = kept.iter().filter(|e| e.continues.is_none()).collect();
     if !new.is_empty() {

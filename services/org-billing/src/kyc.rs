@@ -282,3 +282,15 @@ pub async fn on_changed(state: &AppState, env: Envelope<KycChanged>) -> anyhow::
     apply(state, org_id, &current).await?;
     Ok(())
 }
+
+/// PUT /internal/v1/organizations/{id}/kyc-state (kyc): apply a KYC state
+/// (the fast path; `applied` is false when it was not newer).
+pub async fn put_state(
+    state: actix_web::web::Data<AppState>,
+    _peer: service_kit::assertion::Peer<service_kit::assertion::from::Kyc>,
+    path: actix_web::web::Path<OrgId>,
+    body: actix_web::web::Json<KycState>,
+) -> service_kit::ApiResult<actix_web::HttpResponse> {
+    let applied = apply(&state, path.into_inner(), &body).await?;
+    Ok(actix_web::HttpResponse::Ok().json(serde_json::json!({"applied": applied})))
+}

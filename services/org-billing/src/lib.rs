@@ -2,9 +2,10 @@
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
 pub mod catalog;
-mod idempotency;
 pub mod kyc;
 mod ledger;
+mod members_ai;
+mod orgs;
 mod replica;
 mod routes;
 pub mod seed;
@@ -17,7 +18,9 @@ pub use settings::Settings;
 use actix_web::web;
 use event_contracts::{KycChanged, MembershipChanged};
 use service_kit::{
-    db, nats,
+    db,
+    group_commit::Shape,
+    nats,
     peer::Peer,
     sealed::Sealer,
     server::{Foundation, Parts},
@@ -57,13 +60,7 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 
 /// Delete old idempotency keys.
 pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
-    let r = sqlx::query!(
-        "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)",
-        keep_secs as f64,
-    )
-    .execute(pool)
-    .await?;
-    Ok(r.rows_affected())
+    Ok(service_kit::idempotency::sweep(pool, keep_secs).await?)
 }
 
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.
@@ -107,23 +104,22 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         ping_if_idle: Duration::from_millis(settings.ledger.ping_if_idle_ms),
         batch_timeout: Duration::from_millis(settings.ledger.batch_timeout_ms),
     };
+    let shape = |writers| Shape {
+        writers,
+        max_batch: settings.ledger.max_batch,
+        grace: Duration::from_secs(15),
+    };
     let (wallets, mut tasks) = ledger::Writer::spawn(
-        ledger::Book::Wallet,
         writer_db.clone(),
         outbox.clone(),
-        settings.ledger.writers,
-        settings.ledger.max_batch,
+        shape(settings.ledger.writers),
         cancel.clone(),
-        Duration::from_secs(15),
     );
     let (tokens, token_tasks) = ledger::Writer::spawn(
-        ledger::Book::Tokens,
         writer_db,
         outbox.clone(),
-        settings.ledger.token_writers,
-        settings.ledger.max_batch,
+        shape(settings.ledger.token_writers),
         cancel.clone(),
-        Duration::from_secs(15),
     );
     tasks.extend(token_tasks);
     let state = web::Data::new(state::AppState {

@@ -8,9 +8,9 @@ use sqlx::PgPool;
 pub struct AppState {
     pub pool: PgPool,
     /// Group commit for wallet moves without an Idempotency-Key.
-    pub wallets: crate::ledger::Writer,
+    pub wallets: crate::ledger::Writer<crate::ledger::Wallet>,
     /// The same group commit for token grants and spends.
-    pub tokens: crate::ledger::Writer,
+    pub tokens: crate::ledger::Writer<crate::ledger::Tokens>,
     /// A queued move not in a batch this long after its request arrived is dropped.
     pub queue_timeout: std::time::Duration,
     /// The longest a batch can take, abandoned connections included.

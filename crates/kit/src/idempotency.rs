@@ -1,13 +1,19 @@
-//! `Idempotency-Key` for staff operations: the first result (success or a
-//! business refusal) is stored with the key in the operation's transaction and
-//! replayed on retries; the same key with a different request is refused.
+//! `Idempotency-Key`: the first result of an operation (success or a business
+//! refusal) is stored with the key in the operation's own transaction and
+//! replayed on retries; the same key with a different request is refused (422).
 //! Concurrent retries wait on the key's row lock, then replay.
+//!
+//! A service that uses it has the table `idempotency_keys (scope text, key text,
+//! request_hash bytea, status int, body jsonb, created_at timestamptz, primary
+//! key (scope, key))` in its schema (org-billing's init migration has it) and
+//! runs [`sweep`] periodically. `scope` names the operation and its resource
+//! (`wallet_credit:<org>`), so one key may serve different operations.
 
+use crate::{ApiError, ApiResult};
 use actix_web::{http::StatusCode, HttpRequest, HttpResponse};
 use ring::digest;
 use serde_json::Value;
-use service_kit::{ApiError, ApiResult};
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 
 pub const HEADER: &str = "idempotency-key";
 
@@ -128,4 +134,15 @@ pub async fn start(
 
 fn mismatch() -> ApiError {
     ApiError::Unprocessable("Idempotency-Key was already used with a different request".into())
+}
+
+/// Delete keys older than `keep_secs`: a retry after that is a new request.
+pub async fn sweep(pool: &PgPool, keep_secs: i64) -> sqlx::Result<u64> {
+    let r = sqlx::query!(
+        "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)",
+        keep_secs as f64,
+    )
+    .execute(pool)
+    .await?;
+    Ok(r.rows_affected())
 }

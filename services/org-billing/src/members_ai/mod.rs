@@ -19,6 +19,8 @@ use serde_json::{json, Map, Value};
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use sqlx::PgConnection;
 
+pub mod store;
+
 /// The largest personal limit (the largest token grant's order of magnitude).
 pub const MAX_LIMIT: i64 = 1_000_000_000_000_000;
 
@@ -45,14 +47,10 @@ async fn role_of(
             return Ok(r.as_str().to_owned());
         }
     }
-    let role: Option<String> = sqlx::query_scalar!(
-        "SELECT role FROM org_members WHERE org_id = $1 AND user_id = $2",
-        org_id as OrgId,
-        user_id as UserId,
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    role.ok_or(ApiError::NotFound)
+    store::role(conn, org_id, user_id)
+        .await?
+        .map(|r| r.as_str().to_owned())
+        .ok_or(ApiError::NotFound)
 }
 
 /// Read access: the caller must belong to the organization (404), and be the
@@ -74,15 +72,9 @@ async fn load(
     user_id: UserId,
     role: String,
 ) -> ApiResult<MemberAi> {
-    let row = sqlx::query!(
-        "SELECT ai_enabled, token_limit, tokens_spent FROM member_ai WHERE org_id = $1 AND user_id = $2",
-        org_id as OrgId,
-        user_id as UserId,
-    )
-    .fetch_optional(&mut *conn)
-    .await?
-    .map(|r| (r.ai_enabled, r.token_limit, r.tokens_spent));
-    let (ai_enabled, token_limit, tokens_spent) = row.unwrap_or((true, None, 0));
+    let (ai_enabled, token_limit, tokens_spent) = store::settings(conn, org_id, user_id)
+        .await?
+        .unwrap_or((true, None, 0));
     Ok(MemberAi {
         org_id,
         user_id,
@@ -103,16 +95,16 @@ pub async fn get(
     let (org_id, user_id) = path.into_inner();
     authorize_read(&caller, org_id, user_id)?;
     let mut conn = state.pool.acquire().await?;
-    super::require_org(&mut conn, org_id).await?;
+    crate::orgs::store::require(&mut conn, org_id).await?;
     let role = role_of(&mut conn, &caller, org_id, user_id).await?;
     Ok(HttpResponse::Ok().json(load(&mut conn, org_id, user_id, role).await?))
 }
 
 /// The fields of a settings change, validated.
-struct Change {
-    ai_enabled: Option<bool>,
+pub struct Change {
+    pub ai_enabled: Option<bool>,
     /// Some(None): clear the personal limit.
-    token_limit: Option<Option<i64>>,
+    pub token_limit: Option<Option<i64>>,
 }
 
 fn parse_change(body: &[u8]) -> ApiResult<Change> {
@@ -160,29 +152,9 @@ pub async fn update(
     }
     let change = parse_change(&body)?;
     let mut tx = state.pool.begin().await?;
-    super::require_org(&mut tx, org_id).await?;
+    crate::orgs::store::require(&mut tx, org_id).await?;
     let role = role_of(&mut tx, &caller, org_id, user_id).await?;
-    sqlx::query!(
-        "INSERT INTO member_ai (org_id, user_id) VALUES ($1, $2) ON CONFLICT (org_id, user_id) DO NOTHING",
-        org_id as OrgId,
-        user_id as UserId,
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "UPDATE member_ai SET \
-           ai_enabled = COALESCE($3, ai_enabled), \
-           token_limit = CASE WHEN $4 THEN $5 ELSE token_limit END, \
-           updated_at = now() \
-         WHERE org_id = $1 AND user_id = $2",
-        org_id as OrgId,
-        user_id as UserId,
-        change.ai_enabled,
-        change.token_limit.is_some(),
-        change.token_limit.flatten(),
-    )
-    .execute(&mut *tx)
-    .await?;
+    store::change(&mut tx, org_id, user_id, &change).await?;
     let after = load(&mut tx, org_id, user_id, role).await?;
     service_kit::outbox::audit(
         &mut tx,
@@ -211,18 +183,10 @@ pub async fn allowance(
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Read)?;
     // One read: the balance with the member's settings (defaults without a row).
-    let row = sqlx::query!(
-        r#"SELECT t.balance, COALESCE(a.ai_enabled, true) AS "ai_enabled!", a.token_limit AS "token_limit?",
-                  COALESCE(a.tokens_spent, 0) AS "tokens_spent!"
-             FROM token_balances t LEFT JOIN member_ai a ON a.org_id = t.org_id AND a.user_id = $2
-            WHERE t.org_id = $1"#,
-        org_id as OrgId,
-        caller.user_id() as UserId,
-    )
-    .fetch_optional(&state.pool)
-    .await?
-    .map(|r| (r.balance, r.ai_enabled, r.token_limit, r.tokens_spent));
-    let (balance, ai_enabled, token_limit, tokens_spent) = row.ok_or(ApiError::NotFound)?;
+    let (balance, ai_enabled, token_limit, tokens_spent) =
+        store::allowance(&state.pool, org_id, caller.user_id())
+            .await?
+            .ok_or(ApiError::NotFound)?;
     let personal = token_limit.map_or(i64::MAX, |l| l.saturating_sub(tokens_spent).max(0));
     let available = if ai_enabled { balance.min(personal) } else { 0 };
     Ok(HttpResponse::Ok().json(json!({

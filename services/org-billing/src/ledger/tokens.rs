@@ -1,14 +1,11 @@
 //! AI-token balances: an append-only token ledger, staff grants, and the spend
 //! operation for the agent (internal), which never goes below zero. Grants and
-//! spends go through the same group commit as wallet moves ([`ledger`], book
-//! [`Book::Tokens`]). Tokens never convert to money: nothing here touches the
-//! wallet. Each member's AI settings and usage are in [`crate::routes::member_ai`].
+//! spends go through the same group commit as wallet moves ([`super`], book
+//! [`Tokens`]). Tokens never convert to money: nothing here touches the
+//! wallet. Each member's AI settings and usage are in [`crate::members_ai`].
 
-use crate::{
-    idempotency,
-    ledger::{self, Applied, Book, Move},
-    state::AppState,
-};
+use super::{EntryKind, Move, TokenBalance, Tokens};
+use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use event_contracts::{AuditRecorded, Envelope, Event};
 use hub_domain::{Capability, OrgId, UserId};
@@ -16,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
     assertion::{Caller, StaffCaller},
-    ApiError, ApiResult,
+    idempotency, ApiError, ApiResult,
 };
 
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
@@ -33,13 +30,9 @@ pub async fn get(
     if !caller.identity.staff {
         caller.require(org_id, Capability::Read)?;
     }
-    let balance: Option<i64> = sqlx::query_scalar!(
-        "SELECT balance FROM token_balances WHERE org_id = $1",
-        org_id as OrgId,
-    )
-    .fetch_optional(&state.pool)
-    .await?;
-    let balance = balance.ok_or(ApiError::NotFound)?;
+    let balance = super::store::token_balance(&state.pool, org_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
     Ok(HttpResponse::Ok().json(json!({"org_id": org_id, "balance": balance})))
 }
 
@@ -77,9 +70,12 @@ fn token_move(
     member: Option<UserId>,
 ) -> ApiResult<Move> {
     let (kind, action) = if member.is_some() {
-        ("spend", event_contracts::AuditAction::TokensSpent)
+        (EntryKind::Spend, event_contracts::AuditAction::TokensSpent)
     } else {
-        ("grant", event_contracts::AuditAction::TokensGranted)
+        (
+            EntryKind::Grant,
+            event_contracts::AuditAction::TokensGranted,
+        )
     };
     let event = Envelope::new(service_kit::outbox::audit_event(
         caller,
@@ -102,8 +98,8 @@ fn token_move(
     })
 }
 
-fn balance(org_id: OrgId, a: Applied) -> Value {
-    json!({"org_id": org_id, "balance": a.balance_minor})
+fn balance(org_id: OrgId, a: TokenBalance) -> Value {
+    json!({"org_id": org_id, "balance": a.balance})
 }
 
 /// POST /v1/organizations/{id}/tokens/grant (staff): `{org_id, balance}`.
@@ -136,11 +132,8 @@ pub async fn grant(
     if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
         return Ok(replayed);
     }
-    let outcome = ledger::apply(&mut tx, Book::Tokens, std::slice::from_ref(&m))
+    let outcome = super::apply_one::<Tokens>(&mut tx, &m)
         .await?
-        .pop()
-        // One row per move (or `apply` failed): never empty.
-        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the tokens book answered no row")))?
         .map_err(ApiError::from)
         .map(|a| balance(org_id, a));
     let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;

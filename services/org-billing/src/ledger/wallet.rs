@@ -2,19 +2,16 @@
 //! written in the transaction that changes the balance, carrying the balance
 //! after it; corrections are new (negative) rows, never edits.
 
-use crate::{
-    idempotency,
-    ledger::{self, Applied, Move},
-    state::AppState,
-};
+use super::{EntryKind, Move, Wallet, WalletBalance};
+use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use event_contracts::{AuditRecorded, Envelope, Event};
-use hub_domain::{Capability, OrgId};
+use hub_domain::{Capability, MinorUnits, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
     assertion::{Caller, StaffCaller},
-    ApiError, ApiResult,
+    idempotency, ApiError, ApiResult,
 };
 use time::OffsetDateTime;
 
@@ -39,27 +36,23 @@ pub async fn get(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     authorize_finance(&caller, org_id)?;
-    let row = sqlx::query!(
-        "SELECT currency, balance_minor FROM wallets WHERE org_id = $1",
-        org_id as OrgId,
-    )
-    .fetch_optional(&state.pool)
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    let (currency, balance) = (row.currency, row.balance_minor);
+    let (currency, balance) = super::store::wallet(&state.pool, org_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
     Ok(HttpResponse::Ok()
         .json(json!({"org_id": org_id, "currency": currency, "balance_minor": balance})))
 }
 
+/// One row of the wallet's ledger.
 #[derive(Serialize)]
-struct WalletTransaction {
-    id: i64,
-    delta_minor: i64,
-    balance_after_minor: i64,
-    kind: String,
-    note: String,
+pub struct WalletTransaction {
+    pub id: i64,
+    pub delta_minor: i64,
+    pub balance_after_minor: i64,
+    pub kind: String,
+    pub note: String,
     #[serde(with = "time::serde::rfc3339")]
-    created_at: OffsetDateTime,
+    pub created_at: OffsetDateTime,
 }
 
 /// GET /v1/organizations/{id}/wallet/transactions: the last 100, newest first.
@@ -71,17 +64,10 @@ pub async fn transactions(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     authorize_finance(&caller, org_id)?;
-    let rows: Vec<WalletTransaction> = sqlx::query_as!(
-        WalletTransaction,
-        "SELECT id, delta_minor, balance_after AS balance_after_minor, kind, note, created_at \
-         FROM wallet_transactions WHERE org_id = $1 ORDER BY id DESC LIMIT 100",
-        org_id as OrgId,
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let rows = super::store::latest_transactions(&state.pool, org_id).await?;
     // No rows: a new wallet, or (for staff) an organization that does not exist.
     if rows.is_empty() {
-        super::require_org(&mut *state.pool.acquire().await?, org_id).await?;
+        crate::orgs::store::require(&mut *state.pool.acquire().await?, org_id).await?;
     }
     Ok(HttpResponse::Ok().json(rows))
 }
@@ -89,7 +75,7 @@ pub async fn transactions(
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Credit {
-    amount_minor: i64,
+    amount_minor: MinorUnits,
     #[serde(default)]
     note: String,
 }
@@ -109,7 +95,7 @@ pub async fn credit(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     let body = body.into_inner();
-    if body.amount_minor == 0 || body.amount_minor.unsigned_abs() > MAX_AMOUNT.unsigned_abs() {
+    if body.amount_minor.0 == 0 || body.amount_minor.0.unsigned_abs() > MAX_AMOUNT.unsigned_abs() {
         return Err(ApiError::BadRequest(format!(
             "amount_minor must be a non-zero integer of at most {MAX_AMOUNT} in absolute value"
         )));
@@ -140,11 +126,8 @@ pub async fn credit(
     if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
         return Ok(replayed);
     }
-    let outcome = ledger::apply(&mut tx, ledger::Book::Wallet, std::slice::from_ref(&m))
+    let outcome = super::apply_one::<Wallet>(&mut tx, &m)
         .await?
-        .pop()
-        // One row per move (or `apply` failed): never empty.
-        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the wallet book answered no row")))?
         .map_err(ApiError::from)
         .map(|a| applied(org_id, a));
     let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
@@ -152,7 +135,7 @@ pub async fn credit(
     resp
 }
 
-fn applied(org_id: OrgId, a: Applied) -> Value {
+fn applied(org_id: OrgId, a: WalletBalance) -> Value {
     json!({"org_id": org_id, "currency": a.currency, "balance_minor": a.balance_minor,
            "transaction_id": a.transaction_id})
 }
@@ -163,24 +146,24 @@ fn wallet_move(
     state: &AppState,
     caller: &Caller,
     org_id: OrgId,
-    delta: i64,
+    delta: MinorUnits,
     note: String,
 ) -> ApiResult<Move> {
-    let kind = if delta > 0 {
-        "bank_transfer"
+    let kind = if delta.is_negative() {
+        EntryKind::Correction
     } else {
-        "correction"
+        EntryKind::BankTransfer
     };
     // The writer adds the ledger row's id and the balance after it.
     let event = Envelope::new(service_kit::outbox::audit_event(
         caller,
         event_contracts::AuditAction::WalletCredited,
         org_id,
-        json!({"org_id": org_id, "amount_minor": delta, "kind": kind, "note": note}),
+        json!({"org_id": org_id, "amount_minor": delta, "kind": kind.as_str(), "note": note}),
     ));
     Ok(Move {
         org_id,
-        delta,
+        delta: delta.0,
         kind,
         note,
         actor_user_id: caller.user_id(),

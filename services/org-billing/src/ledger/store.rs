@@ -1,0 +1,42 @@
+//! Reads of the books (balances and the wallet's latest rows). Writes go
+//! through the batch functions only ([`super::apply`]).
+
+use super::wallet::WalletTransaction;
+use hub_domain::OrgId;
+use sqlx::PgPool;
+
+/// The wallet's `(currency, balance_minor)`; None when there is no such wallet.
+pub async fn wallet(pool: &PgPool, org: OrgId) -> sqlx::Result<Option<(String, i64)>> {
+    Ok(sqlx::query!(
+        "SELECT currency, balance_minor FROM wallets WHERE org_id = $1",
+        org as OrgId,
+    )
+    .fetch_optional(pool)
+    .await?
+    .map(|r| (r.currency, r.balance_minor)))
+}
+
+/// The wallet's last 100 ledger rows, newest first.
+pub async fn latest_transactions(
+    pool: &PgPool,
+    org: OrgId,
+) -> sqlx::Result<Vec<WalletTransaction>> {
+    sqlx::query_as!(
+        WalletTransaction,
+        "SELECT id, delta_minor, balance_after AS balance_after_minor, kind, note, created_at \
+         FROM wallet_transactions WHERE org_id = $1 ORDER BY id DESC LIMIT 100",
+        org as OrgId,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The organization's AI-token balance; None when there is no such organization.
+pub async fn token_balance(pool: &PgPool, org: OrgId) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar!(
+        "SELECT balance FROM token_balances WHERE org_id = $1",
+        org as OrgId,
+    )
+    .fetch_optional(pool)
+    .await
+}

@@ -1,0 +1,252 @@
+//! Organizations' storage: the rows of `organizations` with their distributor,
+//! wallet, token balance and first member, read and written here only. The
+//! functions take a connection (or a transaction): the handler decides the
+//! transaction's bounds.
+
+use super::Organization;
+use event_contracts::views::FoundOrganization;
+use hub_domain::{CountryCode, LegalType, OrgId, UserId};
+use service_kit::{ApiError, ApiResult};
+use sqlx::{PgConnection, PgPool};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+// The Organization columns are written out in each query (`o` organizations,
+// `d` its distributor): `o.id AS "id: OrgId", o.name, o.legal_type,
+// o.country::text AS "country!", o.distributor_id AS distributor_entity_id,
+// d.name AS distributor_entity, o.kyc_status, o.kyc_tier`.
+
+/// 404 unless the organization exists (its wallet and token balance exist with it).
+pub async fn require(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<()> {
+    let found: Option<i32> = sqlx::query_scalar!(
+        r#"SELECT 1 AS "one!" FROM organizations WHERE id = $1"#,
+        org_id as OrgId
+    )
+    .fetch_optional(conn)
+    .await?;
+    found.map(|_| ()).ok_or(ApiError::NotFound)
+}
+
+/// Hold, until the transaction ends, the lock that admits one creation at a
+/// time per user (so that the daily quota holds under concurrent requests).
+pub async fn lock_creations_of(conn: &mut PgConnection, user: UserId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 3))",
+        user.to_string(),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Organizations `user` created in the last 24 hours.
+pub async fn created_today(conn: &mut PgConnection, user: UserId) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM organizations WHERE created_by = $1 AND created_at > now() - interval '1 day'"#,
+        user as UserId,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The distributor entity covering `country`, and its currency.
+pub async fn route(
+    conn: &mut PgConnection,
+    country: CountryCode,
+) -> sqlx::Result<Option<(Uuid, String)>> {
+    Ok(sqlx::query!(
+        "SELECT d.id, d.currency FROM distributor_coverage c JOIN distributors d ON d.id = c.distributor_id \
+         WHERE c.country = $1",
+        country.as_str(),
+    )
+    .fetch_optional(conn)
+    .await?
+    .map(|r| (r.id, r.currency)))
+}
+
+/// A new organization.
+pub struct NewOrg<'a> {
+    pub id: OrgId,
+    pub name: &'a str,
+    pub legal_type: LegalType,
+    pub country: CountryCode,
+    pub distributor_id: Uuid,
+    pub currency: &'a str,
+    pub creator: UserId,
+}
+
+/// The organization, its wallet (in its distributor's currency), its token
+/// balance and its creator as first owner (the replica identity confirms).
+pub async fn insert(conn: &mut PgConnection, o: &NewOrg<'_>) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO organizations (id, name, legal_type, country, distributor_id, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        o.id as OrgId,
+        o.name,
+        o.legal_type as LegalType,
+        o.country.as_str(),
+        o.distributor_id,
+        o.creator as UserId,
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO wallets (org_id, currency) VALUES ($1, $2)",
+        o.id as OrgId,
+        o.currency,
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO token_balances (org_id) VALUES ($1)",
+        o.id as OrgId,
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO org_members (org_id, user_id, role, changed_at) VALUES ($1, $2, 'owner', now())",
+        o.id as OrgId,
+        o.creator as UserId,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// One organization (it must exist).
+pub async fn one(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<Organization> {
+    sqlx::query_as!(
+        Organization,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.kyc_status, o.kyc_tier
+             FROM organizations o JOIN distributors d ON d.id = o.distributor_id
+            WHERE o.id = $1"#,
+        org_id as OrgId,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The organizations `user` belongs to, by the membership replica, oldest first.
+pub async fn of_member(pool: &PgPool, user: UserId) -> sqlx::Result<Vec<Organization>> {
+    sqlx::query_as!(
+        Organization,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.kyc_status, o.kyc_tier
+             FROM organizations o JOIN distributors d ON d.id = o.distributor_id
+            WHERE o.id IN (SELECT org_id FROM org_members WHERE user_id = $1)
+            ORDER BY o.created_at, o.id"#,
+        user as UserId,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The organizations of `ids` that exist, oldest first.
+pub async fn by_ids(pool: &PgPool, ids: &[OrgId]) -> sqlx::Result<Vec<Organization>> {
+    sqlx::query_as!(
+        Organization,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.kyc_status, o.kyc_tier
+             FROM organizations o JOIN distributors d ON d.id = o.distributor_id
+            WHERE o.id = ANY($1) ORDER BY o.created_at, o.id"#,
+        ids as &[OrgId],
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// What the detail shows, before the caller's role decides which of it.
+pub struct DetailRow {
+    pub id: OrgId,
+    pub name: String,
+    pub legal_type: String,
+    pub country: String,
+    pub distributor_entity_id: Uuid,
+    pub distributor_entity: String,
+    pub kyc_status: String,
+    pub kyc_tier: i32,
+    pub status: String,
+    pub members: i64,
+    pub wallet_currency: String,
+    pub wallet_balance_minor: i64,
+    pub tokens: i64,
+    /// Sealed (crate::kyc); NULL until verified.
+    pub legal_identity: Option<Vec<u8>>,
+    pub kyc_locked: bool,
+    pub kyc_verified_at: Option<OffsetDateTime>,
+}
+
+pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailRow>> {
+    sqlx::query_as!(
+        DetailRow,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.kyc_status, o.kyc_tier,
+                  o.status, o.legal_identity, o.kyc_locked, o.kyc_verified_at,
+                  w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor,
+                  t.balance AS tokens,
+                  (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS "members!"
+             FROM organizations o JOIN distributors d ON d.id = o.distributor_id
+             JOIN wallets w ON w.org_id = o.id
+             JOIN token_balances t ON t.org_id = o.id WHERE o.id = $1"#,
+        org_id as OrgId,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Name, legal type and country (kyc's form depends on them).
+pub struct Profile {
+    pub name: String,
+    pub legal_type: String,
+    pub country: String,
+}
+
+pub async fn profile(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<Profile>> {
+    sqlx::query_as!(
+        Profile,
+        r#"SELECT name, legal_type, country::text AS "country!" FROM organizations WHERE id = $1"#,
+        org_id as OrgId,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// The organization with id `id` (with its wallet's currency), if any.
+pub async fn find_by_id(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<FoundOrganization>> {
+    sqlx::query_as!(
+        FoundOrganization,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.kyc_status, w.currency AS "wallet_currency?"
+             FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id
+            WHERE o.id = $1"#,
+        id,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Up to 10 organizations whose lower-cased name matches `pattern` (a LIKE
+/// pattern), exact matches of `exact` first.
+pub async fn find_by_name(
+    pool: &PgPool,
+    pattern: &str,
+    exact: &str,
+) -> sqlx::Result<Vec<FoundOrganization>> {
+    sqlx::query_as!(
+        FoundOrganization,
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+                  o.kyc_status, w.currency AS "wallet_currency?"
+             FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id
+            WHERE lower(o.name) LIKE $1
+            ORDER BY (lower(o.name) = $2) DESC, o.name, o.id LIMIT 10"#,
+        pattern,
+        exact,
+    )
+    .fetch_all(pool)
+    .await
+}
