@@ -17,10 +17,12 @@ deps:
 build:
 	cargo build --workspace --all-targets
 
-# Clippy runs with every query macro checked against a migrated database, and
-# fails when the committed `.sqlx/` is not current (scripts/sqlx.sh).
+# No module cycle in any crate (scripts/module_cycles.py). Clippy runs with every
+# query macro checked against a migrated database, and fails when the committed
+# `.sqlx/` or `migrations/*/live/` is not current (scripts/sqlx.sh).
 lint: deps
 	cargo fmt --all -- --check
+	scripts/module_cycles.py
 	scripts/sqlx.sh check
 
 # After changing a query or a migration: refresh `.sqlx/` (then commit it).

@@ -1,9 +1,22 @@
 //! Reads of the books (balances and the wallet's latest rows). Writes go
 //! through the batch functions only ([`super::apply`]).
 
-use super::wallet::WalletTransaction;
 use hub_domain::OrgId;
+use serde::Serialize;
 use sqlx::PgPool;
+use time::OffsetDateTime;
+
+/// One row of the wallet's ledger.
+#[derive(Serialize)]
+pub struct WalletTransaction {
+    pub id: i64,
+    pub delta_minor: i64,
+    pub balance_after_minor: i64,
+    pub kind: String,
+    pub note: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
 
 /// The wallet's `(currency, balance_minor)`; None when there is no such wallet.
 pub async fn wallet(pool: &PgPool, org: OrgId) -> sqlx::Result<Option<(String, i64)>> {

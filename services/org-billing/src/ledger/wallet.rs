@@ -13,7 +13,6 @@ use service_kit::{
     assertion::{Caller, StaffCaller},
     idempotency, ApiError, ApiResult,
 };
-use time::OffsetDateTime;
 
 /// Largest single credit or correction, in minor units.
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000_000;
@@ -41,18 +40,6 @@ pub async fn get(
         .ok_or(ApiError::NotFound)?;
     Ok(HttpResponse::Ok()
         .json(json!({"org_id": org_id, "currency": currency, "balance_minor": balance})))
-}
-
-/// One row of the wallet's ledger.
-#[derive(Serialize)]
-pub struct WalletTransaction {
-    pub id: i64,
-    pub delta_minor: i64,
-    pub balance_after_minor: i64,
-    pub kind: String,
-    pub note: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub created_at: OffsetDateTime,
 }
 
 /// GET /v1/organizations/{id}/wallet/transactions: the last 100, newest first.
