@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Credits per second on one hot wallet (8 concurrent clients through the gateway),
-# beside pgbench updating one hot row with 8 clients, in the same run; then proof
-# that no credit was lost (balance = sum of ledger rows = accepted requests).
-# Usage: scripts/bench-ledger.sh [duration, default 10s]. Needs wrk and pgbench.
+# Credits per second on one hot wallet (CLIENTS concurrent clients through the
+# gateway, 8 by default), beside pgbench updating one hot row with as many
+# clients, in the same run; then proof that no credit was lost (balance = sum of
+# ledger rows = accepted requests).
+# Usage: [CLIENTS=64] scripts/bench-ledger.sh [duration, default 10s]. Needs wrk and pgbench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-10s}
+C=${CLIENTS:-8}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/hub-target}
 BIN="$CARGO_TARGET_DIR/release"
 PGH=${PGHOST:-127.0.0.1}; PGP=${PGPORT:-5432}
@@ -48,7 +50,7 @@ ORG=$(curl -fs localhost:8080/v1/organizations -H "authorization: Bearer $OWNER"
   -H 'content-type: application/json' -d '{"name":"Hot","legal_type":"corporate","country":"TR"}' |
   sed -E 's/.*"id":"([^"]+)".*/\1/')
 
-# pgbench on one hot row, 8 clients: run before the credits and again after
+# pgbench on one hot row, $C clients: run before the credits and again after
 # them (this machine's rate moves between runs); a CHECKPOINT before every
 # phase so that no phase pays for another's dirty pages.
 q "CREATE TABLE hot (id int PRIMARY KEY, v bigint NOT NULL); INSERT INTO hot VALUES (1, 0);"
@@ -56,7 +58,7 @@ pgs=$(mktemp --suffix .sql); echo 'UPDATE hot SET v = v + 1 WHERE id = 1;' >"$pg
 secs=${DUR%s}
 pgbench_hot() {
   q "CHECKPOINT"
-  pgbench -h "$PGH" -p "$PGP" -U postgres -n -c8 -j2 -T "$secs" -f "$pgs" "$DB" 2>/dev/null |
+  pgbench -h "$PGH" -p "$PGP" -U postgres -n -c"$C" -j2 -T "$secs" -f "$pgs" "$DB" 2>/dev/null |
     awk '/^tps/ {print $3; exit}'
 }
 tps_before=$(pgbench_hot)
@@ -68,15 +70,15 @@ wrk.body   = '{"amount_minor": 1, "note": "bench"}'
 wrk.headers["content-type"] = "application/json"
 wrk.headers["authorization"] = "Bearer $STAFF"
 LUA
-echo "8 clients, $DUR each, $(nproc) cores, $(date -u +%FT%TZ)"
-printf '%-44s %10s /s\n' "pgbench one hot row (-c8 -j2), before" "$tps_before"
+echo "$C clients, $DUR each, $(nproc) cores, $(date -u +%FT%TZ)"
+printf '%-44s %10s /s\n' "pgbench one hot row (-c$C -j2), before" "$tps_before"
 q "CHECKPOINT"
-out=$(wrk -t2 -c8 -d"$DUR" --latency -s "$lua" "http://127.0.0.1:8080/v1/organizations/$ORG/wallet/credit")
+out=$(wrk -t2 -c"$C" -d"$DUR" --latency -s "$lua" "http://127.0.0.1:8080/v1/organizations/$ORG/wallet/credit")
 rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
 total=$(echo "$out" | awk '/requests in/ {print $1}')
 non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}'); non2xx=${non2xx:-0}
 p99=$(echo "$out" | awk '$1=="99%" {print $2}')
-printf '%-44s %10s /s   p99 %s   (%s requests, %s non-2xx)\n' "wallet credits via gateway (wrk -c8)" "$rps" "$p99" "$total" "$non2xx"
+printf '%-44s %10s /s   p99 %s   (%s requests, %s non-2xx)\n' "wallet credits via gateway (wrk -c$C)" "$rps" "$p99" "$total" "$non2xx"
 if [ -n "${BENCH_CPU:-}" ]; then
   echo "CPU seconds so far:"; ps -eo comm,cputime --sort=-cputime | head -12
 fi
@@ -101,7 +103,7 @@ done
 echo "audit events stored by identity: $audited of $rows"
 
 tps_after=$(pgbench_hot)
-printf '%-44s %10s /s\n' "pgbench one hot row (-c8 -j2), after" "$tps_after"
+printf '%-44s %10s /s\n' "pgbench one hot row (-c$C -j2), after" "$tps_after"
 python3 - "$rps" "$tps_before" "$tps_after" <<'PY'
 import sys
 rps, before, after = map(float, sys.argv[1:])
