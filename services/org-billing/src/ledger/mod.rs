@@ -25,6 +25,7 @@
 //! it, so a hung connection stalls its shard no longer than that. With both
 //! below the gateway's upstream timeout, a 504 means the credit was not applied.
 
+mod keyed;
 pub mod store;
 pub mod tokens;
 pub mod wallet;

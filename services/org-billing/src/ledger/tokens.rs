@@ -4,7 +4,7 @@
 //! [`Tokens`]). Tokens never convert to money: nothing here touches the
 //! wallet. Each member's AI settings and usage are in [`crate::members_ai`].
 
-use super::{EntryKind, Move, TokenBalance, Tokens};
+use super::{EntryKind, Move, TokenBalance};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use event_contracts::{AuditRecorded, Envelope, Event};
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
     assertion::{Caller, StaffCaller},
-    idempotency, ApiError, ApiResult,
+    ApiError, ApiResult,
 };
 
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
@@ -118,27 +118,12 @@ pub async fn grant(
     let org_id = path.into_inner();
     let body = body.into_inner();
     validate(&body)?;
-    let key = idempotency::key_of(&req)?;
     let m = token_move(&state, &caller, org_id, body.amount, &body.reason, None)?;
-    let Some(k) = key.as_deref() else {
-        return state
-            .tokens
-            .apply(m)
-            .await
-            .map(|a| HttpResponse::Ok().json(balance(org_id, a)));
-    };
     let scope = format!("token_grant:{org_id}");
-    let mut tx = state.pool.begin().await?;
-    if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
-        return Ok(replayed);
-    }
-    let outcome = super::apply_one::<Tokens>(&mut tx, &m)
-        .await?
-        .map_err(ApiError::from)
-        .map(|a| balance(org_id, a));
-    let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
-    state.outbox.kick();
-    resp
+    super::keyed::apply(&state, &state.tokens, &req, scope, &body, m, |a| {
+        balance(org_id, a)
+    })
+    .await
 }
 
 /// POST /internal/v1/organizations/{id}/tokens/spend: the agent spends tokens

@@ -2,7 +2,7 @@
 //! written in the transaction that changes the balance, carrying the balance
 //! after it; corrections are new (negative) rows, never edits.
 
-use super::{EntryKind, Move, Wallet, WalletBalance};
+use super::{EntryKind, Move, WalletBalance};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use event_contracts::{AuditRecorded, Envelope, Event};
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
     assertion::{Caller, StaffCaller},
-    idempotency, ApiError, ApiResult,
+    ApiError, ApiResult,
 };
 
 /// Largest single credit or correction, in minor units.
@@ -92,7 +92,6 @@ pub async fn credit(
             "note must be at most {NOTE_MAX} characters"
         )));
     }
-    let key = idempotency::key_of(&req)?;
     let m = wallet_move(
         &state,
         &caller.0,
@@ -100,26 +99,11 @@ pub async fn credit(
         body.amount_minor,
         body.note.clone(),
     )?;
-    let Some(k) = key.as_deref() else {
-        // No key: group commit with whatever else waits for this wallet.
-        return state
-            .wallets
-            .apply(m)
-            .await
-            .map(|a| HttpResponse::Ok().json(applied(org_id, a)));
-    };
     let scope = format!("wallet_credit:{org_id}");
-    let mut tx = state.pool.begin().await?;
-    if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &body).await? {
-        return Ok(replayed);
-    }
-    let outcome = super::apply_one::<Wallet>(&mut tx, &m)
-        .await?
-        .map_err(ApiError::from)
-        .map(|a| applied(org_id, a));
-    let resp = idempotency::settle(tx, Some(k), &scope, outcome).await;
-    state.outbox.kick();
-    resp
+    super::keyed::apply(&state, &state.wallets, &req, scope, &body, m, |a| {
+        applied(org_id, a)
+    })
+    .await
 }
 
 fn applied(org_id: OrgId, a: WalletBalance) -> Value {
