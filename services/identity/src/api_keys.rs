@@ -1,6 +1,7 @@
-//! identity's storage of org-scoped API keys (`api_keys`): create, list and
-//! revoke, checked at compile time. Keys come back as domain values (the role
-//! a [`Role`]); only a token's SHA-256 is ever stored.
+//! identity's storage of org-scoped API keys (`api_keys`): create, list,
+//! revoke, and the bearer lookup ([`live_by_hash`], for
+//! [`crate::resolve`]), checked at compile time. Keys come back as domain
+//! values (the role a [`Role`]); only a token's SHA-256 is ever stored.
 
 use hub_domain::{ApiKeyId, OrgId, Role, UserId};
 use serde::Serialize;
@@ -120,4 +121,46 @@ pub async fn revoke(
     .fetch_optional(conn)
     .await?
     .ok_or(Error::NotFound)
+}
+
+/// A live key as the bearer lookup reads it: the role as stored (the caller
+/// decides what an unknown role means).
+pub struct Live {
+    pub id: ApiKeyId,
+    pub org_id: OrgId,
+    pub role: String,
+    pub name: String,
+}
+
+/// The live key whose token hashes to `token_hash`, if any (one indexed
+/// lookup: the hot path of every request with an API key).
+pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Option<Live>> {
+    sqlx::query_as!(
+        Live,
+        "SELECT id, org_id, role, name FROM api_keys WHERE token_hash = $1 AND revoked_at IS NULL",
+        token_hash,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Revoke every live key of `org_id` that `user_id` created; returns each
+/// revoked key with its token hash (for the revocation events).
+pub async fn revoke_created_by(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    user_id: UserId,
+) -> sqlx::Result<Vec<(ApiKeyId, Vec<u8>)>> {
+    Ok(sqlx::query!(
+        r#"UPDATE api_keys SET revoked_at = now()
+           WHERE org_id = $1 AND created_by = $2 AND revoked_at IS NULL
+           RETURNING id AS "id: ApiKeyId", token_hash"#,
+        org_id as OrgId,
+        user_id as UserId,
+    )
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.token_hash))
+    .collect())
 }

@@ -164,18 +164,7 @@ pub async fn revoke_keys_created_by(
     org_id: OrgId,
     user_id: UserId,
 ) -> anyhow::Result<Vec<ApiKeyId>> {
-    let revoked: Vec<(ApiKeyId, Vec<u8>)> = sqlx::query!(
-        r#"UPDATE api_keys SET revoked_at = now()
-           WHERE org_id = $1 AND created_by = $2 AND revoked_at IS NULL
-           RETURNING id AS "id: ApiKeyId", token_hash"#,
-        org_id as OrgId,
-        user_id as UserId,
-    )
-    .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .map(|r| (r.id, r.token_hash))
-    .collect();
+    let revoked = crate::api_keys::revoke_created_by(&mut *conn, org_id, user_id).await?;
     for (id, hash) in &revoked {
         outbox::enqueue(
             &mut *conn,

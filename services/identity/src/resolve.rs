@@ -1,8 +1,9 @@
 //! Bearer -> identity: the hottest query of the platform (one indexed lookup,
 //! memberships folded in as JSON). Session tokens and API keys (`svc_live_`)
-//! resolve through the same path.
+//! resolve through the same path; a key's lookup is its module's
+//! ([`crate::api_keys::live_by_hash`]).
 
-use hub_domain::{ApiKeyId, Credential, CredentialKind, Identity, Membership, OrgId, Role, UserId};
+use hub_domain::{Credential, CredentialKind, Identity, Membership, Role, UserId};
 use sqlx::PgPool;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -16,13 +17,6 @@ struct SessionRow {
     name: String,
     memberships: sqlx::types::Json<Vec<Membership>>,
     expires_at: OffsetDateTime,
-}
-
-struct KeyRow {
-    id: ApiKeyId,
-    org_id: OrgId,
-    role: String,
-    name: String,
 }
 
 /// A resolved bearer: who, with which credential, valid until when.
@@ -85,13 +79,7 @@ async fn session(
 /// An API key is its own principal: user_id is the key's id, exactly one
 /// membership at the key's role, never staff, never owner.
 async fn api_key(pool: &PgPool, token: &str) -> sqlx::Result<Option<Resolved>> {
-    let row: Option<KeyRow> = sqlx::query_as!(
-        KeyRow,
-        "SELECT id, org_id, role, name FROM api_keys WHERE token_hash = $1 AND revoked_at IS NULL",
-        crate::tokens::hash(token),
-    )
-    .fetch_optional(pool)
-    .await?;
+    let row = crate::api_keys::live_by_hash(pool, &crate::tokens::hash(token)).await?;
     Ok(row.and_then(|k| {
         let role = Role::parse(&k.role).filter(|r| r.allowed_for_api_key())?;
         Some(Resolved {

@@ -1,16 +1,14 @@
 //! kyc's storage of submissions: every statement on `submissions`, checked at
 //! compile time. Handlers call these as named steps; errors are sqlx's (the
 //! route maps the one constraint a client can hit, `submissions_one_pending`).
+//! Rows come back typed (the status a [`ReviewStatus`]); the statements write
+//! a submission awaiting review as the literal `'pending'`.
 
-use crate::submission::Row;
+use crate::submission::{ReviewStatus, Row};
 use hub_domain::{OrgId, UserId};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 use uuid::Uuid;
-
-/// The status of a submission awaiting review (the statements here write it
-/// as the literal `'pending'`).
-pub const PENDING: &str = "pending";
 
 /// A submission to insert as pending.
 pub struct NewSubmission<'a> {
@@ -32,7 +30,7 @@ pub async fn insert_pending(conn: &mut PgConnection, s: NewSubmission<'_>) -> sq
         r#"INSERT INTO submissions (id, org_id, org_name, legal_type, status, payload, field_keys,
                                    submitted_by, created_at)
            VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)
-           RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type, status, payload,
+           RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
                      field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at"#,
         s.id,
         s.org_id as OrgId,
@@ -51,7 +49,7 @@ pub async fn insert_pending(conn: &mut PgConnection, s: NewSubmission<'_>) -> sq
 pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status, payload,
+        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE org_id = $1
             ORDER BY created_at DESC, id DESC LIMIT 100"#,
@@ -65,7 +63,7 @@ pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
 pub async fn pending(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status, payload,
+        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE status = 'pending'
             ORDER BY created_at, id LIMIT 500"#,
@@ -78,7 +76,7 @@ pub async fn pending(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
 pub async fn lock(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status, payload,
+        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE id = $1 FOR UPDATE"#,
         id,
@@ -91,7 +89,7 @@ pub async fn lock(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>
 pub async fn decide(
     conn: &mut PgConnection,
     id: Uuid,
-    status: &str,
+    status: ReviewStatus,
     notes: &str,
     requested: &[String],
     by: UserId,
@@ -102,10 +100,10 @@ pub async fn decide(
         r#"UPDATE submissions SET status = $2, review_notes = $3, requested_fields = $4,
                   reviewed_by = $5, reviewed_at = $6
             WHERE id = $1
-            RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type, status, payload,
+            RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
                       field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at"#,
         id,
-        status,
+        status as ReviewStatus,
         notes,
         requested,
         by as UserId,

@@ -8,8 +8,83 @@ use crate::{payload::Payload, state::AppState};
 use hub_domain::OrgId;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::fmt;
 use time::OffsetDateTime;
 use uuid::Uuid;
+
+/// Where a submission is in review: the `status` column and the wire carry
+/// [`ReviewStatus::as_str`]. Read through sqlx (`status AS "status:
+/// ReviewStatus"`): a value outside the enum is a decode error, never a
+/// default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewStatus {
+    Pending,
+    Approved,
+    Rejected,
+    MoreInfoRequested,
+}
+
+impl ReviewStatus {
+    pub const ALL: [ReviewStatus; 4] = [
+        ReviewStatus::Pending,
+        ReviewStatus::Approved,
+        ReviewStatus::Rejected,
+        ReviewStatus::MoreInfoRequested,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewStatus::Pending => "pending",
+            ReviewStatus::Approved => "approved",
+            ReviewStatus::Rejected => "rejected",
+            ReviewStatus::MoreInfoRequested => "more_info_requested",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ReviewStatus> {
+        ReviewStatus::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+impl fmt::Display for ReviewStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// Text in Postgres, as hub_domain's `sqlx_text!` does it (that macro is the
+// domain crate's own): encoded as `as_str()`, decoded with `parse`.
+impl sqlx::Type<sqlx::Postgres> for ReviewStatus {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <str as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl sqlx::postgres::PgHasArrayType for ReviewStatus {
+    fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+        <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
+    }
+}
+
+impl<'q> sqlx::Encode<'q, sqlx::Postgres> for ReviewStatus {
+    fn encode_by_ref(
+        &self,
+        buf: &mut sqlx::postgres::PgArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        <&str as sqlx::Encode<'q, sqlx::Postgres>>::encode(self.as_str(), buf)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for ReviewStatus {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let s = <&str as sqlx::Decode<'r, sqlx::Postgres>>::decode(value)?;
+        ReviewStatus::parse(s).ok_or_else(|| format!("not a submission status: {s:?}").into())
+    }
+}
 
 /// A submission as stored (every query of [`crate::store`] returns these columns).
 pub struct Row {
@@ -17,7 +92,7 @@ pub struct Row {
     pub org_id: OrgId,
     pub org_name: String,
     pub legal_type: String,
-    pub status: String,
+    pub status: ReviewStatus,
     pub payload: Option<Vec<u8>>,
     pub field_keys: Vec<String>,
     pub review_notes: String,
@@ -43,7 +118,7 @@ pub struct Resource {
     pub legal_type: String,
     pub fields: Map<String, Value>,
     pub address: Map<String, Value>,
-    pub status: String,
+    pub status: ReviewStatus,
     pub review_notes: String,
     #[serde(with = "time::serde::rfc3339::option")]
     pub reviewed_at: Option<OffsetDateTime>,
@@ -61,7 +136,7 @@ pub struct Status {
     pub id: Uuid,
     pub org_id: OrgId,
     pub legal_type: String,
-    pub status: String,
+    pub status: ReviewStatus,
     #[serde(with = "time::serde::rfc3339::option")]
     pub reviewed_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339")]
@@ -115,5 +190,22 @@ impl Row {
             requested_fields: self.requested_fields,
             purged_at: self.purged_at,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReviewStatus;
+
+    #[test]
+    fn statuses_read_back_and_serialize_as_stored() {
+        for s in ReviewStatus::ALL {
+            assert_eq!(ReviewStatus::parse(s.as_str()), Some(s));
+            assert_eq!(
+                serde_json::to_value(s).expect("serialize"),
+                serde_json::Value::from(s.as_str())
+            );
+        }
+        assert_eq!(ReviewStatus::parse("withdrawn"), None);
     }
 }

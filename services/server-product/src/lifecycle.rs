@@ -2,8 +2,8 @@
 //! machine every product exposes. Every change of state goes through
 //! [`transition`]: a conditional UPDATE (`WHERE status = ANY(from)`) in the
 //! caller's transaction, so of two concurrent transitions of one server at
-//! most one finds the state it needs; the other answers 409 naming the state
-//! it found.
+//! most one finds the state it needs; the other is refused naming the state
+//! it found (a 409 at the edge).
 //!
 //! ```text
 //!  (order, API SKU) ──> provisioning ──provisioned──> active <──start── stopped
@@ -15,9 +15,8 @@
 //!  anything but failed/terminated ──transfer (owner of both)──> same state
 //! ```
 
-use crate::servers::{Row, Status};
+use crate::servers::{store, Refused, Row, Status};
 use hub_domain::OrgId;
-use service_kit::ApiError;
 use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -92,47 +91,24 @@ impl Action {
 }
 
 /// Move server `id` of `org_id` by `action` at `now`, in the caller's
-/// transaction; returns the row after it. 404 if there is no such server in
-/// that organization, 409 naming the state when the action is not allowed.
+/// transaction; returns the row after it. [`Refused::NotFound`] if there is
+/// no such server in that organization, [`Refused::InvalidTransition`] naming
+/// the state it is in when the action does not start from there.
 pub async fn transition(
     conn: &mut PgConnection,
     org_id: OrgId,
     id: Uuid,
     action: Action,
     now: OffsetDateTime,
-) -> Result<Row, ApiError> {
-    let from: Vec<&str> = action.from().iter().map(|s| s.as_str()).collect();
-    let moved: Option<Row> = sqlx::query_as!(
-        Row,
-        r#"UPDATE servers SET status = COALESCE($4, status), updated_at = $5,
-           activated_at = CASE WHEN $4 = 'active' AND activated_at IS NULL THEN $5 ELSE activated_at END,
-           terminated_at = CASE WHEN $4 = 'terminated' THEN $5 ELSE terminated_at END
-           WHERE id = $1 AND org_id = $2 AND status = ANY($3) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
-        id,
-        org_id as OrgId,
-        from.as_slice() as &[&str],
-        action.to().map(Status::as_str),
-        now,
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
+) -> sqlx::Result<Result<Row, Refused>> {
+    let moved = store::move_status(conn, org_id, id, action.from(), action.to(), now).await?;
     if let Some(row) = moved {
-        return Ok(row);
+        return Ok(Ok(row));
     }
-    let state: Option<String> = sqlx::query_scalar!(
-        "SELECT status FROM servers WHERE id = $1 AND org_id = $2",
-        id,
-        org_id as OrgId,
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    match state {
-        None => Err(ApiError::NotFound),
-        Some(s) => Err(ApiError::Conflict(format!(
-            "cannot {} a server that is {s}",
-            action.name()
-        ))),
-    }
+    Ok(Err(match store::status_in_org(conn, org_id, id).await? {
+        None => Refused::NotFound,
+        Some(from) => Refused::InvalidTransition { from, action },
+    }))
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! makes the server active (credentials sealed, usage opened, `server.active`
 //! emitted) in one transaction; pending or a provider error comes back later,
 //! doubling the delay; past `provider.max_attempts` errors, or on a failure
-//! the provider reports, the order fails.
+//! the provider reports, the order fails. The statements are in
+//! [`servers::store`] (`claim_job`, `reschedule_job`, `drop_job`).
 
 use crate::{
     lifecycle::{self, Action},
@@ -18,33 +19,18 @@ use event_contracts::SERVER_ACTIVE;
 use std::time::Duration;
 use uuid::Uuid;
 
-struct Job {
-    server_id: Uuid,
-    attempts: i32,
-}
-
 /// Run every due job once; returns how many were taken.
 pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> anyhow::Result<u64> {
     let mut taken = 0;
     loop {
         let mut tx = state.pool.begin().await?;
-        let job: Option<Job> = sqlx::query_as!(
-            Job,
-            "SELECT server_id, attempts FROM provision_jobs WHERE due_at <= $1 \
-             ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED",
-            state.clock.now(),
-        )
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(job) = job else {
+        let Some(job) = store::claim_job(&mut tx, state.clock.now()).await? else {
             return Ok(taken);
         };
         taken += 1;
-        let row = servers::load(&mut tx, job.server_id)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let row = servers::load(&mut tx, job.server_id).await??;
         let now = state.clock.now();
-        if !row.is(servers::Status::Provisioning) {
+        if row.status != servers::Status::Provisioning {
             // Terminated (or otherwise moved on) while provisioning: drop the job.
             store::drop_job(&mut tx, row.id).await?;
             tx.commit().await?;
@@ -70,8 +56,7 @@ pub async fn run_once(state: &AppState, poll: Duration, max_attempts: i32) -> an
                 store::set_credentials(&mut tx, row.id, sealed).await?;
                 let active =
                     lifecycle::transition(&mut tx, row.org_id, row.id, Action::Provisioned, now)
-                        .await
-                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                        .await??;
                 servers::open_usage(&mut tx, &active, now).await?;
                 servers::emit(&mut tx, state, SERVER_ACTIVE, &active).await?;
                 store::drop_job(&mut tx, row.id).await?;
@@ -106,15 +91,8 @@ async fn reschedule(
     } else {
         poll
     };
-    sqlx::query!(
-        "UPDATE provision_jobs SET due_at = $2, attempts = attempts + $3 WHERE server_id = $1",
-        id,
-        now + time::Duration::try_from(wait).unwrap_or(time::Duration::SECOND),
-        i32::from(error),
-    )
-    .execute(tx)
-    .await?;
-    Ok(())
+    let due_at = now + time::Duration::try_from(wait).unwrap_or(time::Duration::SECOND);
+    store::reschedule_job(tx, id, due_at, error).await
 }
 
 async fn fail(
@@ -124,9 +102,7 @@ async fn fail(
     now: time::OffsetDateTime,
 ) -> anyhow::Result<()> {
     tracing::warn!(server_id = %row.id, reason = why, "provisioning failed");
-    lifecycle::transition(tx, row.org_id, row.id, Action::Fail, now)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    lifecycle::transition(tx, row.org_id, row.id, Action::Fail, now).await??;
     store::set_failure(tx, row.id, why).await?;
     store::drop_job(tx, row.id).await?;
     Ok(())

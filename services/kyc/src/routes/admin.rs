@@ -8,8 +8,8 @@ use crate::{
     orgs::{self, Change},
     payload::{LegalIdentity, LegalType},
     state::AppState,
-    store::{self, PENDING},
-    submission::Row,
+    store,
+    submission::{ReviewStatus, Row},
 };
 use actix_web::{web, HttpResponse};
 use hub_domain::SubmissionId;
@@ -47,11 +47,11 @@ impl Decision {
         }
     }
 
-    fn status(&self) -> &'static str {
+    fn status(&self) -> ReviewStatus {
         match self {
-            Decision::Approve => "approved",
-            Decision::Reject => "rejected",
-            Decision::RequestInfo(_) => "more_info_requested",
+            Decision::Approve => ReviewStatus::Approved,
+            Decision::Reject => ReviewStatus::Rejected,
+            Decision::RequestInfo(_) => ReviewStatus::MoreInfoRequested,
         }
     }
 }
@@ -118,7 +118,7 @@ enum Kind {
 /// otherwise, 404 when there is none).
 async fn lock_pending(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Row> {
     let row = store::lock(tx, id).await?.ok_or(ApiError::NotFound)?;
-    if row.status != PENDING {
+    if row.status != ReviewStatus::Pending {
         return Err(ApiError::Conflict(format!(
             "this submission was already reviewed ({})",
             row.status

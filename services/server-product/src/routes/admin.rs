@@ -68,7 +68,7 @@ pub async fn complete(
     bounded("password", &body.password)?;
     bounded("host", &body.host)?;
     let id = path.into_inner().as_uuid();
-    let row = servers::load(&mut *state.pool.acquire().await?, id).await?;
+    let row = servers::load(&mut *state.pool.acquire().await?, id).await??;
     let now = state.clock.now();
     let creds = Credentials {
         username: body.username.trim().to_owned(),
@@ -79,7 +79,7 @@ pub async fn complete(
         .sealer
         .seal_json(&creds, &servers::credentials_aad(id))?;
     let mut tx = state.pool.begin().await?;
-    let active = lifecycle::transition(&mut tx, row.org_id, id, Action::Fulfil, now).await?;
+    let active = lifecycle::transition(&mut tx, row.org_id, id, Action::Fulfil, now).await??;
     store::set_credentials(&mut tx, id, sealed).await?;
     servers::open_usage(&mut tx, &active, now).await?;
     servers::emit(&mut tx, &state, SERVER_ACTIVE, &active).await?;

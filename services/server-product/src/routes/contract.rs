@@ -6,7 +6,7 @@
 use super::servers::{order, terminate_server};
 use crate::{
     lifecycle::{self, Action},
-    servers::{self, store, Row},
+    servers::{self, store, Row, Status},
     skus,
     state::AppState,
 };
@@ -26,7 +26,7 @@ pub struct Service {
     product: &'static str,
     plan: String,
     name: String,
-    state: String,
+    state: Status,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -43,7 +43,7 @@ impl From<&Row> for Service {
             product: "server",
             plan: r.sku_id.clone(),
             name: r.hostname.clone(),
-            state: r.status.clone(),
+            state: r.status,
             created_at: r.created_at,
             activated_at: r.activated_at,
             terminated_at: r.terminated_at,
@@ -96,7 +96,7 @@ async fn simple(
 ) -> ApiResult<HttpResponse> {
     let row = servers::authorized(state, caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
-    let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
+    let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await??;
     service_kit::outbox::audit(
         &mut tx,
         &state.naming,
@@ -184,7 +184,7 @@ pub async fn resize(
     }
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
-    lifecycle::transition(&mut tx, row.org_id, id, Action::Resize, now).await?;
+    lifecycle::transition(&mut tx, row.org_id, id, Action::Resize, now).await??;
     let resized = store::set_sku(&mut tx, id, &body.plan).await?;
     servers::close_usage(&mut tx, id, now).await?;
     servers::open_usage(&mut tx, &resized, now).await?;
@@ -227,7 +227,7 @@ pub async fn transfer(
     }
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
-    lifecycle::transition(&mut tx, row.org_id, id, Action::Transfer, now).await?;
+    lifecycle::transition(&mut tx, row.org_id, id, Action::Transfer, now).await??;
     let moved = store::set_org(&mut tx, id, body.to_org_id, now)
         .await
         .on_constraint(servers::HOSTNAME_PER_ORG, || {

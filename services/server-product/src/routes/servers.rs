@@ -63,7 +63,7 @@ pub async fn order(
             org_id,
             sku_id,
             hostname: &hostname,
-            status: status.as_str(),
+            status,
             fulfilment: &sku.fulfilment,
             due_at,
             created_by: caller.user_id(),
@@ -187,9 +187,12 @@ pub async fn detail(
         Capability::Read,
     )
     .await?;
-    let reachable = [Status::Active, Status::Stopped, Status::Suspended];
+    let reachable = matches!(
+        row.status,
+        Status::Active | Status::Stopped | Status::Suspended
+    );
     let credentials = match &row.credentials {
-        Some(sealed) if reachable.iter().any(|s| row.is(*s)) => {
+        Some(sealed) if reachable => {
             let credentials = state
                 .sealer
                 .open_json(sealed, &servers::credentials_aad(row.id))?;
@@ -239,7 +242,7 @@ pub async fn power(
     let id = path.into_inner().as_uuid();
     let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
-    let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await?;
+    let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await??;
     if let Some(reference) = moved.provider_ref.as_deref() {
         // Synchronous: the answer says what the provider did.
         state.provider.power(reference, power).await.map_err(|e| {
@@ -266,7 +269,7 @@ pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> Ap
     let row = servers::authorized(state, caller, id, Capability::OperateServers).await?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
-    let done = lifecycle::transition(&mut tx, row.org_id, id, Action::Terminate, now).await?;
+    let done = lifecycle::transition(&mut tx, row.org_id, id, Action::Terminate, now).await??;
     servers::close_usage(&mut tx, id, now).await?;
     store::drop_job(&mut tx, id).await?;
     servers::emit(&mut tx, state, SERVER_TERMINATED, &done).await?;

@@ -1,17 +1,19 @@
-//! Servers: the stored row, its states, its resource shape, and what every
-//! change records with it in the same transaction (usage periods, product
-//! events). The statements live in [`store`].
+//! Servers: the stored row, its states, its resource shape, what storage
+//! refuses ([`Refused`], mapped to the client's error at the edge), and what
+//! every change records with it in the same transaction (usage periods,
+//! product events). The statements live in [`store`].
 
 pub mod store;
 
 pub use store::{close_usage, open_usage};
 
-use crate::state::AppState;
+use crate::{lifecycle::Action, state::AppState};
 use event_contracts::{product_subject, ProductEvent};
 use hub_domain::OrgId;
 use serde::Serialize;
 use service_kit::{outbox, ApiError};
 use sqlx::PgConnection;
+use std::fmt;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -25,7 +27,7 @@ pub struct Row {
     pub org_id: OrgId,
     pub sku_id: String,
     pub hostname: String,
-    pub status: String,
+    pub status: Status,
     pub fulfilment: String,
     pub provider_ref: Option<String>,
     pub credentials: Option<Vec<u8>>,
@@ -44,7 +46,7 @@ pub struct Server {
     pub org_id: OrgId,
     pub sku_id: String,
     pub hostname: String,
-    pub status: String,
+    pub status: Status,
     pub fulfilment: String,
     #[serde(with = "time::serde::rfc3339::option")]
     pub due_at: Option<OffsetDateTime>,
@@ -61,8 +63,11 @@ pub struct Server {
 }
 
 /// The states of a server ([`crate::lifecycle`] moves it between them); the
-/// wire and the `status` column carry [`Status::as_str`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// wire and the `status` column carry [`Status::as_str`]. Read through sqlx
+/// (`status AS "status: Status"`): a value outside the enum is a decode
+/// error, never a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Status {
     Provisioning,
     PendingFulfilment,
@@ -74,6 +79,16 @@ pub enum Status {
 }
 
 impl Status {
+    pub const ALL: [Status; 7] = [
+        Status::Provisioning,
+        Status::PendingFulfilment,
+        Status::Active,
+        Status::Stopped,
+        Status::Suspended,
+        Status::Failed,
+        Status::Terminated,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Provisioning => "provisioning",
@@ -85,21 +100,92 @@ impl Status {
             Status::Terminated => "terminated",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// Text in Postgres, as hub_domain's `sqlx_text!` does it (that macro is the
+// domain crate's own): encoded as `as_str()`, decoded with `parse`.
+impl sqlx::Type<sqlx::Postgres> for Status {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <str as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+impl sqlx::postgres::PgHasArrayType for Status {
+    fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+        <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
+    }
+}
+
+impl<'q> sqlx::Encode<'q, sqlx::Postgres> for Status {
+    fn encode_by_ref(
+        &self,
+        buf: &mut sqlx::postgres::PgArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        <&str as sqlx::Encode<'q, sqlx::Postgres>>::encode(self.as_str(), buf)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for Status {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let s = <&str as sqlx::Decode<'r, sqlx::Postgres>>::decode(value)?;
+        Status::parse(s).ok_or_else(|| format!("not a server status: {s:?}").into())
+    }
+}
+
+/// Why storage refused a server step: its answer, mapped to the client's
+/// error at the edge (`From<Refused> for ApiError`, the same status and
+/// message the routes have always given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No such server (in that organization): 404.
+    NotFound,
+    /// `action` does not start from state `from`: 409.
+    InvalidTransition { from: Status, action: Action },
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::NotFound => f.write_str("no such server"),
+            Refused::InvalidTransition { from, action } => {
+                write!(f, "cannot {} a server that is {from}", action.name())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl From<Refused> for ApiError {
+    fn from(r: Refused) -> Self {
+        match r {
+            Refused::NotFound => ApiError::NotFound,
+            Refused::InvalidTransition { .. } => ApiError::Conflict(r.to_string()),
+        }
+    }
 }
 
 impl Row {
-    /// Whether the server is in state `s`.
-    pub fn is(&self, s: Status) -> bool {
-        self.status == s.as_str()
-    }
-
     pub fn server(&self) -> Server {
         Server {
             id: self.id,
             org_id: self.org_id,
             sku_id: self.sku_id.clone(),
             hostname: self.hostname.clone(),
-            status: self.status.clone(),
+            status: self.status,
             fulfilment: self.fulfilment.clone(),
             due_at: self.due_at,
             failure: self.failure.clone(),
@@ -116,9 +202,9 @@ pub fn credentials_aad(id: Uuid) -> Vec<u8> {
     format!("server-credentials:{id}").into_bytes()
 }
 
-/// Load server `id` (no lock); 404 when there is none.
-pub async fn load(conn: &mut PgConnection, id: Uuid) -> Result<Row, ApiError> {
-    store::find(conn, id).await?.ok_or(ApiError::NotFound)
+/// Load server `id` (no lock); [`Refused::NotFound`] when there is none.
+pub async fn load(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Result<Row, Refused>> {
+    Ok(store::find(conn, id).await?.ok_or(Refused::NotFound))
 }
 
 /// Server `id` if the caller may act on it with `cap`: 404 when there is no
@@ -130,7 +216,7 @@ pub async fn authorized(
     id: Uuid,
     cap: hub_domain::Capability,
 ) -> Result<Row, ApiError> {
-    let row = load(&mut *state.pool.acquire().await?, id).await?;
+    let row = load(&mut *state.pool.acquire().await?, id).await??;
     caller.require(row.org_id, cap)?;
     Ok(row)
 }
@@ -192,7 +278,37 @@ pub fn hostname(raw: &str) -> Result<String, ApiError> {
 
 #[cfg(test)]
 mod tests {
-    use super::hostname;
+    use super::{hostname, Refused, Status};
+    use crate::lifecycle::Action;
+    use actix_web::{http::StatusCode, ResponseError};
+    use service_kit::ApiError;
+
+    #[test]
+    fn refusals_answer_404_and_409_naming_the_state() {
+        let e = ApiError::from(Refused::NotFound);
+        assert_eq!(e.status_code(), StatusCode::NOT_FOUND);
+        let e = ApiError::from(Refused::InvalidTransition {
+            from: Status::PendingFulfilment,
+            action: Action::Provisioned,
+        });
+        assert_eq!(e.status_code(), StatusCode::CONFLICT);
+        assert_eq!(
+            e.to_string(),
+            "cannot complete provisioning of a server that is pending_fulfilment"
+        );
+    }
+
+    #[test]
+    fn statuses_read_back_and_serialize_as_stored() {
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+            assert_eq!(
+                serde_json::to_value(s).expect("serialize"),
+                serde_json::Value::from(s.as_str())
+            );
+        }
+        assert_eq!(Status::parse("deleted"), None);
+    }
 
     #[test]
     fn hostnames_are_dns_labels() {

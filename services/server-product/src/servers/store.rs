@@ -1,10 +1,11 @@
 //! server-product's storage of servers and what hangs off them (`servers`,
 //! `provision_jobs`, `usage_periods`, `events`), checked at compile time.
-//! Functions take the caller's connection or transaction (the handler decides
-//! the boundary) and answer sqlx's errors: the route maps the one constraint a
-//! client can hit, [`super::HOSTNAME_PER_ORG`], through `OnConstraint`.
+//! Functions take the caller's connection or transaction (the handler or the
+//! worker decides the boundary) and answer sqlx's errors: the route maps the
+//! one constraint a client can hit, [`super::HOSTNAME_PER_ORG`], through
+//! `OnConstraint`. Rows come back typed (the status a [`Status`]).
 
-use super::Row;
+use super::{Row, Status};
 use hub_domain::{OrgId, UserId};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
@@ -15,7 +16,7 @@ pub struct NewServer<'a> {
     pub org_id: OrgId,
     pub sku_id: &'a str,
     pub hostname: &'a str,
-    pub status: &'a str,
+    pub status: Status,
     pub fulfilment: &'a str,
     pub due_at: Option<OffsetDateTime>,
     pub created_by: UserId,
@@ -28,12 +29,12 @@ pub async fn insert(conn: &mut PgConnection, s: NewServer<'_>) -> sqlx::Result<R
     sqlx::query_as!(
         Row,
         r#"INSERT INTO servers (id, org_id, sku_id, hostname, status, fulfilment, due_at, created_by,
-           created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+           created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
         Uuid::now_v7(),
         s.org_id as OrgId,
         s.sku_id,
         s.hostname,
-        s.status,
+        s.status as Status,
         s.fulfilment,
         s.due_at,
         s.created_by as UserId,
@@ -47,7 +48,7 @@ pub async fn insert(conn: &mut PgConnection, s: NewServer<'_>) -> sqlx::Result<R
 pub async fn find(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref,
                   credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at
              FROM servers WHERE id = $1"#,
         id,
@@ -66,7 +67,7 @@ pub async fn page_of_org(
 ) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1
            AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
            ORDER BY created_at DESC, id DESC LIMIT $4"#,
         org_id as OrgId,
@@ -82,7 +83,7 @@ pub async fn page_of_org(
 pub async fn latest_of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1000"#,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1000"#,
         org_id as OrgId,
     )
     .fetch_all(pool)
@@ -93,7 +94,7 @@ pub async fn latest_of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row
 pub async fn all_of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at, id"#,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at, id"#,
         org_id as OrgId,
     )
     .fetch_all(pool)
@@ -104,9 +105,53 @@ pub async fn all_of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> 
 pub async fn pending_fulfilment(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE status = 'pending_fulfilment' ORDER BY due_at, id LIMIT 500"#,
+        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE status = 'pending_fulfilment' ORDER BY due_at, id LIMIT 500"#,
     )
     .fetch_all(pool)
+    .await
+}
+
+/// Move server `id` of `org_id` to `to` (`None`: its status unchanged) at
+/// `at`, if its status is one of `from`: a conditional UPDATE, so of two
+/// concurrent moves at most one finds the status it needs. Reaching active
+/// stamps `activated_at` (the first time), reaching terminated
+/// `terminated_at`. `None` when nothing moved.
+pub async fn move_status(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    id: Uuid,
+    from: &[Status],
+    to: Option<Status>,
+    at: OffsetDateTime,
+) -> sqlx::Result<Option<Row>> {
+    sqlx::query_as!(
+        Row,
+        r#"UPDATE servers SET status = COALESCE($4, status), updated_at = $5,
+           activated_at = CASE WHEN $4 = 'active' AND activated_at IS NULL THEN $5 ELSE activated_at END,
+           terminated_at = CASE WHEN $4 = 'terminated' THEN $5 ELSE terminated_at END
+           WHERE id = $1 AND org_id = $2 AND status = ANY($3) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        id,
+        org_id as OrgId,
+        from as &[Status],
+        to as Option<Status>,
+        at,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Server `id`'s status, if it is a server of `org_id`.
+pub async fn status_in_org(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    id: Uuid,
+) -> sqlx::Result<Option<Status>> {
+    sqlx::query_scalar!(
+        r#"SELECT status AS "status: Status" FROM servers WHERE id = $1 AND org_id = $2"#,
+        id,
+        org_id as OrgId,
+    )
+    .fetch_optional(conn)
     .await
 }
 
@@ -158,7 +203,7 @@ pub async fn set_failure(conn: &mut PgConnection, id: Uuid, why: &str) -> sqlx::
 pub async fn set_sku(conn: &mut PgConnection, id: Uuid, sku_id: &str) -> sqlx::Result<Row> {
     sqlx::query_as!(
         Row,
-        r#"UPDATE servers SET sku_id = $2 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        r#"UPDATE servers SET sku_id = $2 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
         id,
         sku_id,
     )
@@ -176,7 +221,7 @@ pub async fn set_org(
 ) -> sqlx::Result<Row> {
     sqlx::query_as!(
         Row,
-        r#"UPDATE servers SET org_id = $2, updated_at = $3 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status, fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        r#"UPDATE servers SET org_id = $2, updated_at = $3 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
         id,
         to as OrgId,
         at,
@@ -195,6 +240,44 @@ pub async fn enqueue_job(
         "INSERT INTO provision_jobs (server_id, due_at) VALUES ($1, $2)",
         id,
         at,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A provisioning job: its server and the provider errors it has met.
+pub struct Job {
+    pub server_id: Uuid,
+    pub attempts: i32,
+}
+
+/// The job due first at `now`, locked until the transaction ends (jobs other
+/// replicas hold are skipped: `FOR UPDATE SKIP LOCKED`).
+pub async fn claim_job(conn: &mut PgConnection, now: OffsetDateTime) -> sqlx::Result<Option<Job>> {
+    sqlx::query_as!(
+        Job,
+        "SELECT server_id, attempts FROM provision_jobs WHERE due_at <= $1 \
+         ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED",
+        now,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Make server `id`'s job due again at `due_at`, counting one more attempt
+/// when it met an error.
+pub async fn reschedule_job(
+    conn: &mut PgConnection,
+    id: Uuid,
+    due_at: OffsetDateTime,
+    error: bool,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE provision_jobs SET due_at = $2, attempts = attempts + $3 WHERE server_id = $1",
+        id,
+        due_at,
+        i32::from(error),
     )
     .execute(conn)
     .await?;
