@@ -9,8 +9,10 @@
 #   scripts/sqlx.sh prepare   the same, then replace `.sqlx/` with the fresh data
 #   scripts/sqlx.sh db NAME   (re)make database NAME, migrated, and keep it: for
 #                             iterating on one crate with the macros online, e.g.
-#     SQLX_OFFLINE=false DATABASE_URL='postgres://postgres@127.0.0.1:5432/NAME?options[search_path]=identity' \
+#     SQLX_OFFLINE=false DATABASE_URL='postgres://postgres@127.0.0.1:5432/NAME?options[search_path]=identity,org_billing' \
 #       cargo check -p identity
+#   (org_billing last in the path: the kit, rebuilt with the same URL, checks its
+#   idempotency queries there)
 #
 # Every other build reads `.sqlx/` only (SQLX_OFFLINE=true in .cargo/config.toml):
 # no database is needed to build, and the image builds without one.
