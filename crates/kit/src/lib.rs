@@ -14,6 +14,8 @@
 //! - [`tls`]: rustls (ring) and the one trust store of every client.
 //! - [`catalog`]: reading the declared catalog file (`catalog.file`).
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
+//! - [`service`]: the one description of an internal service ([`server::main`],
+//!   the one-process stack and the test harness start it from it).
 
 pub mod assertion;
 pub mod catalog;
@@ -29,6 +31,7 @@ pub mod path;
 pub mod peer;
 pub mod sealed;
 pub mod server;
+pub mod service;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;
