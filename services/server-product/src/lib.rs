@@ -141,7 +141,10 @@ impl service_kit::service::Service for ServerProduct {
         migrate(s).await
     }
 
-    async fn build(s: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
+    async fn build(
+        s: Settings,
+        rt: service_kit::Runtime,
+    ) -> anyhow::Result<service_kit::server::Running> {
         build(s, rt).await
     }
 }
