@@ -9,9 +9,9 @@ pub mod tls;
 
 use anyhow::Context;
 use serde_json::Value;
-use service_kit::settings::Layered;
+use service_kit::{service::Service, settings::Layered};
 use sqlx::{Connection, Executor, PgConnection, PgPool};
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -90,21 +90,12 @@ pub struct Gateway {
 
 pub struct TestStack {
     pub gateways: Vec<Gateway>,
-    /// identity's own address (tests call it directly to prove it refuses that).
-    pub identity: String,
-    /// org-billing's own address (for internal calls).
-    pub org_billing: String,
-    /// kyc's own address.
-    pub kyc: String,
-    /// server-product's own address.
-    pub server_product: String,
-    /// webhook-dispatcher's own address.
-    pub webhook_dispatcher: String,
-    /// the agent's own address.
-    pub agent: String,
-    /// The agent's caller keys and its peers' addresses (for another agent
-    /// replica on this stack).
-    agent_layer: String,
+    /// Each service's own address by its name in assertions (see
+    /// [`service_url`](TestStack::service_url)).
+    services: BTreeMap<&'static str, String>,
+    /// Each service's layer of this harness, with the addresses of what it
+    /// calls and its keys there (for [`settings`](TestStack::settings)).
+    own: BTreeMap<&'static str, String>,
     pub database_url: String,
     /// A pool on the stack's database as its administrator, search_path
     /// `identity,org_billing`.
@@ -120,13 +111,8 @@ pub struct TestStack {
     /// The agent's caller key at org-billing.
     pub agent_to_billing_key: String,
     gateway_keys: std::collections::BTreeMap<String, String>,
-    /// The layer every service got, and the sealing key (to build another
-    /// server-product instance on the same database).
+    /// The layer every service got (for [`settings`](TestStack::settings)).
     common: String,
-    sealing_key: String,
-    /// org-billing's sealing key (for `org_billing_settings`).
-    billing_sealing_key: String,
-    dev_seed: bool,
     pub http: reqwest::Client,
     cancel: CancellationToken,
     /// The database's name (dropped with the stack when its test passed).
@@ -229,21 +215,58 @@ log_format = "pretty"
             prefix = naming.subject_prefix,
             suffix = naming.stream_suffix,
         );
-        let mut extra = std::collections::BTreeMap::new();
-        extra.insert(
-            "identity".to_owned(),
-            vec![
-                "[auth]\necho_dev_token = true\nstaff_emails = [\"staff@example.com\"]\n\
-                 [jobs]\noutbox_poll_ms = 100\n"
-                    .to_owned(),
-                opts.identity_toml,
-            ],
-        );
-        // org-billing seals legal identities with a fresh key of its own.
-        let billing_sealing_key = base64::Engine::encode(
-            &base64::engine::general_purpose::STANDARD,
-            [Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat(),
-        );
+        // org-billing seals legal identities with a fresh key of its own; the
+        // others share one fresh key per stack.
+        let fresh_key = || {
+            base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                [Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat(),
+            )
+        };
+        let (billing_sealing_key, sealing_key) = (fresh_key(), fresh_key());
+        let seed = opts.dev_seed;
+        // Each service's layer of this harness: its stack instance and another
+        // instance of it ([`TestStack::settings`]) both get it.
+        let mut own: BTreeMap<&'static str, String> = BTreeMap::from([
+            (
+                identity::SERVICE,
+                "[auth]\necho_dev_token = true\nstaff_emails = [\"staff@example.com\"]\n".to_owned(),
+            ),
+            (
+                org_billing::SERVICE,
+                format!(
+                    "[seed]\ndistributors = {seed}\n[sealing]\nkeys = [\"t1:{billing_sealing_key}\"]\n"
+                ),
+            ),
+            // The sweep only when a test runs it.
+            (
+                kyc::SERVICE,
+                format!(
+                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[retention]\nsweep_interval_secs = 86400\n"
+                ),
+            ),
+            // Sandbox servers are ready in 300 ms here.
+            (
+                server_product::SERVICE,
+                format!(
+                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[seed]\nskus = {seed}\n\
+                     [provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n"
+                ),
+            ),
+            // Local receivers (loopback allowed), quick retries.
+            (
+                webhook_dispatcher::SERVICE,
+                format!(
+                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[ssrf]\nallow_loopback = true\n\
+                     [delivery]\nbackoff_ms = [200, 400]\ntimeout_ms = 2000\nlease_ms = 5000\n"
+                ),
+            ),
+            // Scheduled curation only where a test runs it (its own replicas).
+            (
+                agent::SERVICE,
+                "[curation]\ninterval_secs = 86400\n".to_owned(),
+            ),
+        ]);
         let mut database_ports = opts.database_ports.clone();
         if let Some(port) = opts.org_billing_database_port {
             database_ports.insert("org_billing".to_owned(), port);
@@ -261,61 +284,24 @@ log_format = "pretty"
                 .map_err(|_| anyhow::anyhow!("cannot set a port"))?;
             Ok(Some(format!("[database]\nurl = {:?}\n", url.as_str())))
         };
-        let seed = opts.dev_seed;
-        let mut billing = vec![format!(
-            "[seed]\ndistributors = {seed}\n[jobs]\noutbox_poll_ms = 100\n\
-             [sealing]\nkeys = [\"t1:{billing_sealing_key}\"]\n"
-        )];
-        billing.extend(relayed("org_billing")?);
-        billing.push(opts.org_billing_toml);
-        extra.insert("org_billing".to_owned(), billing);
-        // A fresh sealing key per stack; the sweep only when a test runs it.
-        let sealing_key = base64::Engine::encode(
-            &base64::engine::general_purpose::STANDARD,
-            [Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat(),
-        );
-        extra.insert(
-            "kyc".to_owned(),
-            vec![
-                format!(
-                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[retention]\nsweep_interval_secs = 86400\n\
-                     [jobs]\noutbox_poll_ms = 100\n"
-                ),
-                opts.kyc_toml,
-            ],
-        );
-        // Sandbox servers are ready in 300 ms here.
-        extra.insert(
-            "server_product".to_owned(),
-            vec![
-                format!(
-                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[seed]\nskus = {seed}\n\
-                     [provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n[jobs]\noutbox_poll_ms = 100\n"
-                ),
-                relayed("server_product")?.unwrap_or_default(),
-                opts.server_product_toml,
-            ],
-        );
-        // Local receivers (loopback allowed), quick retries.
-        extra.insert(
-            "webhook_dispatcher".to_owned(),
-            vec![
-                format!(
-                    "[sealing]\nkeys = [\"t1:{sealing_key}\"]\n[ssrf]\nallow_loopback = true\n\
-                     [delivery]\nbackoff_ms = [200, 400]\ntimeout_ms = 2000\nlease_ms = 5000\n\
-                     [jobs]\noutbox_poll_ms = 100\n"
-                ),
-                opts.webhook_toml,
-            ],
-        );
-        // Scheduled curation only where a test runs it (its own replicas).
-        extra.insert(
-            "agent".to_owned(),
-            vec![
-                "[curation]\ninterval_secs = 86400\n[jobs]\noutbox_poll_ms = 100\n".to_owned(),
-                opts.agent_toml,
-            ],
-        );
+        let mut tests_toml = BTreeMap::from([
+            (identity::SERVICE, opts.identity_toml),
+            (org_billing::SERVICE, opts.org_billing_toml),
+            (kyc::SERVICE, opts.kyc_toml),
+            (server_product::SERVICE, opts.server_product_toml),
+            (webhook_dispatcher::SERVICE, opts.webhook_toml),
+            (agent::SERVICE, opts.agent_toml),
+        ]);
+        let mut extra = BTreeMap::new();
+        for e in hub_stack::SERVICES.iter().filter(|e| !e.gateway) {
+            let mut layers = vec![
+                own.get(e.name).cloned().unwrap_or_default(),
+                "[jobs]\noutbox_poll_ms = 100\n".to_owned(),
+            ];
+            layers.extend(relayed(e.name)?);
+            layers.extend(tests_toml.remove(e.name));
+            extra.insert(e.name.to_owned(), layers);
+        }
         extra.insert(
             "gateway".to_owned(),
             vec![
@@ -351,20 +337,18 @@ log_format = "pretty"
                 product: product.clone(),
             })
             .collect();
-        let mut agent_layer = String::new();
-        for (peer, section) in hub_stack::SERVICES
-            .iter()
-            .find(|e| e.name == "agent")
-            .map_or(&[][..], |e| e.calls)
-        {
-            agent_layer += &format!(
-                "[{section}]\nurl = {:?}\nkey = {:?}\n",
-                stack.services.get(peer).cloned().unwrap_or_default(),
-                stack.key("agent", peer).unwrap_or_default()
-            );
+        // Another instance of a service also gets the addresses of the
+        // services it calls and its caller keys there.
+        for e in hub_stack::SERVICES {
+            for (callee, section) in e.calls {
+                *own.entry(e.name).or_default() += &format!(
+                    "[{section}]\nurl = {:?}\nkey = {:?}\n",
+                    stack.services.get(callee).cloned().unwrap_or_default(),
+                    stack.key(e.name, callee).unwrap_or_default()
+                );
+            }
         }
         let services = stack.spawn();
-        let url = |name: &str| services.get(name).cloned().unwrap_or_default();
 
         let db = sqlx::postgres::PgPoolOptions::new()
             .max_connections(4)
@@ -383,13 +367,8 @@ log_format = "pretty"
             .build()?;
         Ok(TestStack {
             gateways,
-            identity: url("identity"),
-            org_billing: url("org_billing"),
-            kyc: url("kyc"),
-            server_product: url("server_product"),
-            webhook_dispatcher: url("webhook_dispatcher"),
-            agent: url("agent"),
-            agent_layer,
+            services,
+            own,
             database_url,
             db,
             nats,
@@ -400,62 +379,33 @@ log_format = "pretty"
             agent_to_billing_key,
             gateway_keys,
             common,
-            sealing_key,
-            billing_sealing_key,
-            dev_seed: seed,
             http,
             cancel,
             database_name,
         })
     }
 
-    /// Settings for another server-product instance on this stack's database
-    /// and NATS (a restart, a second replica), plus `extra` TOML.
-    pub fn server_product_settings(&self, extra: &str) -> server_product::Settings {
-        let role = hub_stack::role_url(&self.database_url, "hub_server_product").expect("role url");
-        let own = format!(
-            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n\
-             [sealing]\nkeys = [\"t1:{}\"]\n[seed]\nskus = {}\n[provider]\nsandbox_delay_ms = 300\npoll_ms = 50\n",
-            self.database_url, self.sealing_key, self.dev_seed
+    /// Settings for another instance of `S` (a restart, a second replica,
+    /// its `migrate`) on this stack's database, NATS and services, plus
+    /// `extra` TOML: its own role, an assertion key of its own, the harness's
+    /// layer for it, the addresses of the services it calls and its keys there.
+    pub fn settings<S: Service>(&self, extra: &str) -> S::Settings {
+        let role = hub_stack::role_url(&self.database_url, &format!("hub_{}", S::SCHEMA))
+            .expect("role url");
+        let replica = format!(
+            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n",
+            self.database_url
         );
-        server_product::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
+        let own = self.own.get(S::AUDIENCE).map_or("", String::as_str);
+        S::Settings::from_layers(&[&self.common, &replica, own, extra]).expect("settings")
     }
 
-    /// Settings for another org-billing instance (or its `migrate`) on this
-    /// stack's database and NATS, plus `extra` TOML.
-    pub fn org_billing_settings(&self, extra: &str) -> org_billing::Settings {
-        let role = hub_stack::role_url(&self.database_url, "hub_org_billing").expect("role url");
-        let own = format!(
-            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n\
-             [sealing]\nkeys = [\"t1:{}\"]\n[seed]\ndistributors = {}\n",
-            self.database_url, self.billing_sealing_key, self.dev_seed
-        );
-        org_billing::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
-    }
-
-    /// Settings for another webhook-dispatcher instance on this stack's
-    /// database and NATS, plus `extra` TOML.
-    pub fn webhook_settings(&self, extra: &str) -> webhook_dispatcher::Settings {
-        let role =
-            hub_stack::role_url(&self.database_url, "hub_webhook_dispatcher").expect("role url");
-        let own = format!(
-            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n\
-             [sealing]\nkeys = [\"t1:{}\"]\n[ssrf]\nallow_loopback = true\n\
-             [delivery]\nbackoff_ms = [200, 400]\ntimeout_ms = 2000\nlease_ms = 5000\n",
-            self.database_url, self.sealing_key
-        );
-        webhook_dispatcher::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
-    }
-
-    /// Settings for another agent replica on this stack's database, NATS and
-    /// services, plus `extra` TOML.
-    pub fn agent_settings(&self, extra: &str) -> agent::Settings {
-        let role = hub_stack::role_url(&self.database_url, "hub_agent").expect("role url");
-        let own = format!(
-            "[database]\nurl = {role:?}\nadmin_url = {:?}\n[assertion]\nkeys = [\"another-replica-key-0123\"]\n{}",
-            self.database_url, self.agent_layer
-        );
-        agent::Settings::from_layers(&[&self.common, &own, extra]).expect("settings")
+    /// The base URL of a service of the stack by its name in assertions
+    /// (`org_billing`), for calling it directly.
+    pub fn service_url(&self, audience: &str) -> &str {
+        self.services
+            .get(audience)
+            .unwrap_or_else(|| panic!("no service {audience} in the stack"))
     }
 
     /// The gateway's assertion key for `service` (only the stack knows it).

@@ -16,6 +16,8 @@
 //! - [`idempotency`]: `Idempotency-Key` replays, stored with the operation.
 //! - [`group_commit`]: many requests applied in one transaction (ledgers, journals).
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
+//! - [`service`]: the one description of an internal service ([`server::main`],
+//!   the one-process stack and the test harness start it from it).
 
 pub mod assertion;
 pub mod catalog;
@@ -33,6 +35,7 @@ pub mod path;
 pub mod peer;
 pub mod sealed;
 pub mod server;
+pub mod service;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;

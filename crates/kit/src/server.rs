@@ -134,36 +134,20 @@ impl Running {
     }
 }
 
-/// The body of every internal service's `main`: serve, or run the subcommand
-/// (`migrate`: apply migrations and exit, for the Helm Job; `healthcheck`:
-/// probe `/healthz`; `dlq list | replay ...`: the dead letters).
-pub async fn main<S, Mig, MigFut, Build, BuildFut>(
-    name: &str,
-    settings: S,
-    parts: fn(
-        &S,
-    ) -> (
-        &crate::settings::TelemetrySettings,
-        u16,
-        &crate::settings::NatsSettings,
-    ),
-    migrate: Mig,
-    build: Build,
-) -> anyhow::Result<()>
-where
-    Mig: FnOnce(S) -> MigFut,
-    MigFut: std::future::Future<Output = anyhow::Result<()>>,
-    Build: FnOnce(S, crate::Runtime) -> BuildFut,
-    BuildFut: std::future::Future<Output = anyhow::Result<Running>>,
-{
-    let (telemetry, port, nats) = parts(&settings);
-    let _guard = crate::telemetry::init(name, telemetry)?;
+/// The body of every internal service's `main`: load its settings, then
+/// serve, or run the subcommand (`migrate`: apply migrations and exit, for the
+/// Helm Job; `healthcheck`: probe `/healthz`; `dlq list | replay ...`: the dead
+/// letters).
+pub async fn main<S: crate::service::Service>() -> anyhow::Result<()> {
+    use crate::settings::Layered;
+    let settings = S::Settings::load()?;
+    let _guard = crate::telemetry::init(S::NAME, S::telemetry(&settings))?;
     match std::env::args().nth(1).as_deref() {
-        Some("migrate") => migrate(settings).await,
-        Some("healthcheck") => http::probe(port).await,
+        Some("migrate") => S::migrate(&settings).await,
+        Some("healthcheck") => http::probe(S::http(&settings).port).await,
         Some("dlq") => {
             let args: Vec<String> = std::env::args().skip(2).collect();
-            dlq_command(nats, &args).await
+            dlq_command(S::nats(&settings), &args).await
         }
         Some(other) => {
             anyhow::bail!("unknown subcommand {other:?} (expected migrate, healthcheck or dlq)")
@@ -171,7 +155,7 @@ where
         None => {
             let cancel = CancellationToken::new();
             crate::shutdown::cancel_on_signal(cancel.clone());
-            build(settings, crate::Runtime::new(cancel))
+            S::build(settings, crate::Runtime::new(cancel))
                 .await?
                 .run_until_stopped()
                 .await

@@ -1,12 +1,15 @@
 //! The whole stack in one process, from one description ([`SERVICES`]).
 //!
 //! `make run` (the `devstack` binary) and tests-e2e both start the stack from
-//! here, so adding a service is one entry in [`SERVICES`]: its name, how to load
-//! and start it, and which services it calls. The stack starts the services in
-//! order, the gateway last; it binds every service's listener first, so each
-//! knows the address of every service it calls, whatever the order. With [`Source::Generated`] (tests) it also makes every secret
-//! the services share: one assertion key per receiving service for the gateway,
-//! one caller key per calling pair, and each service's own Postgres role.
+//! here, so adding a service is one line in [`SERVICES`]: [`Entry::of`] its
+//! description (a [`Service`]: its names, schema, settings, how to start it,
+//! which services it calls); only the gateway's entry is written out. The
+//! stack starts the services in order, the gateway last; it binds every
+//! service's listener first, so each knows the address of every service it
+//! calls, whatever the order. With [`Source::Generated`] (tests) it also makes
+//! every secret the services share: one assertion key per receiving service
+//! for the gateway, one caller key per calling pair, and each service's own
+//! Postgres role.
 //!
 //! If a service fails to start, or stops while the others run, the whole stack
 //! stops with its error.
@@ -15,6 +18,7 @@ use anyhow::Context;
 use futures::{future::BoxFuture, FutureExt};
 use service_kit::{
     clock::Listener,
+    service::Service,
     settings::{HttpSettings, Layered, TelemetrySettings},
     Runtime,
 };
@@ -91,112 +95,42 @@ fn layers(l: &[String]) -> Vec<&str> {
     l.iter().map(String::as_str).collect()
 }
 
+impl Entry {
+    /// An internal service's entry, from its description.
+    pub const fn of<S: Service>() -> Entry {
+        Entry {
+            name: S::AUDIENCE,
+            target: S::TARGET,
+            schema: Some(S::SCHEMA),
+            calls: S::CALLS,
+            gateway: false,
+            load_telemetry: |l, src| Ok(S::telemetry(&load::<S::Settings>(l, src)?).clone()),
+            load_http: |l, src| Ok(S::http(&load::<S::Settings>(l, src)?).clone()),
+            start: start::<S>,
+        }
+    }
+}
+
+fn start<S: Service>(
+    l: Vec<String>,
+    src: Source,
+    rt: Runtime,
+) -> BoxFuture<'static, anyhow::Result<Vec<Started>>> {
+    async move {
+        let app = S::build(load::<S::Settings>(&l, &src)?, rt).await?;
+        Ok(svc_started(app.port(), app.run_until_stopped()))
+    }
+    .boxed()
+}
+
 /// Every service, in start order. Adding a service is adding it here.
 pub const SERVICES: &[Entry] = &[
-    Entry {
-        name: identity::SERVICE,
-        target: "identity",
-        schema: Some(identity::SCHEMA),
-        calls: &[],
-        gateway: false,
-        load_telemetry: |l, src| Ok(load::<identity::Settings>(l, src)?.telemetry),
-        load_http: |l, src| Ok(load::<identity::Settings>(l, src)?.http),
-        start: |l, src, rt| {
-            async move {
-                let app = identity::build(load::<identity::Settings>(&l, &src)?, rt).await?;
-                Ok(svc_started(app.port(), app.run_until_stopped()))
-            }
-            .boxed()
-        },
-    },
-    Entry {
-        name: org_billing::SERVICE,
-        target: "org_billing",
-        schema: Some(org_billing::SCHEMA),
-        calls: &[(identity::SERVICE, "identity"), (kyc::SERVICE, "kyc")],
-        gateway: false,
-        load_telemetry: |l, src| Ok(load::<org_billing::Settings>(l, src)?.telemetry),
-        load_http: |l, src| Ok(load::<org_billing::Settings>(l, src)?.http),
-        start: |l, src, rt| {
-            async move {
-                let app = org_billing::build(load::<org_billing::Settings>(&l, &src)?, rt).await?;
-                Ok(svc_started(app.port(), app.run_until_stopped()))
-            }
-            .boxed()
-        },
-    },
-    Entry {
-        name: kyc::SERVICE,
-        target: "kyc",
-        schema: Some(kyc::SCHEMA),
-        calls: &[(org_billing::SERVICE, "org_billing")],
-        gateway: false,
-        load_telemetry: |l, src| Ok(load::<kyc::Settings>(l, src)?.telemetry),
-        load_http: |l, src| Ok(load::<kyc::Settings>(l, src)?.http),
-        start: |l, src, rt| {
-            async move {
-                let app = kyc::build(load::<kyc::Settings>(&l, &src)?, rt).await?;
-                Ok(svc_started(app.port(), app.run_until_stopped()))
-            }
-            .boxed()
-        },
-    },
-    Entry {
-        name: server_product::SERVICE,
-        target: "server_product",
-        schema: Some(server_product::SCHEMA),
-        calls: &[],
-        gateway: false,
-        load_telemetry: |l, src| Ok(load::<server_product::Settings>(l, src)?.telemetry),
-        load_http: |l, src| Ok(load::<server_product::Settings>(l, src)?.http),
-        start: |l, src, rt| {
-            async move {
-                let app =
-                    server_product::build(load::<server_product::Settings>(&l, &src)?, rt).await?;
-                Ok(svc_started(app.port(), app.run_until_stopped()))
-            }
-            .boxed()
-        },
-    },
-    Entry {
-        name: webhook_dispatcher::SERVICE,
-        target: "webhook_dispatcher",
-        schema: Some(webhook_dispatcher::SCHEMA),
-        calls: &[],
-        gateway: false,
-        load_telemetry: |l, src| Ok(load::<webhook_dispatcher::Settings>(l, src)?.telemetry),
-        load_http: |l, src| Ok(load::<webhook_dispatcher::Settings>(l, src)?.http),
-        start: |l, src, rt| {
-            async move {
-                let app =
-                    webhook_dispatcher::build(load::<webhook_dispatcher::Settings>(&l, &src)?, rt)
-                        .await?;
-                Ok(svc_started(app.port(), app.run_until_stopped()))
-            }
-            .boxed()
-        },
-    },
-    Entry {
-        name: agent::SERVICE,
-        target: "agent",
-        schema: Some(agent::SCHEMA),
-        calls: &[
-            (identity::SERVICE, "identity"),
-            (org_billing::SERVICE, "org_billing"),
-            (kyc::SERVICE, "kyc"),
-            (server_product::SERVICE, "server_product"),
-        ],
-        gateway: false,
-        load_telemetry: |l, src| Ok(load::<agent::Settings>(l, src)?.telemetry),
-        load_http: |l, src| Ok(load::<agent::Settings>(l, src)?.http),
-        start: |l, src, rt| {
-            async move {
-                let app = agent::build(load::<agent::Settings>(&l, &src)?, rt).await?;
-                Ok(svc_started(app.port(), app.run_until_stopped()))
-            }
-            .boxed()
-        },
-    },
+    Entry::of::<identity::Identity>(),
+    Entry::of::<org_billing::OrgBilling>(),
+    Entry::of::<kyc::Kyc>(),
+    Entry::of::<server_product::ServerProduct>(),
+    Entry::of::<webhook_dispatcher::WebhookDispatcher>(),
+    Entry::of::<agent::Agent>(),
     Entry {
         name: "gateway",
         target: "core_api_gateway",

@@ -133,3 +133,37 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     f.tasks.extend(tasks);
     f.serve(&settings.http, state, configure)
 }
+
+/// identity, described once: its binary, the one-process stack and the test
+/// harness start it from this (see `service_kit::service`).
+pub struct Identity;
+
+impl service_kit::service::Service for Identity {
+    const AUDIENCE: &'static str = SERVICE;
+    const TARGET: &'static str = module_path!();
+    const SCHEMA: &'static str = SCHEMA;
+    type Settings = Settings;
+
+    fn telemetry(s: &Settings) -> &service_kit::settings::TelemetrySettings {
+        &s.telemetry
+    }
+
+    fn http(s: &Settings) -> &service_kit::settings::HttpSettings {
+        &s.http
+    }
+
+    fn nats(s: &Settings) -> &service_kit::settings::NatsSettings {
+        &s.nats
+    }
+
+    async fn migrate(s: &Settings) -> anyhow::Result<()> {
+        migrate(s).await
+    }
+
+    async fn build(
+        s: Settings,
+        rt: service_kit::Runtime,
+    ) -> anyhow::Result<service_kit::server::Running> {
+        build(s, rt).await
+    }
+}

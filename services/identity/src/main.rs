@@ -2,16 +2,7 @@
 //! migration Job); `healthcheck` probes /healthz; `dlq list | replay` handles
 //! dead letters (see service_kit::server::main).
 
-use service_kit::settings::Layered;
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    service_kit::server::main(
-        "identity",
-        identity::Settings::load()?,
-        |s| (&s.telemetry, s.http.port, &s.nats),
-        |s| async move { identity::migrate(&s).await },
-        identity::build,
-    )
-    .await
+    service_kit::server::main::<identity::Identity>().await
 }

@@ -95,3 +95,39 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     f.tasks.extend(tasks);
     f.serve(&settings.http, state, configure)
 }
+
+/// kyc, described once: its binary, the one-process stack and the test
+/// harness start it from this (see `service_kit::service`).
+pub struct Kyc;
+
+impl service_kit::service::Service for Kyc {
+    const AUDIENCE: &'static str = SERVICE;
+    const TARGET: &'static str = module_path!();
+    const SCHEMA: &'static str = SCHEMA;
+    const CALLS: &'static [(&'static str, &'static str)] =
+        &[(hub_domain::ServiceName::OrgBilling.as_str(), "org_billing")];
+    type Settings = Settings;
+
+    fn telemetry(s: &Settings) -> &service_kit::settings::TelemetrySettings {
+        &s.telemetry
+    }
+
+    fn http(s: &Settings) -> &service_kit::settings::HttpSettings {
+        &s.http
+    }
+
+    fn nats(s: &Settings) -> &service_kit::settings::NatsSettings {
+        &s.nats
+    }
+
+    async fn migrate(s: &Settings) -> anyhow::Result<()> {
+        migrate(s).await
+    }
+
+    async fn build(
+        s: Settings,
+        rt: service_kit::Runtime,
+    ) -> anyhow::Result<service_kit::server::Running> {
+        build(s, rt).await
+    }
+}

@@ -2,16 +2,7 @@
 //! migration Job); `healthcheck` probes /healthz; `dlq list | replay` handles
 //! dead letters (see service_kit::server::main).
 
-use service_kit::settings::Layered;
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    service_kit::server::main(
-        "org-billing",
-        org_billing::Settings::load()?,
-        |s| (&s.telemetry, s.http.port, &s.nats),
-        |s| async move { org_billing::migrate(&s).await },
-        org_billing::build,
-    )
-    .await
+    service_kit::server::main::<org_billing::OrgBilling>().await
 }

@@ -758,7 +758,7 @@ async fn scheduled_curation_runs_once_per_local_night_across_two_replicas() {
     let cancel = tokio_util::sync::CancellationToken::new();
     for _ in 0..2 {
         let app = agent::build(
-            s.agent_settings("[curation]\ninterval_secs = 1\n"),
+            s.settings::<agent::Agent>("[curation]\ninterval_secs = 1\n"),
             service_kit::Runtime {
                 cancel: cancel.clone(),
                 clock: clock.clone(),

@@ -49,8 +49,8 @@ fn write(catalog: &Value) -> String {
 /// migration Jobs do.
 async fn migrate(s: &TestStack, path: &str) -> anyhow::Result<()> {
     let layer = format!("[catalog]\nfile = {path:?}\n");
-    org_billing::migrate(&s.org_billing_settings(&layer)).await?;
-    server_product::migrate(&s.server_product_settings(&layer)).await?;
+    org_billing::migrate(&s.settings::<org_billing::OrgBilling>(&layer)).await?;
+    server_product::migrate(&s.settings::<server_product::ServerProduct>(&layer)).await?;
     Ok(())
 }
 
@@ -267,10 +267,10 @@ async fn the_dev_seed_inserts_only_what_is_missing() {
         .await
         .expect("update");
     let before = rows(&s).await;
-    server_product::migrate(&s.server_product_settings(""))
+    server_product::migrate(&s.settings::<server_product::ServerProduct>(""))
         .await
         .expect("migrate");
-    org_billing::migrate(&s.org_billing_settings(""))
+    org_billing::migrate(&s.settings::<org_billing::OrgBilling>(""))
         .await
         .expect("migrate");
     assert_eq!(rows(&s).await, before);

@@ -60,7 +60,7 @@ async fn stored(s: &TestStack, ids: &[Uuid]) -> i64 {
 async fn metric(s: &TestStack) -> String {
     let r = s
         .http
-        .get(format!("{}/metrics", s.identity))
+        .get(format!("{}/metrics", s.service_url("identity")))
         .send()
         .await
         .expect("metrics");

@@ -169,7 +169,7 @@ async fn spoofed_identity_headers_are_ignored() {
 async fn services_refuse_requests_that_did_not_come_through_the_gateway() {
     let s = TestStack::spawn().await;
     let t = s.sign_in("direct@example.com").await;
-    let direct = |path: &str| format!("{}{path}", s.identity);
+    let direct = |path: &str| format!("{}{path}", s.service_url("identity"));
     let r = s
         .call("GET", &direct("/v1/profile"), Some(&t), None, &[])
         .await;
@@ -520,7 +520,11 @@ async fn a_captured_assertion_cannot_carry_another_body_or_be_replayed() {
     });
     let (p, sig) = minter("gateway", "org_billing", &key).sign_assertion(&a);
     let send = |body: &'static [u8], idem: Option<&'static str>| {
-        let (p, sig, url) = (p.clone(), sig.clone(), format!("{}{path}", s.org_billing));
+        let (p, sig, url) = (
+            p.clone(),
+            sig.clone(),
+            format!("{}{path}", s.service_url("org_billing")),
+        );
         let http = s.http.clone();
         async move {
             let mut rb = http
@@ -586,7 +590,7 @@ async fn a_key_is_good_for_one_receiver_and_callers_for_their_routes() {
         b"",
         now,
     ));
-    let r = send(s.org_billing.clone(), "GET", path, forged).await;
+    let r = send(s.service_url("org_billing").to_owned(), "GET", path, forged).await;
     assert_eq!(
         (r.status, r.error()),
         (401, "invalid gateway assertion signature")
@@ -601,7 +605,13 @@ async fn a_key_is_good_for_one_receiver_and_callers_for_their_routes() {
         b"",
         now,
     ));
-    let r = send(s.identity.clone(), "GET", "/v1/profile".into(), profile).await;
+    let r = send(
+        s.service_url("identity").to_owned(),
+        "GET",
+        "/v1/profile".into(),
+        profile,
+    )
+    .await;
     assert_eq!(
         (r.status, r.error()),
         (401, "this caller may not call this route")
@@ -615,13 +625,19 @@ async fn a_key_is_good_for_one_receiver_and_callers_for_their_routes() {
         b"",
         now,
     ));
-    let r = send(s.identity.clone(), "GET", "/v1/profile".into(), posing).await;
+    let r = send(
+        s.service_url("identity").to_owned(),
+        "GET",
+        "/v1/profile".into(),
+        posing,
+    )
+    .await;
     assert_eq!(r.status, 401);
     // The gateway's own key is refused on internal routes.
     let path = format!("/internal/v1/organizations/{org}/owner");
     let internal = minter("gateway", "identity", &s.assertion_key)
         .sign_assertion(&assertion("gateway", "identity", "POST", &path, b"", now));
-    let r = send(s.identity.clone(), "POST", path, internal).await;
+    let r = send(s.service_url("identity").to_owned(), "POST", path, internal).await;
     assert_eq!(
         (r.status, r.error()),
         (401, "this caller may not call this route")

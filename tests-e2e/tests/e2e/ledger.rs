@@ -621,7 +621,7 @@ async fn ai_tokens_are_granted_by_staff_and_spent_never_below_zero() {
     let path = format!("/internal/v1/organizations/{org}/tokens/spend");
     let spend = s
         .internal_call(
-            &s.org_billing,
+            s.service_url("org_billing"),
             "POST",
             &path,
             &visitor,
@@ -631,7 +631,7 @@ async fn ai_tokens_are_granted_by_staff_and_spent_never_below_zero() {
     assert_eq!((spend.status, &spend.body["balance"]), (200, &json!(600)));
     let over = s
         .internal_call(
-            &s.org_billing,
+            s.service_url("org_billing"),
             "POST",
             &path,
             &visitor,
@@ -645,7 +645,7 @@ async fn ai_tokens_are_granted_by_staff_and_spent_never_below_zero() {
     let outsider = s.sign_in("outsider@example.com").await;
     let foreign = s
         .internal_call(
-            &s.org_billing,
+            s.service_url("org_billing"),
             "POST",
             &path,
             &outsider,
@@ -773,7 +773,7 @@ async fn concurrent_spends_never_pass_the_members_limit_or_the_balance() {
     let spend = format!("/internal/v1/organizations/{org}/tokens/spend");
     let answers = join_all((0..20).map(|_| {
         s.internal_call(
-            &s.org_billing,
+            s.service_url("org_billing"),
             "POST",
             &spend,
             &dev,
@@ -808,7 +808,7 @@ async fn concurrent_spends_never_pass_the_members_limit_or_the_balance() {
     // The owner has no personal limit: the organization's balance is the bound.
     let big = s
         .internal_call(
-            &s.org_billing,
+            s.service_url("org_billing"),
             "POST",
             &spend,
             &owner,
@@ -825,7 +825,13 @@ async fn concurrent_spends_never_pass_the_members_limit_or_the_balance() {
         .await;
     assert_eq!(off.status, 200);
     let denied = s
-        .internal_call(&s.org_billing, "POST", &spend, &dev, json!({"amount": 1}))
+        .internal_call(
+            s.service_url("org_billing"),
+            "POST",
+            &spend,
+            &dev,
+            json!({"amount": 1}),
+        )
         .await;
     assert_eq!(denied.status, 403);
     assert_eq!(s.get(&path, Some(&dev)).await.body["tokens_spent"], 50);

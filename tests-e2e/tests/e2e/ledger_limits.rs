@@ -61,7 +61,7 @@ async fn later_credit(s: &TestStack, staff: &str, org: &str, amount: i64) {
     for _ in 0..10 {
         let r = s
             .internal_call(
-                &s.org_billing,
+                s.service_url("org_billing"),
                 "POST",
                 &path,
                 staff,

@@ -33,7 +33,7 @@ struct Seen {
 async fn ready(s: &TestStack) -> u16 {
     s.call(
         "GET",
-        &format!("{}/readyz", s.server_product),
+        &format!("{}/readyz", s.service_url("server_product")),
         None,
         None,
         &[],

@@ -659,7 +659,7 @@ async fn a_restart_mid_provisioning_finishes_the_order() {
     // The restarted service (a new process on the same database) finishes it.
     let cancel = tokio_util::sync::CancellationToken::new();
     let app = server_product::build(
-        s.server_product_settings(""),
+        s.settings::<server_product::ServerProduct>(""),
         service_kit::Runtime::new(cancel.clone()),
     )
     .await

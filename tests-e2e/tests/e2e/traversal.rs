@@ -258,11 +258,7 @@ async fn internal_routes_refuse_the_gateways_key_whatever_the_spelling() {
     let mut reached = vec![];
     let mut tried = 0;
     for route in internal_routes(&org, &user) {
-        let base = match route.service {
-            "identity" => s.identity.clone(),
-            "kyc" => s.kyc.clone(),
-            _ => s.org_billing.clone(),
-        };
+        let base = s.service_url(route.service).to_owned();
         let minter = Minter::new(
             "gateway",
             route.service,
@@ -350,7 +346,7 @@ async fn an_internal_handler_serves_its_listed_caller_only() {
     // The agent's own route answers (the key and the list are right)...
     let lookup = s
         .internal_call(
-            &s.org_billing,
+            s.service_url("org_billing"),
             "GET",
             "/internal/v1/organizations/lookup?q=Acme",
             &owner,
@@ -361,7 +357,7 @@ async fn an_internal_handler_serves_its_listed_caller_only() {
     // ...kyc's are refused to it by the handlers.
     let profile = s
         .internal_call(
-            &s.org_billing,
+            s.service_url("org_billing"),
             "GET",
             &format!("/internal/v1/organizations/{org}/profile"),
             &owner,
@@ -372,7 +368,7 @@ async fn an_internal_handler_serves_its_listed_caller_only() {
     assert!(profile.error().contains("agent"), "{:?}", profile.body);
     let put = s
         .internal_call(
-            &s.org_billing,
+            s.service_url("org_billing"),
             "PUT",
             &format!("/internal/v1/organizations/{org}/kyc-state"),
             &owner,

@@ -134,10 +134,14 @@ async fn publish_event(s: &TestStack, org: &str, kind: &str) -> String {
 async fn insert_endpoint(s: &TestStack, org: &str, url: &str) -> uuid::Uuid {
     let id = uuid::Uuid::now_v7();
     let created = time::OffsetDateTime::now_utc() - time::Duration::seconds(1);
-    let sealed = service_kit::sealed::Sealer::new(&s.webhook_settings("").sealing.keys)
-        .expect("sealer")
-        .seal(b"whsec_AAAA", format!("webhook-secret:{id}").as_bytes())
-        .expect("seal");
+    let sealed = service_kit::sealed::Sealer::new(
+        &s.settings::<webhook_dispatcher::WebhookDispatcher>("")
+            .sealing
+            .keys,
+    )
+    .expect("sealer")
+    .seal(b"whsec_AAAA", format!("webhook-secret:{id}").as_bytes())
+    .expect("seal");
     sqlx::query!(
         "INSERT INTO webhook_dispatcher.endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2::uuid, $3, $4, $5, $6)",
         id,
@@ -724,7 +728,9 @@ async fn a_restart_between_attempts_loses_nothing_and_sends_nothing_twice() {
     let (owner, org) = s.org_with_owner("hooks-restart@example.com").await;
     let rx = Receiver::start(500);
     let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
-    let settings = s.webhook_settings("[delivery]\nbackoff_ms = [2500, 2500]\n");
+    let settings = s.settings::<webhook_dispatcher::WebhookDispatcher>(
+        "[delivery]\nbackoff_ms = [2500, 2500]\n",
+    );
     let first = tokio_util::sync::CancellationToken::new();
     let app = webhook_dispatcher::build(settings.clone(), service_kit::Runtime::new(first.clone()))
         .await
