@@ -16,7 +16,7 @@
 //! - [`idempotency`]: `Idempotency-Key` replays, stored with the operation.
 //! - [`group_commit`]: many requests applied in one transaction (ledgers, journals).
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
-//! - [`service`]: the one description of an internal service ([`server::main`],
+//! - [`service`]: the one description of an internal service ([`service::main`],
 //!   the one-process stack and the test harness start it from it).
 
 pub mod assertion;

@@ -1,13 +1,8 @@
 //! The HTTP server every internal service runs: request spans, the assertion
 //! check, JSON extractor limits, probes, the service's routes, a JSON 404.
 
-use crate::{
-    assertion, deadletter, http,
-    settings::{HttpSettings, NatsSettings},
-};
+use crate::{assertion, http, settings::HttpSettings};
 use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
-use anyhow::Context;
-use async_nats::jetstream;
 use std::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -134,35 +129,6 @@ impl Running {
     }
 }
 
-/// The body of every internal service's `main`: load its settings, then
-/// serve, or run the subcommand (`migrate`: apply migrations and exit, for the
-/// Helm Job; `healthcheck`: probe `/healthz`; `dlq list | replay ...`: the dead
-/// letters).
-pub async fn main<S: crate::service::Service>() -> anyhow::Result<()> {
-    use crate::settings::Layered;
-    let settings = S::Settings::load()?;
-    let _guard = crate::telemetry::init(S::NAME, S::telemetry(&settings))?;
-    match std::env::args().nth(1).as_deref() {
-        Some("migrate") => S::migrate(&settings).await,
-        Some("healthcheck") => http::probe(S::http(&settings).port).await,
-        Some("dlq") => {
-            let args: Vec<String> = std::env::args().skip(2).collect();
-            dlq_command(S::nats(&settings), &args).await
-        }
-        Some(other) => {
-            anyhow::bail!("unknown subcommand {other:?} (expected migrate, healthcheck or dlq)")
-        }
-        None => {
-            let cancel = CancellationToken::new();
-            crate::shutdown::cancel_on_signal(cancel.clone());
-            S::build(settings, crate::Runtime::new(cancel))
-                .await?
-                .run_until_stopped()
-                .await
-        }
-    }
-}
-
 /// What a service is, for [`Foundation::start`].
 pub struct Parts<'a> {
     /// For logs and connection names (`org-billing`).
@@ -242,47 +208,5 @@ impl Foundation {
             },
             self.cancel,
         )
-    }
-}
-
-/// The `dlq` subcommand of every service binary: `list`, `replay SEQ...`,
-/// `replay --all`.
-async fn dlq_command(settings: &NatsSettings, args: &[String]) -> anyhow::Result<()> {
-    let client = crate::nats::connect(settings, "dlq-command").await?;
-    let js = jetstream::new(client);
-    let naming = settings.naming();
-    match args.first().map(String::as_str) {
-        Some("list") => {
-            let all = deadletter::list(&js, &naming).await?;
-            println!("{} dead letter(s)", all.len());
-            for d in all {
-                println!(
-                    "{}\t{}\t{}\tdeliveries={}\t{}",
-                    d.sequence, d.consumer, d.original_subject, d.deliveries, d.error
-                );
-            }
-            Ok(())
-        }
-        Some("replay") => {
-            let seqs: Vec<u64> = if args.get(1).map(String::as_str) == Some("--all") {
-                deadletter::list(&js, &naming)
-                    .await?
-                    .iter()
-                    .map(|d| d.sequence)
-                    .collect()
-            } else {
-                args[1..]
-                    .iter()
-                    .map(|a| a.parse().with_context(|| format!("not a sequence: {a}")))
-                    .collect::<anyhow::Result<_>>()?
-            };
-            anyhow::ensure!(!seqs.is_empty(), "usage: dlq replay <sequence>... | --all");
-            for seq in seqs {
-                deadletter::replay(&js, &naming, seq).await?;
-                println!("replayed {seq}");
-            }
-            Ok(())
-        }
-        _ => anyhow::bail!("usage: dlq list | dlq replay <sequence>... | dlq replay --all"),
     }
 }

@@ -1,8 +1,8 @@
 //! identity binary: serves; `migrate` applies migrations and exits (the Helm
 //! migration Job); `healthcheck` probes /healthz; `dlq list | replay` handles
-//! dead letters (see service_kit::server::main).
+//! dead letters (see service_kit::service::main).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    service_kit::server::main::<identity::Identity>().await
+    service_kit::service::main::<identity::Identity>().await
 }

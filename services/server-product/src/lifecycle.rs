@@ -15,80 +15,12 @@
 //!  anything but failed/terminated ──transfer (owner of both)──> same state
 //! ```
 
-use crate::servers::{store, Refused, Row, Status};
+pub use crate::servers::Action;
+use crate::servers::{store, Refused, Row};
 use hub_domain::OrgId;
 use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Provisioned,
-    Fail,
-    Fulfil,
-    Stop,
-    Start,
-    Reboot,
-    Suspend,
-    Activate,
-    Resize,
-    Terminate,
-    Transfer,
-}
-
-impl Action {
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Provisioned => "complete provisioning of",
-            Action::Fail => "fail",
-            Action::Fulfil => "fulfil",
-            Action::Stop => "stop",
-            Action::Start => "start",
-            Action::Reboot => "reboot",
-            Action::Suspend => "suspend",
-            Action::Activate => "activate",
-            Action::Resize => "resize",
-            Action::Terminate => "terminate",
-            Action::Transfer => "transfer",
-        }
-    }
-
-    /// The states it may start from.
-    pub fn from(self) -> &'static [Status] {
-        use Status::*;
-        match self {
-            Action::Provisioned | Action::Fail => &[Provisioning],
-            Action::Fulfil => &[PendingFulfilment],
-            Action::Stop | Action::Reboot => &[Active],
-            Action::Start => &[Stopped],
-            Action::Suspend | Action::Resize => &[Active, Stopped],
-            Action::Activate => &[Suspended],
-            Action::Terminate => &[
-                Provisioning,
-                PendingFulfilment,
-                Active,
-                Stopped,
-                Suspended,
-                Failed,
-            ],
-            Action::Transfer => &[Provisioning, PendingFulfilment, Active, Stopped, Suspended],
-        }
-    }
-
-    /// The state it leads to (`None`: unchanged).
-    pub fn to(self) -> Option<Status> {
-        match self {
-            Action::Provisioned | Action::Fulfil | Action::Start | Action::Activate => {
-                Some(Status::Active)
-            }
-            Action::Fail => Some(Status::Failed),
-            Action::Stop => Some(Status::Stopped),
-            Action::Suspend => Some(Status::Suspended),
-            Action::Terminate => Some(Status::Terminated),
-            Action::Reboot | Action::Resize | Action::Transfer => None,
-        }
-    }
-}
 
 /// Move server `id` of `org_id` by `action` at `now`, in the caller's
 /// transaction; returns the row after it. [`Refused::NotFound`] if there is
@@ -114,6 +46,7 @@ pub async fn transition(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::servers::Status;
 
     #[test]
     fn terminated_is_final_and_every_action_has_a_source() {

@@ -1,7 +1,7 @@
 //! webhook-dispatcher binary: serves; `migrate`, `healthcheck`, `dlq` (see
-//! service_kit::server::main).
+//! service_kit::service::main).
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    service_kit::server::main::<webhook_dispatcher::WebhookDispatcher>().await
+    service_kit::service::main::<webhook_dispatcher::WebhookDispatcher>().await
 }

@@ -7,7 +7,7 @@ pub mod store;
 
 pub use store::{close_usage, open_usage};
 
-use crate::{lifecycle::Action, state::AppState};
+use crate::state::AppState;
 use event_contracts::{product_subject, ProductEvent};
 use hub_domain::OrgId;
 use serde::Serialize;
@@ -60,6 +60,77 @@ pub struct Server {
     pub activated_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339::option")]
     pub terminated_at: Option<OffsetDateTime>,
+}
+
+/// A move of the server lifecycle ([`crate::lifecycle::transition`] applies
+/// it): the states it starts from and the state it leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Provisioned,
+    Fail,
+    Fulfil,
+    Stop,
+    Start,
+    Reboot,
+    Suspend,
+    Activate,
+    Resize,
+    Terminate,
+    Transfer,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Provisioned => "complete provisioning of",
+            Action::Fail => "fail",
+            Action::Fulfil => "fulfil",
+            Action::Stop => "stop",
+            Action::Start => "start",
+            Action::Reboot => "reboot",
+            Action::Suspend => "suspend",
+            Action::Activate => "activate",
+            Action::Resize => "resize",
+            Action::Terminate => "terminate",
+            Action::Transfer => "transfer",
+        }
+    }
+
+    /// The states it may start from.
+    pub fn from(self) -> &'static [Status] {
+        use Status::*;
+        match self {
+            Action::Provisioned | Action::Fail => &[Provisioning],
+            Action::Fulfil => &[PendingFulfilment],
+            Action::Stop | Action::Reboot => &[Active],
+            Action::Start => &[Stopped],
+            Action::Suspend | Action::Resize => &[Active, Stopped],
+            Action::Activate => &[Suspended],
+            Action::Terminate => &[
+                Provisioning,
+                PendingFulfilment,
+                Active,
+                Stopped,
+                Suspended,
+                Failed,
+            ],
+            Action::Transfer => &[Provisioning, PendingFulfilment, Active, Stopped, Suspended],
+        }
+    }
+
+    /// The state it leads to (`None`: unchanged).
+    pub fn to(self) -> Option<Status> {
+        match self {
+            Action::Provisioned | Action::Fulfil | Action::Start | Action::Activate => {
+                Some(Status::Active)
+            }
+            Action::Fail => Some(Status::Failed),
+            Action::Stop => Some(Status::Stopped),
+            Action::Suspend => Some(Status::Suspended),
+            Action::Terminate => Some(Status::Terminated),
+            Action::Reboot | Action::Resize | Action::Transfer => None,
+        }
+    }
 }
 
 /// The states of a server ([`crate::lifecycle`] moves it between them); the
@@ -278,8 +349,8 @@ pub fn hostname(raw: &str) -> Result<String, ApiError> {
 
 #[cfg(test)]
 mod tests {
+    use super::Action;
     use super::{hostname, Refused, Status};
-    use crate::lifecycle::Action;
     use actix_web::{http::StatusCode, ResponseError};
     use service_kit::ApiError;
 
