@@ -9,14 +9,34 @@
 {{- end -}}
 {{- end -}}
 
-{{- define "hub.fullname" -}}
-{{- include "hub.dnsName" (printf "%s-%s" .root.Release.Name .name) -}}
+{{/* <prefix>-<suffix> in at most 63 characters: past that the prefix (the
+     release name) is cut and 6 characters of the full name's hash follow it,
+     so the suffix (what the object is) stays readable and names stay unique. */}}
+{{- define "hub.joinName" -}}
+{{- $full := printf "%s-%s" .prefix .suffix -}}
+{{- $keep := sub 63 (add (len .suffix) 8) | int -}}
+{{- if le (len $full) 63 -}}
+{{- $full -}}
+{{- else if lt $keep 1 -}}
+{{- include "hub.dnsName" $full -}}
+{{- else -}}
+{{- printf "%s-%s-%s" (.prefix | trunc $keep | trimSuffix "-") ($full | sha256sum | trunc 6) .suffix -}}
+{{- end -}}
 {{- end -}}
 
-{{/* A migration Job: <release>-<service>-migrate-<revision>, shortened with a
-     hash past 63 characters (its pods' job-name label must fit). */}}
+{{- define "hub.fullname" -}}
+{{- include "hub.joinName" (dict "prefix" .root.Release.Name "suffix" .name) -}}
+{{- end -}}
+
+{{/* The Service of a service, for URLs in values: (list $ "identity"). */}}
+{{- define "hub.host" -}}
+{{- include "hub.fullname" (dict "root" (index . 0) "name" (index . 1)) -}}
+{{- end -}}
+
+{{/* A migration Job: <release>-<service>-migrate-<revision>, at most 63
+     characters (its pods' job-name label must fit). */}}
 {{- define "hub.jobName" -}}
-{{- include "hub.dnsName" (printf "%s-%s-migrate-%d" .root.Release.Name .name (int .root.Release.Revision)) -}}
+{{- include "hub.joinName" (dict "prefix" .root.Release.Name "suffix" (printf "%s-migrate-%d" .name (int .root.Release.Revision))) -}}
 {{- end -}}
 
 {{/* The image: by digest when image.digest is set, else by tag (default: the
@@ -160,7 +180,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- define "hub.caVolume" -}}
 {{- if .Values.tls.extraCA }}
 - name: extra-ca
-  configMap: { name: {{ include "hub.dnsName" (printf "%s-extra-ca" .Release.Name) }} }
+  configMap: { name: {{ include "hub.joinName" (dict "prefix" .Release.Name "suffix" "extra-ca") }} }
 {{- end }}
 {{- end -}}
 {{- define "hub.caMount" -}}
