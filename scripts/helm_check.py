@@ -3,7 +3,7 @@ production needs, then the chart as a cluster would read it (rendered_checks.py
 beside this file): rendered with `helm template` (HELM) with the default
 values, values-production.yaml and a dev set, every object validated against
 the Kubernetes API schemas, every pod spec against Pod Security "restricted",
-the hook order, the NetworkPolicies against the calls in crates/stack, and
+the hook order, the NetworkPolicies against the calls the services declare, and
 checkov (the second half of this file). Exits non-zero on any failure.
 
     helm_check.py CHART   (HELM=/path/to/helm)
@@ -369,17 +369,19 @@ class Net:
 
 
 def stack_calls():
-    """(caller, callee) by assertion name, from crates/stack/src/lib.rs SERVICES."""
-    src = (ROOT / "crates/stack/src/lib.rs").read_text()
-    body = src[src.index("pub const SERVICES"):]
+    """(caller, callee) by assertion name, from each service's description
+    (`const CALLS` in the `impl Service` of services/<crate>/src/lib.rs, whose
+    entries name the callee and its settings section, the callee's assertion
+    name); the caller's assertion name is its crate's, with `_` for `-`."""
     calls = set()
-    for entry in re.split(r"\n    Entry \{", body)[1:]:
-        m = re.search(r"name:\s*(\w+)::SERVICE", entry)
-        c = re.search(r"calls:\s*&\[(.*?)\]", entry, re.S)
-        if not m or not c:
+    for lib in sorted((ROOT / "services").glob("*/src/lib.rs")):
+        src = lib.read_text()
+        c = re.search(r"const CALLS:[^=]*=\s*&\[(.*?)\];", src, re.S)
+        if not c:
             continue
-        for callee in re.findall(r"\((\w+)::SERVICE", c.group(1)):
-            calls.add((m.group(1), callee))
+        caller = lib.parent.parent.name.replace("-", "_")
+        for callee in re.findall(r',\s*"(\w+)"\s*,?\s*\)', c.group(1)):
+            calls.add((caller, callee))
     return calls
 
 
@@ -418,7 +420,7 @@ def check_network(label, docs, values, fail):
     assertion = {s.get("assertionName"): n for n, s in svc_values.items() if s.get("assertionName")}
     calls = {(assertion[a], assertion[b]) for a, b in stack_calls() if a in assertion and b in assertion}
     if not calls:
-        fail(f"{label}: no call found in crates/stack/src/lib.rs SERVICES")
+        fail(f"{label}: no call found in the services' descriptions (const CALLS)")
     deployments = {p["service"]: p for p in pods.values() if p["kind"] in ("gateway", "internal")}
     # Each side on its own: the callee's ingress admits exactly the gateways
     # and its callers, the caller's egress reaches exactly its callees. Other
