@@ -14,6 +14,33 @@ use async_nats::jetstream;
 use std::future::Future;
 use tokio_util::sync::CancellationToken;
 
+/// The sections every service's settings have (`telemetry`, `http`, `nats`):
+/// implement it with [`common_settings!`](crate::common_settings).
+pub trait Common {
+    fn telemetry_settings(&self) -> &TelemetrySettings;
+    fn http_settings(&self) -> &HttpSettings;
+    fn nats_settings(&self) -> &NatsSettings;
+}
+
+/// `impl Common` for a settings struct with the fields `telemetry`, `http`
+/// and `nats`.
+#[macro_export]
+macro_rules! common_settings {
+    ($t:ty) => {
+        impl $crate::service::Common for $t {
+            fn telemetry_settings(&self) -> &$crate::settings::TelemetrySettings {
+                &self.telemetry
+            }
+            fn http_settings(&self) -> &$crate::settings::HttpSettings {
+                &self.http
+            }
+            fn nats_settings(&self) -> &$crate::settings::NatsSettings {
+                &self.nats
+            }
+        }
+    };
+}
+
 /// An internal service, described once (a unit struct in its crate).
 pub trait Service: 'static {
     /// For logs and connection names (`org-billing`): its settings' name.
@@ -28,11 +55,17 @@ pub trait Service: 'static {
     /// with its `url` and `key`).
     const CALLS: &'static [(&'static str, &'static str)] = &[];
 
-    type Settings: Layered + Send + 'static;
+    type Settings: Layered + Common + Send + 'static;
 
-    fn telemetry(s: &Self::Settings) -> &TelemetrySettings;
-    fn http(s: &Self::Settings) -> &HttpSettings;
-    fn nats(s: &Self::Settings) -> &NatsSettings;
+    fn telemetry(s: &Self::Settings) -> &TelemetrySettings {
+        s.telemetry_settings()
+    }
+    fn http(s: &Self::Settings) -> &HttpSettings {
+        s.http_settings()
+    }
+    fn nats(s: &Self::Settings) -> &NatsSettings {
+        s.nats_settings()
+    }
 
     /// Apply its migrations (and whatever else its `migrate` subcommand does).
     fn migrate(s: &Self::Settings) -> impl Future<Output = anyhow::Result<()>> + Send;

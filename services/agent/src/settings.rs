@@ -122,3 +122,5 @@ mod tests {
         }
     }
 }
+
+service_kit::common_settings!(Settings);

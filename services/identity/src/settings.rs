@@ -175,3 +175,5 @@ mod tests {
         assert!(service_kit::sealed::Sealer::new(&s.sealing.keys).is_ok());
     }
 }
+
+service_kit::common_settings!(Settings);

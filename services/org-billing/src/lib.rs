@@ -189,18 +189,6 @@ impl service_kit::service::Service for OrgBilling {
     ];
     type Settings = Settings;
 
-    fn telemetry(s: &Settings) -> &service_kit::settings::TelemetrySettings {
-        &s.telemetry
-    }
-
-    fn http(s: &Settings) -> &service_kit::settings::HttpSettings {
-        &s.http
-    }
-
-    fn nats(s: &Settings) -> &service_kit::settings::NatsSettings {
-        &s.nats
-    }
-
     async fn migrate(s: &Settings) -> anyhow::Result<()> {
         migrate(s).await
     }

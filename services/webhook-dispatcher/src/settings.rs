@@ -102,3 +102,5 @@ mod tests {
         assert!(worst <= 30_000, "{worst}");
     }
 }
+
+service_kit::common_settings!(Settings);
