@@ -5,10 +5,11 @@
 //! `col AS "col: Role"`.
 
 /// `impl sqlx::{Type, Encode, Decode, PgHasArrayType}` for a text-backed enum
-/// with `fn as_str(self) -> &'static str` and `fn parse(&str) -> Option<Self>`.
-macro_rules! sqlx_text {
+/// with `fn as_str(self) -> &'static str` and `fn parse(&str) -> Option<Self>`,
+/// for any crate that depends on sqlx (the services' own enums use it too).
+#[macro_export]
+macro_rules! sqlx_text_enum {
     ($t:ty, $what:literal) => {
-        #[cfg(feature = "sqlx")]
         impl sqlx::Type<sqlx::Postgres> for $t {
             fn type_info() -> sqlx::postgres::PgTypeInfo {
                 <str as sqlx::Type<sqlx::Postgres>>::type_info()
@@ -18,14 +19,12 @@ macro_rules! sqlx_text {
             }
         }
 
-        #[cfg(feature = "sqlx")]
         impl sqlx::postgres::PgHasArrayType for $t {
             fn array_type_info() -> sqlx::postgres::PgTypeInfo {
                 <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
             }
         }
 
-        #[cfg(feature = "sqlx")]
         impl<'q> sqlx::Encode<'q, sqlx::Postgres> for $t {
             fn encode_by_ref(
                 &self,
@@ -35,7 +34,6 @@ macro_rules! sqlx_text {
             }
         }
 
-        #[cfg(feature = "sqlx")]
         impl<'r> sqlx::Decode<'r, sqlx::Postgres> for $t {
             fn decode(
                 value: sqlx::postgres::PgValueRef<'r>,
@@ -44,6 +42,14 @@ macro_rules! sqlx_text {
                 <$t>::parse(s).ok_or_else(|| format!("not a {}: {s:?}", $what).into())
             }
         }
+    };
+}
+
+/// [`sqlx_text_enum!`] when this crate is built with its `sqlx` feature.
+macro_rules! sqlx_text {
+    ($t:ty, $what:literal) => {
+        #[cfg(feature = "sqlx")]
+        $crate::sqlx_text_enum!($t, $what);
     };
 }
 

@@ -117,38 +117,9 @@ impl fmt::Display for StagedKind {
     }
 }
 
-// Text in Postgres, as hub_domain's `sqlx_text!` does it (that macro is the
-// domain crate's own): encoded as `as_str()`, decoded with `parse`.
-impl sqlx::Type<sqlx::Postgres> for StagedKind {
-    fn type_info() -> sqlx::postgres::PgTypeInfo {
-        <str as sqlx::Type<sqlx::Postgres>>::type_info()
-    }
-    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
-        <str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
-    }
-}
-
-impl sqlx::postgres::PgHasArrayType for StagedKind {
-    fn array_type_info() -> sqlx::postgres::PgTypeInfo {
-        <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
-    }
-}
-
-impl<'q> sqlx::Encode<'q, sqlx::Postgres> for StagedKind {
-    fn encode_by_ref(
-        &self,
-        buf: &mut sqlx::postgres::PgArgumentBuffer,
-    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-        <&str as sqlx::Encode<'q, sqlx::Postgres>>::encode(self.as_str(), buf)
-    }
-}
-
-impl<'r> sqlx::Decode<'r, sqlx::Postgres> for StagedKind {
-    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-        let s = <&str as sqlx::Decode<'r, sqlx::Postgres>>::decode(value)?;
-        StagedKind::parse(s).ok_or_else(|| format!("not a staged action kind: {s:?}").into())
-    }
-}
+// Text in Postgres: encoded as `as_str()`, decoded with `parse` (a value
+// outside the enum is a decode error).
+hub_domain::sqlx_text_enum!(StagedKind, "staged action kind");
 
 /// A staged wallet credit's arguments (its `args`): the organization, and the
 /// amount in minor units of the wallet's currency.
