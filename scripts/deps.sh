@@ -43,6 +43,13 @@ if ! /usr/bin/python3 -c 'import aiosmtpd, trustme' >/dev/null 2>&1; then
   apt_install python3 python3-aiosmtpd python3-trustme
 fi
 
+# `promtool check metrics` reads every service's /metrics in the metrics test
+# (tests-e2e/tests/e2e/metrics.rs): Debian's prometheus package has it.
+if ! command -v promtool >/dev/null 2>&1; then
+  log "installing prometheus (for promtool)"
+  apt_install --no-install-recommends prometheus
+fi
+
 # --- Postgres ----------------------------------------------------------------
 pg_ok() { psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; }
 if pg_ok; then

@@ -43,6 +43,7 @@ DEV_VALUES = {
     "secrets": {"create": True, "values": {"nats-url": "nats://nats:4222", "port-as-number": 4222}},
     "tls": {"extraCA": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"},
     "imagePullSecrets": [{"name": "regcred"}],
+    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"}}},
     "services": {"agent": {"env": {
         "AGENT__CHECK__INT": 100000000, "AGENT__CHECK__FLOAT": 1.5,
         "AGENT__CHECK__BOOL": True, "AGENT__CHECK__RELEASE": "{{ .Release.Name }}-x"}}},
@@ -281,8 +282,32 @@ def check_workloads(label, docs, values, fail):
             fail(f"{where}: no topology spread over kubernetes.io/hostname")
 
 
+# Custom resources the chart may render: no Kubernetes schema has them, so
+# check_service_monitors reads them instead.
+CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+def check_service_monitors(label, docs, fail):
+    """Each ServiceMonitor selects exactly one rendered Service, whose port it
+    names and whose metrics port targets the pods' `metrics` container port."""
+    services = [d for d in docs if d["kind"] == "Service"]
+    for m in (d for d in docs if (d["apiVersion"], d["kind"]) in CUSTOM_KINDS):
+        name = m["metadata"]["name"]
+        picked = [s for s in services if selects(m["spec"]["selector"], s["metadata"].get("labels") or {})]
+        if len(picked) != 1:
+            fail(f"{label}: ServiceMonitor {name} selects {len(picked)} Services")
+            continue
+        ports = {p.get("name"): p for p in picked[0]["spec"]["ports"]}
+        for e in m["spec"]["endpoints"]:
+            p = ports.get(e["port"])
+            if p is None or p.get("targetPort") != "metrics":
+                fail(f"{label}: ServiceMonitor {name} scrapes port {e['port']!r}, not the Service's metrics port")
+
+
 def check_schemas(label, docs, fail):
     for d in docs:
+        if (d["apiVersion"], d["kind"]) in CUSTOM_KINDS:
+            continue
         for v in KUBE_VERSIONS:
             try:
                 kubernetes_validate.validate(d, v, strict=True)
@@ -358,11 +383,16 @@ class Net:
         return False
 
     def ingress(self, src, dst, port, dst_ports):
+        """From a pod labelled `src` of the release's namespace."""
+        return self.ingress_from({"ns": {"kubernetes.io/metadata.name": NAMESPACE}, "pod": src},
+                                 dst, port, dst_ports)
+
+    def ingress_from(self, src, dst, port, dst_ports):
+        """From `src` ({"ns": labels, "pod": labels} or {"ip": ...})."""
         for p in self._of(dst, "Ingress"):
             for r in p["spec"].get("ingress") or []:
                 if port_matches(r.get("ports"), port, "TCP", dst_ports) and (
-                        "from" not in r or any(peer_matches(x, {"ns": {"kubernetes.io/metadata.name": NAMESPACE},
-                                                                "pod": src}) for x in r["from"])):
+                        "from" not in r or any(peer_matches(x, src) for x in r["from"])):
                     return True
         return False
 
@@ -446,6 +476,7 @@ def check_network(label, docs, values, fail):
             if got_out != want_out:
                 fail(f"{label}: egress of {src_name} to {dst_svc}:{dst['port']} is "
                      f"{'allowed' if got_out else 'denied'}, should be {'allowed' if want_out else 'denied'}")
+    check_metrics_reach(label, net, values, deployments, fail)
     dns = {"ns": {"kubernetes.io/metadata.name": "kube-system"}, "pod": {"k8s-app": "kube-dns"}}
     postgres = sample_destination(np_values["postgres"]["to"], "10.20.0.5")
     nats = sample_destination(np_values["nats"]["to"], "10.20.1.5")
@@ -468,6 +499,30 @@ def check_network(label, docs, values, fail):
             if got != want:
                 fail(f"{label}: {name} -> {what} port {port}/{proto} is {'allowed' if got else 'denied'}, "
                      f"should be {'allowed' if want else 'denied'}")
+
+
+def check_metrics_reach(label, net, values, deployments, fail):
+    """The metrics port of every Deployment: admitted from metrics.from, from
+    nothing else (not the release's other pods, not another release); and
+    metrics.from reaches no internal service's http port through it."""
+    port = values["metrics"]["port"]
+    scraper = sample_destination(values["metrics"]["from"], "10.30.0.9")
+    for dst_svc, dst in deployments.items():
+        if dst["ports"].get("metrics") != port:
+            fail(f"{label}: {dst_svc} has no container port `metrics` = {port}")
+            continue
+        if values["metrics"]["from"] and "pod" in scraper:
+            if not Net.ingress_from(net, scraper, dst["labels"], port, dst["ports"]):
+                fail(f"{label}: metrics.from cannot scrape {dst_svc}:{port}")
+            if dst["kind"] == "internal" and not values["networkPolicy"]["ingressFrom"] and \
+                    Net.ingress_from(net, scraper, dst["labels"], dst["port"], dst["ports"]):
+                fail(f"{label}: metrics.from reaches {dst_svc}'s http port {dst['port']}")
+        for src_svc, src in deployments.items():
+            if src_svc != dst_svc and net.ingress(src["labels"], dst["labels"], port, dst["ports"]):
+                fail(f"{label}: {src_svc} may reach {dst_svc}'s metrics port {port}")
+        other = {"ns": {"kubernetes.io/metadata.name": NAMESPACE}, "pod": {"app.kubernetes.io/instance": "other"}}
+        if Net.ingress_from(net, other, dst["labels"], port, dst["ports"]):
+            fail(f"{label}: a pod of another release may reach {dst_svc}'s metrics port {port}")
 
 
 def run_checkov(renders, venv_bin, fail):
@@ -545,6 +600,13 @@ def rendered_checks(chart, helm_bin, failures):
         check_workloads(label, docs, values, fail)
         check_hooks(label, docs, fail)
         check_network(label, docs, values, fail)
+        check_service_monitors(label, docs, fail)
+        for d in docs:
+            if d["kind"] == "Deployment" and values["metrics"]["podAnnotations"]:
+                ann = pod_spec(d)[0].get("annotations") or {}
+                if ann.get("prometheus.io/scrape") != "true" or \
+                        ann.get("prometheus.io/port") != str(values["metrics"]["port"]):
+                    fail(f"{label}: Deployment {d['metadata']['name']} lacks the scrape annotations")
         kinds = {}
         for d in docs:
             kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1

@@ -117,6 +117,8 @@ pub struct TestStack {
     cancel: CancellationToken,
     /// The database's name (dropped with the stack when its test passed).
     database_name: String,
+    /// Every service's and gateway replica's `/metrics` URL, by name.
+    pub metrics: Vec<(&'static str, String)>,
 }
 
 impl Drop for TestStack {
@@ -195,6 +197,7 @@ impl TestStack {
 [http]
 host = "127.0.0.1"
 port = 0
+metrics_port = 0
 workers = 1
 [product_http]
 host = "127.0.0.1"
@@ -348,6 +351,7 @@ log_format = "pretty"
                 );
             }
         }
+        let metrics = stack.metrics.clone();
         let services = stack.spawn();
 
         let db = sqlx::postgres::PgPoolOptions::new()
@@ -382,6 +386,7 @@ log_format = "pretty"
             http,
             cancel,
             database_name,
+            metrics,
         })
     }
 
@@ -406,6 +411,26 @@ log_format = "pretty"
         self.services
             .get(audience)
             .unwrap_or_else(|| panic!("no service {audience} in the stack"))
+    }
+
+    /// The metrics URL of service `name` (`gateway`: its first replica).
+    pub fn metrics_url(&self, name: &str) -> &str {
+        self.metrics
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, u)| u.as_str())
+            .unwrap_or_else(|| panic!("no metrics listener for {name}"))
+    }
+
+    /// The `/metrics` text of service `name` (`gateway`: its first replica).
+    pub async fn scrape(&self, name: &str) -> String {
+        let r = self
+            .http
+            .get(self.metrics_url(name))
+            .send()
+            .await
+            .expect("metrics");
+        r.text().await.unwrap_or_default()
     }
 
     /// The gateway's assertion key for `service` (only the stack knows it).
@@ -881,4 +906,16 @@ fn parse_raw_response(raw: &[u8]) -> Resp {
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         headers,
     }
+}
+
+/// The value of the sample whose name and labels are exactly `series` in a
+/// Prometheus text exposition (`name{a="x",b="y"}`, as it is written there).
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }

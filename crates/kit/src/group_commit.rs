@@ -14,6 +14,7 @@
 //! the AI-token book of org-billing and the agent's journal of exchanges are
 //! batches of this one writer.
 
+use crate::metrics::CommitMetrics;
 use std::{future::Future, sync::Arc, time::Duration};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -81,13 +82,20 @@ impl<B: Batch> GroupCommit<B> {
     pub fn spawn(
         shape: Shape,
         cancel: CancellationToken,
+        metrics: CommitMetrics,
         mut make: impl FnMut() -> B,
     ) -> (GroupCommit<B>, Vec<tokio::task::JoinHandle<()>>) {
         let max_batch = shape.max_batch.max(1);
         let (senders, tasks): (Vec<_>, Vec<_>) = (0..shape.writers.max(1))
             .map(|_| {
                 let (tx, rx) = mpsc::channel::<Job<B>>(max_batch * 4);
-                let task = tokio::spawn(run(make(), rx, max_batch, cancel.clone(), shape.grace));
+                let task = tokio::spawn(run(
+                    make(),
+                    rx,
+                    max_batch,
+                    (cancel.clone(), shape.grace),
+                    metrics.clone(),
+                ));
                 (tx, task)
             })
             .unzip();
@@ -115,8 +123,8 @@ async fn run<B: Batch>(
     mut batch: B,
     mut rx: mpsc::Receiver<Job<B>>,
     max_batch: usize,
-    cancel: CancellationToken,
-    grace: Duration,
+    (cancel, grace): (CancellationToken, Duration),
+    metrics: CommitMetrics,
 ) {
     let deadline = async {
         cancel.cancelled().await;
@@ -152,7 +160,9 @@ async fn run<B: Batch>(
         if items.is_empty() {
             continue;
         }
+        let started = std::time::Instant::now();
         let outputs = batch.apply(&items).await;
+        metrics.observe(batch.name(), items.len(), started.elapsed());
         debug_assert_eq!(outputs.len(), items.len(), "one output per item");
         // The submitter may have gone meanwhile; the item stands either way.
         for (reply, output) in replies.into_iter().zip(outputs) {
@@ -208,6 +218,7 @@ mod tests {
                 grace: Duration::ZERO,
             },
             CancellationToken::new(),
+            crate::metrics::Metrics::new().commits(),
             || Recorder {
                 seen: seen.clone(),
                 gate: gate.clone(),
@@ -299,6 +310,7 @@ mod tests {
                 grace: Duration::ZERO,
             },
             cancel.clone(),
+            crate::metrics::Metrics::new().commits(),
             || Recorder {
                 seen: seen.clone(),
                 gate: gate.clone(),

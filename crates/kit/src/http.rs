@@ -93,8 +93,20 @@ fn valid_request_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
+/// The route label of a request that no route of the app matched but whose
+/// handler knows what it served (the gateway: the upstream it forwarded to),
+/// set in the request's extensions. Bounded: never a raw path.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteLabel(pub &'static str);
+
+/// The tracing target of the access log (one line per request at info; off
+/// with `telemetry.access_log = false`).
+pub const ACCESS_LOG_TARGET: &str = "hub_access";
+
 /// Middleware: a span per request, parented on incoming W3C trace context, with
-/// a request id taken from `x-request-id` (when sane) or made fresh, and echoed.
+/// a request id taken from `x-request-id` (when sane) or made fresh, and echoed;
+/// the request counted on the app's [`Metrics`](crate::metrics::Metrics) (when
+/// it has one) by route template, and written to the access log.
 pub async fn request_span(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -118,8 +130,15 @@ pub async fn request_span(
         p.extract(&HeaderExtractor(req.headers()))
     });
     let _ = span.set_parent(parent);
+    let metrics = req
+        .app_data::<web::Data<crate::metrics::Metrics>>()
+        .cloned();
+    let in_flight = metrics.as_ref().map(|m| m.request_started());
+    let method = req.method().clone();
     let started = Instant::now();
     let mut res = next.call(req).instrument(span.clone()).await?;
+    let took = started.elapsed();
+    drop(in_flight);
     let status = res.status().as_u16();
     span.record("status", status);
     if let Ok(v) = HeaderValue::from_str(&request_id) {
@@ -128,16 +147,42 @@ pub async fn request_span(
             v,
         );
     }
+    let route = route_label(res.request());
+    if let Some(m) = &metrics {
+        m.request_done(method.as_str(), &route, status, took);
+    }
     let _enter = span.enter();
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let ms = took.as_secs_f64() * 1000.0;
+    // Probes come every few seconds from the kubelet: counted, not logged.
+    if !matches!(route.as_ref(), "/healthz" | "/readyz") {
+        tracing::info!(
+            target: ACCESS_LOG_TARGET,
+            method = %method,
+            route = %route,
+            status,
+            ms,
+            request_id = %request_id,
+            "request"
+        );
+    }
     // A 503 is an outage or a refusal whose cause is logged where it is
     // known (throttled: see `outage`), not once per request here.
     if status >= 500 && status != 503 {
-        tracing::warn!(status, ms, "request failed");
-    } else {
-        tracing::debug!(status, ms, "request served");
+        tracing::warn!(status, ms, route = %route, "request failed");
     }
     Ok(res)
+}
+
+/// The route template the app matched (`/v1/orgs/{org_id}`), else the
+/// handler's [`RouteLabel`], else [`UNMATCHED`](crate::metrics::UNMATCHED).
+fn route_label(req: &actix_web::HttpRequest) -> std::borrow::Cow<'static, str> {
+    if let Some(p) = req.match_pattern() {
+        return p.into();
+    }
+    req.extensions()
+        .get::<RouteLabel>()
+        .map_or(crate::metrics::UNMATCHED, |l| l.0)
+        .into()
 }
 
 /// How long a readiness check waits for Postgres: below the probe's own
@@ -173,29 +218,6 @@ impl Readiness {
         }
         Ok(())
     }
-}
-
-/// What `/metrics` reports on (Prometheus text format; not behind the
-/// assertion, like the probes: reachable inside the cluster only).
-pub struct Metrics {
-    pub js: async_nats::jetstream::Context,
-    pub naming: event_contracts::Naming,
-    /// This service's consumers are named `<service>-...`.
-    pub consumer_prefix: String,
-}
-
-/// `GET /metrics`: `hub_dead_letter_events`, the events of this service's
-/// consumers waiting in the DLQ (-1 when NATS cannot say).
-pub async fn metrics(m: web::Data<Metrics>) -> HttpResponse {
-    let count = crate::deadletter::count(&m.js, &m.naming, &m.consumer_prefix)
-        .await
-        .map_or(-1, |n| n as i64);
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
-        .body(format!(
-            "# HELP hub_dead_letter_events Events of this service's consumers waiting in the DLQ.\n\
-             # TYPE hub_dead_letter_events gauge\nhub_dead_letter_events {count}\n"
-        ))
 }
 
 async fn healthz() -> HttpResponse {

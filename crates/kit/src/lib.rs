@@ -15,6 +15,7 @@
 //! - [`catalog`]: reading the declared catalog file (`catalog.file`).
 //! - [`idempotency`]: `Idempotency-Key` replays, stored with the operation.
 //! - [`group_commit`]: many requests applied in one transaction (ledgers, journals).
+//! - [`metrics`]: Prometheus metrics, a registry per service on a listener of its own.
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
 //! - [`service`]: the one description of an internal service ([`service::main`],
 //!   the one-process stack and the test harness start it from it).
@@ -28,6 +29,7 @@ pub mod error;
 pub mod group_commit;
 pub mod http;
 pub mod idempotency;
+pub mod metrics;
 pub mod nats;
 pub mod outage;
 pub mod outbox;

@@ -1,7 +1,7 @@
 //! The HTTP server every internal service runs: request spans, the assertion
 //! check, JSON extractor limits, probes, the service's routes, a JSON 404.
 
-use crate::{assertion, http, settings::HttpSettings};
+use crate::{assertion, http, metrics::Metrics, settings::HttpSettings};
 use actix_web::{dev::Server, middleware::from_fn, web, App, HttpServer};
 use std::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -12,8 +12,7 @@ struct Service<S> {
     pub verifier: assertion::Verifier,
     pub db: sqlx::PgPool,
     pub nats: async_nats::Client,
-    /// Subject and stream naming (for the dead-letter count on `/metrics`).
-    pub naming: event_contracts::Naming,
+    pub metrics: Metrics,
     /// Handler state, registered as `web::Data<S>`.
     pub state: web::Data<S>,
     pub routes: fn(&mut web::ServiceConfig),
@@ -29,11 +28,6 @@ fn serve<S: Send + Sync + 'static>(
     svc: Service<S>,
     cancel: CancellationToken,
 ) -> anyhow::Result<Running> {
-    let metrics = web::Data::new(http::Metrics {
-        js: async_nats::jetstream::new(svc.nats.clone()),
-        naming: svc.naming,
-        consumer_prefix: format!("{}-", svc.name),
-    });
     let readiness = http::Readiness {
         db: Some(svc.db),
         nats: Some(svc.nats),
@@ -43,21 +37,30 @@ fn serve<S: Send + Sync + 'static>(
         Some(l) => l,
         None => TcpListener::bind(settings.addr())?,
     };
+    let (metrics_port, metrics_server) = crate::metrics::serve(
+        TcpListener::bind(settings.metrics_addr())?,
+        svc.metrics.clone(),
+        cancel.clone(),
+    )?;
     let (port, server) = start(
         settings,
         listener,
         svc.verifier,
         readiness,
+        svc.metrics,
         cancel,
         move |c| {
-            c.app_data(state.clone())
-                .app_data(metrics.clone())
-                .route("/metrics", web::get().to(http::metrics));
+            c.app_data(state.clone());
             routes(c);
         },
     )?;
-    tracing::info!(port, "{} listening", svc.name);
-    Ok(Running::new(port, server, svc.tasks))
+    tracing::info!(port, metrics_port, "{} listening", svc.name);
+    Ok(Running {
+        port,
+        metrics_port,
+        servers: vec![server, metrics_server],
+        tasks: svc.tasks,
+    })
 }
 
 /// Bind `settings` (port 0 picks one), start serving, stop gracefully when
@@ -67,6 +70,7 @@ fn start<F>(
     listener: TcpListener,
     verifier: assertion::Verifier,
     readiness: http::Readiness,
+    metrics: Metrics,
     cancel: CancellationToken,
     routes: F,
 ) -> anyhow::Result<(u16, Server)>
@@ -76,6 +80,7 @@ where
     let verifier = web::Data::new(verifier);
     let max_body = settings.max_body_bytes;
     let body_limit = web::Data::new(assertion::BodyLimit(max_body));
+    let metrics = web::Data::new(metrics);
     let port = listener.local_addr()?.port();
     let mut server = HttpServer::new(move || {
         App::new()
@@ -83,6 +88,7 @@ where
             .wrap(from_fn(http::request_span))
             .app_data(verifier.clone())
             .app_data(body_limit.clone())
+            .app_data(metrics.clone())
             .configure(|c| http::configure_extractors(c, max_body))
             .configure(|c| http::health_routes(c, readiness.clone()))
             .configure(routes.clone())
@@ -99,29 +105,28 @@ where
     Ok((port, server))
 }
 
-/// A service that is serving: its port, its server and its background tasks.
+/// A service that is serving: its ports, its servers (the service's and
+/// the metrics listener) and its background tasks.
 pub struct Running {
     port: u16,
-    server: Server,
+    metrics_port: u16,
+    servers: Vec<Server>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
-    fn new(port: u16, server: Server, tasks: Vec<tokio::task::JoinHandle<()>>) -> Running {
-        Running {
-            port,
-            server,
-            tasks,
-        }
-    }
-
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// The port of its metrics listener.
+    pub fn metrics_port(&self) -> u16 {
+        self.metrics_port
+    }
+
     /// Serve until the cancellation token fires, then wait for background tasks.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        self.server.await?;
+        futures::future::try_join_all(self.servers).await?;
         for t in self.tasks {
             let _ = t.await;
         }
@@ -155,6 +160,8 @@ pub struct Foundation {
     pub js: async_nats::jetstream::Context,
     pub naming: event_contracts::Naming,
     pub outbox: crate::outbox::Outbox,
+    /// Its metrics: the kit's, and what the service registers on them.
+    pub metrics: Metrics,
     pub cancel: CancellationToken,
     /// Background tasks, the relay first; services push theirs.
     pub tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -172,6 +179,8 @@ impl Foundation {
         let outbox = crate::outbox::Outbox::new(pool.clone(), js.clone());
         let (poll, linger) = p.relay.intervals();
         let relay = outbox.clone().spawn_relay(rt.cancel.clone(), poll, linger);
+        let metrics = Metrics::new();
+        metrics.read_foundation(pool.clone(), js.clone(), p.nats.naming(), p.name);
         Ok(Foundation {
             name: p.name,
             pool,
@@ -179,6 +188,7 @@ impl Foundation {
             js,
             naming: p.nats.naming(),
             outbox,
+            metrics,
             cancel: rt.cancel.clone(),
             tasks: vec![relay],
             verifier,
@@ -200,7 +210,7 @@ impl Foundation {
                 verifier: self.verifier,
                 db: self.pool,
                 nats: self.nats,
-                naming: self.naming,
+                metrics: self.metrics,
                 state,
                 routes,
                 tasks: self.tasks,

@@ -148,11 +148,23 @@ pub struct HttpSettings {
     /// actix worker threads; 0 means one per core.
     #[serde(default)]
     pub workers: usize,
+    /// Port of the metrics listener (`GET /metrics`, Prometheus text format)
+    /// on `host`: a port of its own, never routed to the public. 0 picks one.
+    #[serde(default = "default_metrics_port")]
+    pub metrics_port: u16,
+}
+
+fn default_metrics_port() -> u16 {
+    9090
 }
 
 impl HttpSettings {
     pub fn addr(&self) -> String {
         format!("{}:{}", self.host, self.port)
+    }
+
+    pub fn metrics_addr(&self) -> String {
+        format!("{}:{}", self.host, self.metrics_port)
     }
 }
 
@@ -298,4 +310,12 @@ pub struct TelemetrySettings {
     /// addition to the platform's roots (empty: none).
     #[serde(default)]
     pub otlp_ca_file: String,
+    /// One line per request at info (method, route template, status,
+    /// latency, request id), target `hub_access`; false turns it off.
+    #[serde(default = "yes")]
+    pub access_log: bool,
+}
+
+fn yes() -> bool {
+    true
 }

@@ -25,9 +25,12 @@ impl Drop for TelemetryGuard {
 pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGuard> {
     crate::tls::install_provider();
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-    let filter = EnvFilter::try_from_default_env()
+    let mut filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&s.log_level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    if !s.access_log {
+        filter = filter.add_directive(format!("{}=off", crate::http::ACCESS_LOG_TARGET).parse()?);
+    }
     let fmt_layer = if s.log_format == "pretty" {
         tracing_subscriber::fmt::layer().with_target(false).boxed()
     } else {

@@ -76,18 +76,16 @@ pub struct Entry {
 
 /// A running service process-part: its listeners and the future that serves them.
 pub struct Started {
-    /// `core`/`product` for gateways, `http` for the others, with the bound port.
+    /// `core`/`product` for gateways, `http` for the others, and `metrics`
+    /// for all, with the bound port.
     pub ports: Vec<(&'static str, u16)>,
     pub run: BoxFuture<'static, anyhow::Result<()>>,
 }
 
-fn svc_started(
-    port: u16,
-    run: impl std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
-) -> Vec<Started> {
+fn svc_started(app: service_kit::server::Running) -> Vec<Started> {
     vec![Started {
-        ports: vec![("http", port)],
-        run: run.boxed(),
+        ports: vec![("http", app.port()), ("metrics", app.metrics_port())],
+        run: app.run_until_stopped().boxed(),
     }]
 }
 
@@ -118,7 +116,7 @@ fn start<S: Service>(
 ) -> BoxFuture<'static, anyhow::Result<Vec<Started>>> {
     async move {
         let app = S::build(load::<S::Settings>(&l, &src)?, rt).await?;
-        Ok(svc_started(app.port(), app.run_until_stopped()))
+        Ok(svc_started(app))
     }
     .boxed()
 }
@@ -153,6 +151,7 @@ pub const SERVICES: &[Entry] = &[
                 if let Some(p) = app.product_port() {
                     ports.push(("product", p));
                 }
+                ports.push(("metrics", app.metrics_port()));
                 Ok(vec![Started {
                     ports,
                     run: app.run_until_stopped().boxed(),
@@ -270,6 +269,9 @@ pub struct Stack {
     pub services: BTreeMap<&'static str, String>,
     /// Each gateway replica's (core, product) base URLs.
     pub gateways: Vec<(String, String)>,
+    /// Every service's and gateway replica's metrics URL
+    /// (`http://127.0.0.1:port/metrics`), by name, in start order.
+    pub metrics: Vec<(&'static str, String)>,
     runs: Vec<(&'static str, BoxFuture<'static, anyhow::Result<()>>)>,
     cancel: tokio_util::sync::CancellationToken,
     keys: Option<Keys>,
@@ -320,6 +322,7 @@ impl Stack {
         let mut stack = Stack {
             services: BTreeMap::new(),
             gateways: Vec::new(),
+            metrics: Vec::new(),
             runs: Vec::new(),
             cancel: cancel.clone(),
             keys: None,
@@ -362,6 +365,10 @@ impl Stack {
                     if e.gateway {
                         stack.gateways.push((url("core"), url("product")));
                     }
+                    stack
+                        .metrics
+                        .push((e.name, format!("{}/metrics", url("metrics"))));
+                    tracing::info!(service = e.name, url = %url("metrics"), "metrics listener");
                     stack.runs.push((e.name, s.run));
                 }
             }

@@ -13,6 +13,7 @@
 use crate::ops::{Staged, Tier};
 use service_kit::{
     group_commit::{Batch, GroupCommit, Shape},
+    metrics::CommitMetrics,
     ApiError,
 };
 use sqlx::PgPool;
@@ -59,13 +60,15 @@ impl Journal {
         writers: usize,
         max_batch: usize,
         cancel: CancellationToken,
+        metrics: CommitMetrics,
     ) -> (Journal, Vec<tokio::task::JoinHandle<()>>) {
         let shape = Shape {
             writers,
             max_batch,
             grace: std::time::Duration::ZERO,
         };
-        let (w, tasks) = GroupCommit::spawn(shape, cancel, || Exchanges { pool: pool.clone() });
+        let (w, tasks) =
+            GroupCommit::spawn(shape, cancel, metrics, || Exchanges { pool: pool.clone() });
         (Journal(w), tasks)
     }
 

@@ -79,6 +79,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         settings.agent.journal_writers,
         settings.agent.journal_batch,
         cancel.clone(),
+        f.metrics.commits(),
     );
     f.tasks.extend(journal_tasks);
     let state = web::Data::new(state::AppState {
@@ -109,6 +110,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             .build()?,
         clock: rt.clock.clone(),
         attempt_lease: staged::attempt_lease(&settings),
+        model_metrics: model::ModelMetrics::new(&f.metrics),
     });
     let activity_pool = pool.clone();
     f.tasks

@@ -10,6 +10,7 @@
 mod cache;
 mod clientip;
 mod flights;
+mod metrics;
 mod proxy;
 mod routing;
 pub mod settings;
@@ -24,6 +25,7 @@ use tokio::task::JoinHandle;
 pub struct Application {
     core_port: Option<u16>,
     product_port: Option<u16>,
+    metrics_port: u16,
     servers: Vec<Server>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -33,6 +35,7 @@ fn listener_server(
     gw: web::Data<proxy::Gateway>,
     product: bool,
     readiness: http::Readiness,
+    metrics: web::Data<service_kit::metrics::Metrics>,
 ) -> anyhow::Result<(u16, Server)> {
     proxy::upstream_client(&gw.tls)?;
     let listener = TcpListener::bind(s.addr())?;
@@ -52,6 +55,7 @@ fn listener_server(
             .app_data(gw.clone())
             .app_data(client)
             .app_data(host.clone())
+            .app_data(metrics.clone())
             .configure(|c| http::health_routes(c, readiness.clone()))
             .default_service(web::to(proxy::handle))
     })
@@ -129,6 +133,7 @@ impl Application {
                 Minter::new(service_kit::assertion::GATEWAY, service, key)?,
             );
         }
+        let metrics = service_kit::metrics::Metrics::new();
         let trusted = clientip::TrustedProxies::parse(&settings.proxy.trusted_proxies)?;
         if !trusted.any() && !service_kit::settings::profile_is_dev() {
             tracing::warn!(
@@ -151,29 +156,43 @@ impl Application {
                 .max_body_bytes
                 .max(settings.product_http.max_body_bytes),
             tls: settings.tls.clone(),
+            metrics: metrics::GatewayMetrics::new(&metrics),
         });
         let readiness = http::Readiness {
             db: None,
             nats: Some(nats_client),
         };
 
+        let (metrics_port, metrics_server) = service_kit::metrics::serve(
+            TcpListener::bind(settings.http.metrics_addr())?,
+            metrics.clone(),
+            cancel.clone(),
+        )?;
+        tracing::info!(port = metrics_port, "gateway metrics listening");
+        let metrics = web::Data::new(metrics);
         let mut app = Application {
             core_port: None,
             product_port: None,
+            metrics_port,
             servers: Vec::new(),
             tasks,
         };
         use settings::Serve;
         if matches!(settings.serve, Serve::Both | Serve::Core) {
-            let (port, server) =
-                listener_server(&settings.http, gw.clone(), false, readiness.clone())?;
+            let (port, server) = listener_server(
+                &settings.http,
+                gw.clone(),
+                false,
+                readiness.clone(),
+                metrics.clone(),
+            )?;
             tracing::info!(port, "core gateway listening");
             app.core_port = Some(port);
             app.servers.push(server);
         }
         if matches!(settings.serve, Serve::Both | Serve::Product) {
             let (port, server) =
-                listener_server(&settings.product_http, gw.clone(), true, readiness)?;
+                listener_server(&settings.product_http, gw.clone(), true, readiness, metrics)?;
             tracing::info!(port, "product gateway listening");
             app.product_port = Some(port);
             app.servers.push(server);
@@ -181,6 +200,7 @@ impl Application {
         for s in &app.servers {
             service_kit::shutdown::stop_server_on(cancel.clone(), s.handle());
         }
+        app.servers.push(metrics_server);
         Ok(app)
     }
 
@@ -190,6 +210,11 @@ impl Application {
 
     pub fn product_port(&self) -> Option<u16> {
         self.product_port
+    }
+
+    /// The port of its metrics listener (`http.metrics_port`).
+    pub fn metrics_port(&self) -> u16 {
+        self.metrics_port
     }
 
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {

@@ -4,6 +4,7 @@ use crate::{
     cache::{self, IdentityCache, Resolved},
     clientip::TrustedProxies,
     flights::Flights,
+    metrics::{status_class, GatewayMetrics, Lookup},
     routing::{self, Router},
 };
 use actix_web::{
@@ -44,6 +45,7 @@ pub struct Gateway {
     pub max_body_bytes: usize,
     /// Trust for `https://` upstreams.
     pub tls: service_kit::tls::TlsSettings,
+    pub metrics: GatewayMetrics,
 }
 
 /// The HTTP client for calls to services (one per worker), over TLS for
@@ -186,14 +188,24 @@ impl Gateway {
     ) -> Result<Arc<Resolved>, ResolveError> {
         let k = cache::key(token);
         if let Some(hit) = self.cache.get(&k) {
+            self.metrics.bearer(Lookup::Hit);
             return Ok(hit);
         }
         if self.cache.was_refused(&k) {
+            self.metrics.bearer(Lookup::Refused);
             return Err(ResolveError::Unauthorized("invalid or expired credential"));
         }
-        self.flights
-            .run(k, || self.fetch(client, token, k, ip, request_id))
-            .await
+        let mut led = false;
+        let answer = self
+            .flights
+            .run(k, || {
+                led = true;
+                self.fetch(client, token, k, ip, request_id)
+            })
+            .await;
+        self.metrics
+            .bearer(if led { Lookup::Miss } else { Lookup::Joined });
+        answer
     }
 
     /// Ask identity's `/v1/auth/me`; cache what it answers.
@@ -225,6 +237,7 @@ impl Gateway {
                 deadline_ms: None,
             },
         );
+        let asked = std::time::Instant::now();
         let resp = client
             .get(format!("{base}/v1/auth/me"))
             .bearer_auth(token)
@@ -235,9 +248,12 @@ impl Gateway {
             .send()
             .await
             .map_err(|e| {
+                self.metrics.identity("unreachable", asked.elapsed());
                 tracing::warn!(error = %e, "identity unreachable");
                 ResolveError::Unavailable
             })?;
+        self.metrics
+            .identity(status_class(resp.status().as_u16()), asked.elapsed());
         match resp.status().as_u16() {
             200 => {}
             // Only a credential identity looked up and refused is remembered;
@@ -333,6 +349,10 @@ pub async fn handle(
     };
     let service = target.service.to_owned();
     let path = target.path.to_owned();
+    if let Some(name) = hub_domain::ServiceName::parse(&service) {
+        req.extensions_mut()
+            .insert(service_kit::http::RouteLabel(name.as_str()));
+    }
     let request_id = req
         .extensions()
         .get::<RequestId>()
@@ -376,6 +396,8 @@ pub async fn handle(
     // The hottest path of the platform is answered here, from the cache.
     if method == "GET" && path == "/v1/auth/me" {
         if let Some(r) = &resolved {
+            req.extensions_mut()
+                .insert(service_kit::http::RouteLabel("/v1/auth/me"));
             return HttpResponse::Ok()
                 .content_type("application/json")
                 .body(r.body.clone());

@@ -114,12 +114,14 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         outbox.clone(),
         shape(settings.ledger.writers),
         cancel.clone(),
+        f.metrics.commits(),
     );
     let (tokens, token_tasks) = ledger::Writer::spawn(
         writer_db,
         outbox.clone(),
         shape(settings.ledger.token_writers),
         cancel.clone(),
+        f.metrics.commits(),
     );
     tasks.extend(token_tasks);
     let state = web::Data::new(state::AppState {

@@ -75,6 +75,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         tls: settings.tls.clone(),
         clock: rt.clock.clone(),
         wake: Arc::default(),
+        metrics: worker::AttemptMetrics::new(&f.metrics),
     });
     let mut tasks = Vec::new();
     let fan = state.clone();

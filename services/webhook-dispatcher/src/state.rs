@@ -21,6 +21,7 @@ pub struct AppState {
     pub clock: Clock,
     /// Wakes the delivery worker when deliveries become due now.
     pub wake: Arc<Notify>,
+    pub metrics: crate::worker::AttemptMetrics,
 }
 
 /// The AAD an endpoint's secrets are sealed with.

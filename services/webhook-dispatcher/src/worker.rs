@@ -21,7 +21,10 @@ use crate::{
     ssrf,
     state::{secret_aad, AppState},
 };
-use service_kit::tls::TlsSettings;
+use service_kit::{
+    metrics::{HistogramVec, IntCounterVec, Metrics},
+    tls::TlsSettings,
+};
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, PoisonError},
@@ -53,6 +56,44 @@ struct Outcome {
 }
 
 type InFlight = Arc<Mutex<HashMap<Uuid, usize>>>;
+
+/// Delivery attempts by result (`delivered`; `rejected`: the endpoint
+/// answered non-2xx; `timeout`; `unreachable`: connection or TLS failed;
+/// `not_sent`: refused before sending, by the SSRF guard, an unreadable
+/// secret or signing) and how long those that were sent took.
+#[derive(Clone)]
+pub struct AttemptMetrics {
+    attempts: IntCounterVec,
+    seconds: HistogramVec,
+}
+
+impl AttemptMetrics {
+    pub fn new(m: &Metrics) -> AttemptMetrics {
+        AttemptMetrics {
+            attempts: m.counter(
+                "hub_webhook_attempts_total",
+                "Webhook delivery attempts by result.",
+                &["result"],
+            ),
+            seconds: m.histogram(
+                "hub_webhook_attempt_duration_seconds",
+                "Time from sending a webhook to the endpoint's answer (or the failure), by result.",
+                &["result"],
+            ),
+        }
+    }
+
+    fn sent(&self, result: &str, took: Duration) {
+        self.attempts.with_label_values(&[result]).inc();
+        self.seconds
+            .with_label_values(&[result])
+            .observe(took.as_secs_f64());
+    }
+
+    fn not_sent(&self) {
+        self.attempts.with_label_values(&["not_sent"]).inc();
+    }
+}
 
 /// The HTTP client deliveries go out with: no redirects; and either direct,
 /// resolving through the SSRF guard (the proxy environment variables are
@@ -246,6 +287,59 @@ async fn attempt(state: &AppState, client: &reqwest::Client, c: Claimed) -> Outc
         code: None,
         error: Some(error),
     };
+    let outcome = send(state, client, &c).await;
+    match &outcome {
+        Attempted::Answered { took, .. } | Attempted::Failed { took, .. } => {
+            state.metrics.sent(outcome.result(), *took)
+        }
+        Attempted::NotSent(_) => state.metrics.not_sent(),
+    }
+    match outcome {
+        Attempted::Answered { code, .. } if (200..300).contains(&code) => Outcome {
+            id: c.id,
+            attempts_before: c.attempts,
+            code: Some(i32::from(code)),
+            error: None,
+        },
+        Attempted::Answered { code, .. } => Outcome {
+            id: c.id,
+            attempts_before: c.attempts,
+            code: Some(i32::from(code)),
+            error: Some(format!("the endpoint answered {code}")),
+        },
+        Attempted::Failed { error, .. } | Attempted::NotSent(error) => fail(error),
+    }
+}
+
+/// What became of one attempt to send.
+enum Attempted {
+    /// Refused before sending (the reason).
+    NotSent(String),
+    /// The endpoint answered with `code`.
+    Answered { code: u16, took: Duration },
+    /// Timed out or could not connect.
+    Failed {
+        error: String,
+        timeout: bool,
+        took: Duration,
+    },
+}
+
+impl Attempted {
+    fn result(&self) -> &'static str {
+        match self {
+            Attempted::NotSent(_) => "not_sent",
+            Attempted::Answered { code, .. } if (200..300).contains(code) => "delivered",
+            Attempted::Answered { .. } => "rejected",
+            Attempted::Failed { timeout: true, .. } => "timeout",
+            Attempted::Failed { .. } => "unreachable",
+        }
+    }
+}
+
+/// Sign and send `c`.
+async fn send(state: &AppState, client: &reqwest::Client, c: &Claimed) -> Attempted {
+    let fail = Attempted::NotSent;
     let aad = secret_aad(c.endpoint_id);
     let secret = match state.sealer.open(&c.secret, &aad) {
         Ok(s) => String::from_utf8_lossy(&s).into_owned(),
@@ -286,24 +380,25 @@ async fn attempt(state: &AppState, client: &reqwest::Client, c: Claimed) -> Outc
         .header("webhook-id", msg_id)
         .header("webhook-timestamp", ts.to_string())
         .header("webhook-signature", sigs.join(" "))
-        .body(c.payload.clone())
-        .send()
-        .await;
+        .body(c.payload.clone());
+    let started = std::time::Instant::now();
+    let sent = sent.send().await;
+    let took = started.elapsed();
     match sent {
-        Ok(r) if r.status().is_success() => Outcome {
-            id: c.id,
-            attempts_before: c.attempts,
-            code: Some(i32::from(r.status().as_u16())),
-            error: None,
+        Ok(r) => Attempted::Answered {
+            code: r.status().as_u16(),
+            took,
         },
-        Ok(r) => Outcome {
-            id: c.id,
-            attempts_before: c.attempts,
-            code: Some(i32::from(r.status().as_u16())),
-            error: Some(format!("the endpoint answered {}", r.status().as_u16())),
+        Err(e) if e.is_timeout() => Attempted::Failed {
+            error: "timed out".into(),
+            timeout: true,
+            took,
         },
-        Err(e) if e.is_timeout() => fail("timed out".into()),
-        Err(e) => fail(format!("could not deliver: {}", error_chain(&e))),
+        Err(e) => Attempted::Failed {
+            error: format!("could not deliver: {}", error_chain(&e)),
+            timeout: false,
+            took,
+        },
     }
 }
 

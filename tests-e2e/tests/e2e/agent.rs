@@ -954,6 +954,25 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     assert_eq!(r.body["engine"], "rules");
     // The matcher does not know the prefix: it lists what it understands.
     assert!(reply(&r).contains("I understand"), "{:?}", r.body);
+    // Each call counted by its outcome; the tokens counted are those paid.
+    let m = s.scrape("agent").await;
+    let calls = |outcome: &str| {
+        tests_e2e::sample(
+            &m,
+            &format!("hub_agent_model_calls_total{{engine=\"test-model\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(
+        (calls("timeout"), calls("status")),
+        (Some(1.0), Some(2.0)),
+        "{m}"
+    );
+    assert!(calls("ok").is_some_and(|n| n >= 4.0), "{m}");
+    assert_eq!(
+        tests_e2e::sample(&m, "hub_agent_model_tokens_total{engine=\"test-model\"}"),
+        Some(200.0),
+        "1000 granted, 800 left: {m}"
+    );
 
     // The member's personal limit: exhausted is a 402.
     let dev = s.member(&owner, &org, "developer").await;

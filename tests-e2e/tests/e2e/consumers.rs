@@ -58,13 +58,7 @@ async fn stored(s: &TestStack, ids: &[Uuid]) -> i64 {
 }
 
 async fn metric(s: &TestStack) -> String {
-    let r = s
-        .http
-        .get(format!("{}/metrics", s.service_url("identity")))
-        .send()
-        .await
-        .expect("metrics");
-    let text = r.text().await.unwrap_or_default();
+    let text = s.scrape("identity").await;
     text.lines()
         .find(|l| l.starts_with("hub_dead_letter_events "))
         .unwrap_or_default()

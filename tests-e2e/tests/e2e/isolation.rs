@@ -80,7 +80,7 @@ async fn a_service_that_cannot_start_stops_the_whole_stack_with_its_error() {
     let started = hub_stack::Stack::start(hub_stack::StackConfig {
         source: hub_stack::Source::Generated,
         common: vec![format!(
-            "[http]\nhost = \"127.0.0.1\"\nport = 0\nworkers = 1\n\
+            "[http]\nhost = \"127.0.0.1\"\nport = 0\nmetrics_port = 0\nworkers = 1\n\
              [product_http]\nhost = \"127.0.0.1\"\nport = 0\nworkers = 1\n\
              [nats]\nurl = \"{}\"\nsubject_prefix = \"{}\"\nstream_suffix = \"{}\"\nmemory_storage = true\n",
             tests_e2e::nats_url(),

@@ -374,6 +374,16 @@ async fn a_failing_receiver_gets_exactly_three_attempts() {
     .await
     .expect("the delivery failed");
     assert_eq!(rx.count(), 3, "three attempts in all");
+    let metrics = s.scrape("webhook_dispatcher").await;
+    assert_eq!(
+        tests_e2e::sample(&metrics, "hub_webhook_attempts_total{result=\"rejected\"}"),
+        Some(3.0),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("hub_webhook_attempt_duration_seconds_count{result=\"rejected\"} 3"),
+        "{metrics}"
+    );
     let ids: Vec<String> = rx
         .all()
         .iter()

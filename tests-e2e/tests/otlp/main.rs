@@ -56,6 +56,7 @@ async fn spans_of_a_client_trace_reach_the_collector() {
             log_level: "warn,service_kit=info,identity=info,core_api_gateway=info".into(),
             otlp_endpoint: endpoint,
             otlp_ca_file: ca_file,
+            access_log: false,
         },
     )
     .expect("telemetry");

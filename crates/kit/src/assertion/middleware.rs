@@ -2,9 +2,10 @@
 
 use super::*;
 
-/// Paths served without an assertion: probes and metrics only.
+/// Paths served without an assertion: the probes only (metrics have a
+/// listener of their own).
 fn exempt(path: &str) -> bool {
-    path == "/healthz" || path == "/readyz" || path == "/metrics"
+    path == "/healthz" || path == "/readyz"
 }
 
 /// The largest body the assertion middleware reads (the service's JSON limit).

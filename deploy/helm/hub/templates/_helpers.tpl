@@ -95,11 +95,24 @@ affinity:
 {{- with .Values.podAnnotations }}
 {{ toYaml . }}
 {{- end }}
+
 {{- if .Values.secrets.create }}
 checksum/secret: {{ toJson .Values.secrets | sha256sum }}
 {{- end }}
 {{- if .Values.tls.extraCA }}
 checksum/extra-ca: {{ .Values.tls.extraCA | sha256sum }}
+{{- end }}
+{{- end -}}
+
+{{/* A Deployment's pod annotations: the Jobs' plus where to scrape it. */}}
+{{- define "hub.servicePodAnnotations" -}}
+{{- with (include "hub.podAnnotations" .) }}
+{{ . }}
+{{- end }}
+{{- if .Values.metrics.podAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .Values.metrics.port | quote }}
+prometheus.io/path: /metrics
 {{- end }}
 {{- end -}}
 
@@ -139,6 +152,8 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: nats-url } }
 - name: {{ .svc.envPrefix }}__HTTP__PORT
   value: {{ .svc.port | quote }}
+- name: {{ .svc.envPrefix }}__HTTP__METRICS_PORT
+  value: {{ .root.Values.metrics.port | quote }}
 {{- if eq .svc.kind "internal" }}
 - name: {{ .svc.envPrefix }}__DATABASE__URL
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: {{ .svc.assertionName }}-database-url } }

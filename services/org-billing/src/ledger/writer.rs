@@ -7,6 +7,7 @@
 use super::{batch_limit, Book, Move, OUTCOME_UNKNOWN};
 use service_kit::{
     group_commit::{Batch, GroupCommit, Shape},
+    metrics::CommitMetrics,
     outbox::Outbox,
     ApiError,
 };
@@ -46,8 +47,9 @@ impl<B: Book> Writer<B> {
         outbox: Outbox,
         shape: Shape,
         cancel: CancellationToken,
+        metrics: CommitMetrics,
     ) -> (Writer<B>, Vec<tokio::task::JoinHandle<()>>) {
-        let (w, tasks) = GroupCommit::spawn(shape, cancel, || Moves {
+        let (w, tasks) = GroupCommit::spawn(shape, cancel, metrics, || Moves {
             db: db.clone(),
             outbox: outbox.clone(),
             held: None,
