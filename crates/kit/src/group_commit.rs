@@ -218,7 +218,7 @@ mod tests {
                 grace: Duration::ZERO,
             },
             CancellationToken::new(),
-            crate::metrics::Metrics::new().commits(),
+            crate::metrics::Metrics::new("test").commits(),
             || Recorder {
                 seen: seen.clone(),
                 gate: gate.clone(),
@@ -310,7 +310,7 @@ mod tests {
                 grace: Duration::ZERO,
             },
             cancel.clone(),
-            crate::metrics::Metrics::new().commits(),
+            crate::metrics::Metrics::new("test").commits(),
             || Recorder {
                 seen: seen.clone(),
                 gate: gate.clone(),

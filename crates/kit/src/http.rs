@@ -86,6 +86,18 @@ impl Extractor for HeaderExtractor<'_> {
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
+tokio::task_local! {
+    /// The id of the request the current task serves (see [`current_request_id`]).
+    static CURRENT_REQUEST_ID: String;
+}
+
+/// The request id of the request being served on this task, if any: calls
+/// made on its behalf (peers, identity) carry it on, so that one id names
+/// the request in every service's log.
+pub fn current_request_id() -> Option<String> {
+    CURRENT_REQUEST_ID.try_with(String::clone).ok()
+}
+
 fn valid_request_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
@@ -119,8 +131,12 @@ pub async fn request_span(
         .map(str::to_owned)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     req.extensions_mut().insert(RequestId(request_id.clone()));
+    let metrics = req
+        .app_data::<web::Data<crate::metrics::Metrics>>()
+        .cloned();
     let span = tracing::info_span!(
         "http",
+        service = metrics.as_ref().map_or("", |m| m.service()),
         method = %req.method(),
         path = %req.path(),
         request_id = %request_id,
@@ -130,13 +146,13 @@ pub async fn request_span(
         p.extract(&HeaderExtractor(req.headers()))
     });
     let _ = span.set_parent(parent);
-    let metrics = req
-        .app_data::<web::Data<crate::metrics::Metrics>>()
-        .cloned();
     let in_flight = metrics.as_ref().map(|m| m.request_started());
     let method = req.method().clone();
     let started = Instant::now();
-    let mut res = next.call(req).instrument(span.clone()).await?;
+    let mut res = CURRENT_REQUEST_ID
+        .scope(request_id.clone(), next.call(req))
+        .instrument(span.clone())
+        .await?;
     let took = started.elapsed();
     drop(in_flight);
     let status = res.status().as_u16();

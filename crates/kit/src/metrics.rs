@@ -40,6 +40,8 @@ type Scraper = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 /// A service's metrics (cheap to clone: every field is shared).
 #[derive(Clone)]
 pub struct Metrics {
+    /// The service's name (`org-billing`), also on its request spans.
+    service: &'static str,
     registry: Registry,
     http: HttpMetrics,
     commits: CommitMetrics,
@@ -71,16 +73,11 @@ impl CommitMetrics {
     }
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::new()
-    }
-}
-
 impl Metrics {
-    pub fn new() -> Metrics {
+    pub fn new(service: &'static str) -> Metrics {
         let registry = Registry::new();
         Metrics {
+            service,
             http: HttpMetrics {
                 requests: register(
                     &registry,
@@ -132,6 +129,11 @@ impl Metrics {
             registry,
             scrapers: Arc::default(),
         }
+    }
+
+    /// The service's name.
+    pub fn service(&self) -> &'static str {
+        self.service
     }
 
     /// A counter family of the service's own.
@@ -432,7 +434,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_are_counted_by_route_and_in_flight_until_they_end() {
-        let m = Metrics::new();
+        let m = Metrics::new("test");
         let a = m.request_started();
         let b = m.request_started();
         assert_eq!(
@@ -463,7 +465,7 @@ mod tests {
 
     #[tokio::test]
     async fn scrape_readings_run_before_each_render_and_registries_stay_apart() {
-        let (one, other) = (Metrics::new(), Metrics::new());
+        let (one, other) = (Metrics::new("one"), Metrics::new("other"));
         let g = one.gauge("hub_test_readings", "Readings taken.", &[]);
         let g2 = g.clone();
         one.on_scrape(move || {

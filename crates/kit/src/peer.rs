@@ -77,7 +77,9 @@ impl Peer {
             Some(b) => serde_json::to_vec(b)?,
             None => Vec::new(),
         };
-        let request_id = Uuid::new_v4().to_string();
+        // The request this call serves goes on under its id and in its trace.
+        let request_id =
+            crate::http::current_request_id().unwrap_or_else(|| Uuid::new_v4().to_string());
         let (a, sig) = minter.sign(
             caller.map(|c| c.identity.clone()),
             caller.map(|c| c.credential),
@@ -101,6 +103,9 @@ impl Peer {
             .timeout(self.timeout);
         if let Some(k) = idempotency_key {
             rb = rb.header(crate::assertion::IDEMPOTENCY_HEADER, k);
+        }
+        if let Some(tp) = crate::telemetry::current_traceparent() {
+            rb = rb.header(crate::telemetry::TRACEPARENT, tp);
         }
         if !body.is_empty() {
             rb = rb.header("content-type", "application/json").body(body);

@@ -179,7 +179,7 @@ impl Foundation {
         let outbox = crate::outbox::Outbox::new(pool.clone(), js.clone());
         let (poll, linger) = p.relay.intervals();
         let relay = outbox.clone().spawn_relay(rt.cancel.clone(), poll, linger);
-        let metrics = Metrics::new();
+        let metrics = Metrics::new(p.name);
         metrics.read_foundation(pool.clone(), js.clone(), p.nats.naming(), p.name);
         Ok(Foundation {
             name: p.name,

@@ -123,14 +123,18 @@ impl opentelemetry::propagation::Extractor for MapCarrier {
     }
 }
 
+/// The W3C trace-context header.
+pub const TRACEPARENT: &str = "traceparent";
+
 /// The W3C `traceparent` of the current span, when tracing export is on and the
-/// span belongs to a trace (events carry it in their NATS headers).
+/// span belongs to a trace (events carry it in their NATS headers, calls to
+/// other services in their HTTP headers).
 pub fn current_traceparent() -> Option<String> {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
     let ctx = tracing::Span::current().context();
     let mut carrier = MapCarrier(Default::default());
     opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&ctx, &mut carrier));
-    carrier.0.remove("traceparent")
+    carrier.0.remove(TRACEPARENT)
 }
 
 /// A span for handling an event, continuing the trace of `traceparent` if any.

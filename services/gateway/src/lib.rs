@@ -133,7 +133,7 @@ impl Application {
                 Minter::new(service_kit::assertion::GATEWAY, service, key)?,
             );
         }
-        let metrics = service_kit::metrics::Metrics::new();
+        let metrics = service_kit::metrics::Metrics::new("gateway");
         let trusted = clientip::TrustedProxies::parse(&settings.proxy.trusted_proxies)?;
         if !trusted.any() && !service_kit::settings::profile_is_dev() {
             tracing::warn!(

@@ -18,6 +18,7 @@ use service_kit::{
     assertion::{self, Minter, RequestFacts, RESERVED_HEADER_PREFIXES},
     error::json_error,
     http::RequestId,
+    telemetry::TRACEPARENT,
 };
 use std::{collections::HashMap, sync::Arc, time::Duration};
 use uuid::Uuid;
@@ -244,6 +245,7 @@ impl Gateway {
             .header(assertion::ASSERTION_HEADER, a)
             .header(assertion::SIGNATURE_HEADER, sig)
             .header(service_kit::http::REQUEST_ID_HEADER, request_id)
+            .headers(trace_context())
             .timeout(self.resolve_timeout)
             .send()
             .await
@@ -305,6 +307,17 @@ impl Gateway {
         self.cache.insert(k, resolved.clone(), epoch);
         Ok(resolved)
     }
+}
+
+/// The gateway's trace context for a call it makes (empty with tracing off).
+fn trace_context() -> reqwest::header::HeaderMap {
+    let mut h = reqwest::header::HeaderMap::new();
+    if let Some(v) = service_kit::telemetry::current_traceparent()
+        .and_then(|tp| reqwest::header::HeaderValue::from_str(&tp).ok())
+    {
+        h.insert(TRACEPARENT, v);
+    }
+    h
 }
 
 /// Header names identity uses to tell which credential a bearer is.
@@ -413,9 +426,15 @@ pub async fn handle(
     };
 
     let mut headers = reqwest::header::HeaderMap::with_capacity(req.headers().len() + 4);
+    // With tracing on, the service's span is a child of the gateway's (itself
+    // the client's child when one came): the client's own context stays here.
+    let traceparent = service_kit::telemetry::current_traceparent();
     for (name, value) in req.headers() {
         let n = name.as_str();
         if DROP_REQUEST.contains(&n) || reserved(n) || n == "x-real-ip" || n == "x-request-id" {
+            continue;
+        }
+        if traceparent.is_some() && (n == TRACEPARENT || n == "tracestate") {
             continue;
         }
         if let (Ok(n), Ok(v)) = (
@@ -424,6 +443,9 @@ pub async fn handle(
         ) {
             headers.append(n, v);
         }
+    }
+    if let Some(v) = traceparent.and_then(|tp| reqwest::header::HeaderValue::from_str(&tp).ok()) {
+        headers.insert(TRACEPARENT, v);
     }
     // The URL as it will be sent: its path is the routed path byte for byte
     // (else 400), its query as the parser normalized it; the assertion binds

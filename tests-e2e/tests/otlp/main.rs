@@ -6,7 +6,10 @@
 
 use actix_web::HttpResponse;
 use service_kit::settings::TelemetrySettings;
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 use tests_e2e::TestStack;
 
 /// (path, content type, body) of every request the collector received.
@@ -73,6 +76,35 @@ async fn spans_of_a_client_trace_reach_the_collector() {
         )
         .await;
     assert_eq!(r.status, 200);
+
+    // An assistant request on a bearer the gateway has not seen: the gateway
+    // asks identity, forwards to the agent, which asks org-billing.
+    let org = s.create_org(&t, "Traced GmbH", "DE").await;
+    assert_eq!(org.status, 201, "{:?}", org.body);
+    let org = org.body["id"].as_str().unwrap_or_default().to_owned();
+    let fresh = s.sign_in("otlp@example.com").await;
+    let agent_trace = "6b9f2c3d4e5f60718293a4b5c6d7e8f9";
+    let client_span = "1122334455667788";
+    let r = s
+        .call(
+            "POST",
+            &format!("{}/v1/agent", s.core()),
+            Some(&fresh),
+            Some(
+                serde_json::json!({"message": format!("What is my wallet balance for org {org}?")}),
+            ),
+            &[("traceparent", &format!("00-{agent_trace}-{client_span}-01"))],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert!(
+        r.body["reply"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("wallet"),
+        "{:?}",
+        r.body
+    );
     // Shutting the provider down flushes the batch exporter (a blocking call).
     tokio::task::spawn_blocking(move || drop(guard))
         .await
@@ -103,4 +135,111 @@ async fn spans_of_a_client_trace_reach_the_collector() {
         with_trace.iter().any(|b| contains(b, b"/v1/profile")),
         "the request span names the route"
     );
+
+    // The assistant request, span by span: one trace, each span a child of
+    // the span that called it.
+    let spans = decoded(&got, &hex::decode(agent_trace).expect("hex"));
+    let by_id: HashMap<&[u8], &Span> = spans.iter().map(|s| (&s.span_id[..], s)).collect();
+    let client = hex::decode(client_span).expect("hex");
+    let find = |service: &str, path: &str| {
+        spans
+            .iter()
+            .find(|s| s.attr("service") == service && s.attr("path") == path)
+            .unwrap_or_else(|| panic!("no {service} span for {path} in {spans:#?}"))
+    };
+    let gateway = find("gateway", "/v1/agent");
+    assert_eq!(
+        gateway.parent, client,
+        "the gateway's span continues the client's"
+    );
+    let identity = find("identity", "/v1/auth/me");
+    assert_eq!(
+        identity.parent, gateway.span_id,
+        "identity's lookup is the gateway's child"
+    );
+    let agent = find("agent", "/v1/agent");
+    assert_eq!(
+        agent.parent, gateway.span_id,
+        "the agent is the gateway's child"
+    );
+    let billing = spans
+        .iter()
+        .find(|s| s.attr("service") == "org-billing")
+        .unwrap_or_else(|| panic!("no org-billing span in {spans:#?}"));
+    let mut up = &billing.parent;
+    while up != &agent.span_id {
+        up = &by_id
+            .get(&up[..])
+            .unwrap_or_else(|| {
+                panic!("org-billing's span does not lead to the agent's: {spans:#?}")
+            })
+            .parent;
+    }
+    for s in &spans {
+        assert!(
+            s.parent == client || by_id.contains_key(&s.parent[..]),
+            "a span whose parent is not in the trace: {s:#?}"
+        );
+    }
+    // One request id across the services.
+    let id = gateway.attr("request_id");
+    assert!(!id.is_empty());
+    for s in [identity, agent, billing] {
+        assert_eq!(s.attr("request_id"), id, "{s:#?}");
+    }
+}
+
+/// An exported span, as the collector decoded it.
+#[derive(Debug)]
+struct Span {
+    span_id: Vec<u8>,
+    parent: Vec<u8>,
+    attributes: Vec<(String, String)>,
+}
+
+impl Span {
+    fn attr(&self, key: &str) -> &str {
+        self.attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or("", |(_, v)| v.as_str())
+    }
+}
+
+/// Every span of trace `trace_id` in the OTLP requests the collector got.
+fn decoded(got: &[(String, String, Vec<u8>)], trace_id: &[u8]) -> Vec<Span> {
+    use opentelemetry_proto::tonic::{
+        collector::trace::v1::ExportTraceServiceRequest, common::v1::any_value::Value,
+    };
+    use prost::Message;
+    let mut spans = Vec::new();
+    for (_, _, body) in got {
+        let req = ExportTraceServiceRequest::decode(&body[..]).expect("an OTLP trace export");
+        for s in req
+            .resource_spans
+            .into_iter()
+            .flat_map(|r| r.scope_spans)
+            .flat_map(|s| s.spans)
+            .filter(|s| s.trace_id == trace_id)
+        {
+            let attributes = s
+                .attributes
+                .into_iter()
+                .map(|kv| {
+                    let v = match kv.value.and_then(|v| v.value) {
+                        Some(Value::StringValue(v)) => v,
+                        Some(other) => format!("{other:?}"),
+                        None => String::new(),
+                    };
+                    (kv.key, v)
+                })
+                .collect();
+            spans.push(Span {
+                span_id: s.span_id,
+                parent: s.parent_span_id,
+                attributes,
+            });
+        }
+    }
+    spans
 }
