@@ -49,101 +49,35 @@ pub struct AdminSku {
     pub listed: bool,
 }
 
-/// The stored columns of the public list (price and currency as stored).
-struct ListedRow {
-    id: String,
-    name: String,
-    fulfilment: String,
-    sla_hours: Option<i32>,
-    badges: Vec<String>,
-    monthly_price_minor: i64,
-    currency: String,
-}
-
-/// The stored columns staff see.
-struct Row {
-    id: String,
-    name: String,
-    fulfilment: String,
-    sla_hours: Option<i32>,
-    badges: Vec<String>,
-    monthly_price_minor: i64,
-    currency: String,
-    position: i32,
-    listed: bool,
-}
-
-fn currency(raw: &str) -> sqlx::Result<Currency> {
-    Currency::parse(raw)
-        .ok_or_else(|| sqlx::Error::Decode(format!("not a currency: {raw:?}").into()))
-}
-
-impl TryFrom<ListedRow> for Sku {
-    type Error = sqlx::Error;
-    fn try_from(r: ListedRow) -> sqlx::Result<Sku> {
-        Ok(Sku {
-            currency: currency(&r.currency)?,
-            id: r.id,
-            name: r.name,
-            fulfilment: r.fulfilment,
-            sla_hours: r.sla_hours,
-            badges: r.badges,
-            monthly_price_minor: MinorUnits(r.monthly_price_minor),
-        })
-    }
-}
-
-impl TryFrom<Row> for AdminSku {
-    type Error = sqlx::Error;
-    fn try_from(r: Row) -> sqlx::Result<AdminSku> {
-        Ok(AdminSku {
-            currency: currency(&r.currency)?,
-            id: r.id,
-            name: r.name,
-            fulfilment: r.fulfilment,
-            sla_hours: r.sla_hours,
-            badges: r.badges,
-            monthly_price_minor: MinorUnits(r.monthly_price_minor),
-            position: r.position,
-            listed: r.listed,
-        })
-    }
-}
-
 /// Listed SKUs in catalog order.
 pub async fn listed(pool: &PgPool) -> sqlx::Result<Vec<Sku>> {
     sqlx::query_as!(
-        ListedRow,
-        "SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency \
-         FROM skus WHERE listed ORDER BY position, id",
+        Sku,
+        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency"
+           FROM skus WHERE listed ORDER BY position, id"#,
     )
     .fetch_all(pool)
-    .await?
-    .into_iter()
-    .map(Sku::try_from)
-    .collect()
+    .await
 }
 
 /// Every SKU, retired ones too, in catalog order (at most 5000).
 pub async fn all(pool: &PgPool) -> sqlx::Result<Vec<AdminSku>> {
     sqlx::query_as!(
-        Row,
-        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed FROM skus ORDER BY position, id LIMIT 5000"#,
+        AdminSku,
+        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed
+           FROM skus ORDER BY position, id LIMIT 5000"#,
     )
     .fetch_all(pool)
-    .await?
-    .into_iter()
-    .map(AdminSku::try_from)
-    .collect()
+    .await
 }
 
 /// Insert `s` (validated); [`Error::Exists`] when its id is taken.
 pub async fn create(conn: &mut PgConnection, s: &Declared) -> Result<AdminSku, Error> {
-    let created = sqlx::query_as!(
-        Row,
+    sqlx::query_as!(
+        AdminSku,
         r#"INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed)
            VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true))
-           ON CONFLICT (id) DO NOTHING RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed"#,
+           ON CONFLICT (id) DO NOTHING RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed"#,
         &s.id,
         s.name.trim(),
         &s.fulfilment,
@@ -156,21 +90,20 @@ pub async fn create(conn: &mut PgConnection, s: &Declared) -> Result<AdminSku, E
     )
     .fetch_optional(conn)
     .await?
-    .ok_or_else(|| Error::Exists(s.id.clone()))?;
-    Ok(created.try_into()?)
+    .ok_or_else(|| Error::Exists(s.id.clone()))
 }
 
 /// SKU `id`, locked until the transaction ends.
 pub async fn lock(conn: &mut PgConnection, id: &str) -> Result<AdminSku, Error> {
-    let row = sqlx::query_as!(
-        Row,
-        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed FROM skus WHERE id = $1 FOR UPDATE"#,
+    sqlx::query_as!(
+        AdminSku,
+        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed
+           FROM skus WHERE id = $1 FOR UPDATE"#,
         id,
     )
     .fetch_optional(conn)
     .await?
-    .ok_or(Error::NotFound)?;
-    Ok(row.try_into()?)
+    .ok_or(Error::NotFound)
 }
 
 /// A change of a SKU: `None` leaves a field as it is; the SLA is always set.
@@ -186,22 +119,21 @@ pub struct Change<'a> {
 /// Apply `c` to SKU `id` (locked: [`lock`]); returns it after the change.
 pub async fn update(conn: &mut PgConnection, id: &str, c: Change<'_>) -> sqlx::Result<AdminSku> {
     sqlx::query_as!(
-        Row,
+        AdminSku,
         r#"UPDATE skus SET name = COALESCE($2, name), monthly_price_minor = COALESCE($3, monthly_price_minor),
            sla_hours = $4, badges = COALESCE($5, badges), position = COALESCE($6, position),
            listed = COALESCE($7, listed)
-           WHERE id = $1 RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed"#,
+           WHERE id = $1 RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed"#,
         id,
         c.name,
-        c.monthly_price_minor.map(|m| m.0),
+        c.monthly_price_minor as Option<MinorUnits>,
         c.sla_hours,
         c.badges,
         c.position,
         c.listed,
     )
     .fetch_one(conn)
-    .await?
-    .try_into()
+    .await
 }
 
 /// How a listed SKU is fulfilled, and its SLA (for ordering).
