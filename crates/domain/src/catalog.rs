@@ -101,13 +101,14 @@ pub struct Sku {
     /// `api` (the provider driver) or `manual` (staff, within `sla_hours`).
     pub fulfilment: String,
     /// Required for `manual`, null (or absent) for `api`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::integer::option")]
     pub sla_hours: Option<i32>,
+    #[serde(deserialize_with = "crate::integer::exact")]
     pub monthly_price_minor: i64,
     pub currency: String,
     #[serde(default)]
     pub badges: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::integer::option")]
     pub position: Option<i32>,
     /// False retires the SKU: gone from the public list, not orderable;
     /// servers on it keep working.

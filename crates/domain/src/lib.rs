@@ -8,6 +8,7 @@ pub mod catalog;
 mod email;
 mod identity;
 mod ids;
+pub mod integer;
 mod money;
 mod service;
 mod text;

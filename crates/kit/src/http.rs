@@ -8,7 +8,7 @@ use actix_web::{
     error::{JsonPayloadError, PathError, QueryPayloadError},
     http::{header::HeaderValue, StatusCode},
     middleware::Next,
-    web, HttpMessage, HttpResponse,
+    web, HttpMessage, HttpRequest, HttpResponse,
 };
 use opentelemetry::propagation::Extractor;
 use std::time::{Duration, Instant};
@@ -66,9 +66,11 @@ pub fn configure_extractors(cfg: &mut web::ServiceConfig, max_body_bytes: usize)
         .app_data(query_config());
 }
 
-/// The default service: unknown routes and methods answer a JSON 404.
-pub async fn not_found() -> HttpResponse {
-    json_error(StatusCode::NOT_FOUND, "no such route")
+/// The default service: a path served with other methods answers a JSON 405
+/// with `Allow` ([`crate::methods`]), an unknown path a JSON 404.
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    crate::methods::not_allowed(&req)
+        .unwrap_or_else(|| json_error(StatusCode::NOT_FOUND, "no such route"))
 }
 
 struct HeaderExtractor<'a>(&'a actix_web::http::header::HeaderMap);
@@ -250,8 +252,8 @@ async fn readyz(r: web::Data<Readiness>) -> HttpResponse {
 /// `/healthz` (liveness: the process answers) and `/readyz` (its dependencies answer).
 pub fn health_routes(cfg: &mut web::ServiceConfig, readiness: Readiness) {
     cfg.app_data(web::Data::new(readiness))
-        .route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz));
+        .route("/healthz", crate::methods::get().to(healthz))
+        .route("/readyz", crate::methods::get().to(readyz));
 }
 
 /// The `healthcheck` subcommand: GET http://127.0.0.1:{port}/healthz, Ok on 200.

@@ -8,6 +8,7 @@
 //!   `/healthz` and `/readyz`.
 //! - [`assertion`]: the gateway's signed identity assertion, its middleware and
 //!   the verified-identity extractors.
+//! - [`methods`]: route method guards, and 405 with `Allow` for the other methods.
 //! - [`path`]: the one canonical spelling of a request path (gateway and services).
 //! - [`db`], [`nats`], [`outbox`]: Postgres pool and migrations, NATS and
 //!   JetStream streams, the transactional outbox and its relay, durable consumers.
@@ -29,6 +30,7 @@ pub mod error;
 pub mod group_commit;
 pub mod http;
 pub mod idempotency;
+pub mod methods;
 pub mod metrics;
 pub mod nats;
 pub mod outage;

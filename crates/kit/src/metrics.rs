@@ -411,7 +411,7 @@ pub fn serve(
     let server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
-            .route("/metrics", web::get().to(scrape))
+            .route("/metrics", crate::methods::get().to(scrape))
             .default_service(web::to(crate::http::not_found))
     })
     .listen(listener)?

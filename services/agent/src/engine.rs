@@ -146,8 +146,14 @@ pub async fn answer(
     })
 }
 
-/// 400 unless the message has 1 to `agent.max_message_chars` characters.
+/// 400 unless the message has 1 to `agent.max_message_chars` characters and
+/// no NUL (Postgres text cannot hold one).
 fn check_message(agent: &AgentSettings, message: &str) -> ApiResult<()> {
+    if message.contains('\0') {
+        return Err(ApiError::bad_request(
+            "message must not contain NUL characters",
+        ));
+    }
     let chars = message.chars().count();
     if message.trim().is_empty() || chars > agent.max_message_chars {
         return Err(ApiError::BadRequest(format!(

@@ -353,6 +353,10 @@ pub async fn handle(
     client: web::Data<reqwest::Client>,
 ) -> HttpResponse {
     let method = req.method().as_str().to_owned();
+    // A path the gateway serves itself (the probes), with another method.
+    if let Some(resp) = service_kit::methods::not_allowed(&req) {
+        return resp;
+    }
     // One spelling of the path before anything reads it (routing included).
     if let Err(e) = service_kit::path::check(req.path()) {
         return json_error(StatusCode::BAD_REQUEST, e.message());

@@ -133,20 +133,56 @@ async fn a_non_uuid_path_id_is_a_400() {
 }
 
 #[tokio::test]
-async fn unknown_routes_and_methods_are_a_json_404() {
+async fn unknown_routes_are_a_json_404_and_unknown_methods_a_json_405_with_allow() {
     let s = TestStack::spawn().await;
     let t = s.sign_in("route@example.com").await;
     for (m, p, tok) in [
         ("GET", "/nope", None),
         ("GET", "/v2/auth/me", Some(t.as_str())),
         ("GET", "/v1/auth/nope", Some(t.as_str())),
-        ("PUT", "/v1/profile", Some(t.as_str())),
-        ("GET", "/v1/auth/request-link", Some(t.as_str())),
     ] {
         let r = s.call(m, &format!("{}{p}", s.core()), tok, None, &[]).await;
         assert_eq!(r.status, 404, "{m} {p}: {:?}", r.body);
         assert!(!r.error().is_empty(), "{m} {p}");
+        assert!(r.headers.get("allow").is_none(), "{m} {p}");
     }
+    // Another method on a path that exists: 405 naming the methods it has,
+    // through the gateway (from the owning service) and from the gateway's
+    // own probes, on both hosts.
+    let product = format!("{}/v1/skus", s.product());
+    let core_api = format!("{}/core-api/v1/profile", s.product());
+    let healthz = format!("{}/healthz", s.core());
+    for (m, url, tok, allow) in [
+        (
+            "PUT",
+            format!("{}/v1/profile", s.core()),
+            Some(t.as_str()),
+            "GET, PATCH",
+        ),
+        (
+            "GET",
+            format!("{}/v1/auth/request-link", s.core()),
+            Some(t.as_str()),
+            "POST",
+        ),
+        ("DELETE", core_api, Some(t.as_str()), "GET, PATCH"),
+        ("POST", product, Some(t.as_str()), "GET"),
+        ("POST", healthz, None, "GET"),
+    ] {
+        let r = s.call(m, &url, tok, None, &[]).await;
+        assert_eq!(r.status, 405, "{m} {url}: {:?}", r.body);
+        assert_eq!(r.error(), "method not allowed", "{m} {url}");
+        assert_eq!(
+            r.headers.get("allow").and_then(|v| v.to_str().ok()),
+            Some(allow),
+            "{m} {url}"
+        );
+    }
+    // Without a usable bearer a protected path is a 401 first.
+    let r = s
+        .call("PUT", &format!("{}/v1/profile", s.core()), None, None, &[])
+        .await;
+    assert_eq!(r.status, 401);
 }
 
 #[tokio::test]

@@ -29,6 +29,7 @@ mod profile;
 mod properties;
 mod role_matrix;
 mod runs;
+mod schemathesis;
 pub mod servers;
 mod sessions;
 mod tls;

@@ -5,6 +5,7 @@ use actix_web::{web, HttpResponse};
 use hub_domain::{ConversationId, OrgId};
 use serde::Deserialize;
 use serde_json::json;
+use service_kit::methods;
 use service_kit::{
     assertion::{SessionCaller, StaffCaller},
     ApiError, ApiResult,
@@ -12,23 +13,26 @@ use service_kit::{
 use uuid::Uuid;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v1/agent", web::post().to(ask))
-        .route("/v1/agent/confirm", web::post().to(confirm))
-        .route("/v1/agent/reject", web::post().to(reject))
-        .route("/v1/agent/conversations", web::get().to(list_conversations))
+    cfg.route("/v1/agent", methods::post().to(ask))
+        .route("/v1/agent/confirm", methods::post().to(confirm))
+        .route("/v1/agent/reject", methods::post().to(reject))
+        .route(
+            "/v1/agent/conversations",
+            methods::get().to(list_conversations),
+        )
         .route(
             "/v1/agent/conversations/{id}/messages",
-            web::get().to(conversation_messages),
+            methods::get().to(conversation_messages),
         )
         .route(
             "/v1/agent/conversations/{id}/close",
-            web::post().to(close_conversation),
+            methods::post().to(close_conversation),
         )
-        .route("/v1/agent/model", web::get().to(get_model))
-        .route("/v1/agent/model", web::put().to(set_model))
-        .route("/v1/memory", web::get().to(get_memory))
-        .route("/v1/memory/soul", web::patch().to(set_soul))
-        .route("/v1/memory/curate", web::post().to(curate));
+        .route("/v1/agent/model", methods::get().to(get_model))
+        .route("/v1/agent/model", methods::put().to(set_model))
+        .route("/v1/memory", methods::get().to(get_memory))
+        .route("/v1/memory/soul", methods::patch().to(set_soul))
+        .route("/v1/memory/curate", methods::post().to(curate));
 }
 
 /// A JSON body of type `T`, or a 400 that says what is wrong with it.

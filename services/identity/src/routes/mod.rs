@@ -8,52 +8,59 @@ mod members;
 mod profile;
 
 use actix_web::web;
+use service_kit::methods;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v1/auth/request-link", web::post().to(auth::request_link))
-        .route("/v1/auth/verify", web::post().to(auth::verify))
-        .route("/v1/auth/me", web::get().to(auth::me))
-        .route("/v1/auth/me", web::patch().to(auth::patch_me))
-        .route("/v1/auth/logout", web::post().to(auth::logout))
-        .route("/v1/auth/sessions", web::get().to(auth::list_sessions))
-        .route(
-            "/v1/auth/sessions/{id}",
-            web::delete().to(auth::revoke_session),
-        )
-        .route("/v1/profile", web::get().to(profile::get))
-        .route("/v1/profile", web::patch().to(profile::patch))
-        .route("/v1/audit/me", web::get().to(audit::mine))
-        .route(
-            "/v1/organizations/{id}/members",
-            web::get().to(members::list),
-        )
-        .route(
-            "/v1/organizations/{id}/members",
-            web::post().to(members::add),
-        )
-        .route(
-            "/v1/organizations/{id}/members/{user_id}",
-            web::delete().to(members::remove),
-        )
-        .route(
-            "/v1/organizations/{id}/api-keys",
-            web::get().to(api_keys::list),
-        )
-        .route(
-            "/v1/organizations/{id}/api-keys",
-            web::post().to(api_keys::create),
-        )
-        .route(
-            "/v1/organizations/{id}/api-keys/{key_id}",
-            web::delete().to(api_keys::revoke),
-        );
+    cfg.route(
+        "/v1/auth/request-link",
+        methods::post().to(auth::request_link),
+    )
+    .route("/v1/auth/verify", methods::post().to(auth::verify))
+    .route("/v1/auth/me", methods::get().to(auth::me))
+    .route("/v1/auth/me", methods::patch().to(auth::patch_me))
+    .route("/v1/auth/logout", methods::post().to(auth::logout))
+    .route("/v1/auth/sessions", methods::get().to(auth::list_sessions))
+    .route(
+        "/v1/auth/sessions/{id}",
+        methods::delete().to(auth::revoke_session),
+    )
+    .route("/v1/profile", methods::get().to(profile::get))
+    .route("/v1/profile", methods::patch().to(profile::patch))
+    .route("/v1/audit/me", methods::get().to(audit::mine))
+    .route(
+        "/v1/organizations/{id}/members",
+        methods::get().to(members::list),
+    )
+    .route(
+        "/v1/organizations/{id}/members",
+        methods::post().to(members::add),
+    )
+    .route(
+        "/v1/organizations/{id}/members/{user_id}",
+        methods::delete().to(members::remove),
+    )
+    .route(
+        "/v1/organizations/{id}/api-keys",
+        methods::get().to(api_keys::list),
+    )
+    .route(
+        "/v1/organizations/{id}/api-keys",
+        methods::post().to(api_keys::create),
+    )
+    .route(
+        "/v1/organizations/{id}/api-keys/{key_id}",
+        methods::delete().to(api_keys::revoke),
+    );
     // Calling services only (`/internal/...`).
     service_kit::assertion::internal(cfg, |c| {
         c.route(
             "/v1/organizations/{id}/owner",
-            web::post().to(internal::creator_owner),
+            methods::post().to(internal::creator_owner),
         )
-        .route("/v1/users/timezones", web::post().to(internal::timezones));
+        .route(
+            "/v1/users/timezones",
+            methods::post().to(internal::timezones),
+        );
     });
 }
 

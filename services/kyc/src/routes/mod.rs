@@ -6,29 +6,36 @@ mod submissions;
 
 use actix_web::web;
 use serde_json::Value;
+use service_kit::methods;
 use service_kit::ApiError;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route(
         "/v1/organizations/{id}/kyc",
-        web::post().to(submissions::submit),
+        methods::post().to(submissions::submit),
     )
     .route(
         "/v1/organizations/{id}/kyc",
-        web::get().to(submissions::list),
+        methods::get().to(submissions::list),
     )
-    .route("/v1/admin/kyc", web::get().to(admin::queue))
-    .route("/v1/admin/kyc/{id}/approve", web::post().to(admin::approve))
-    .route("/v1/admin/kyc/{id}/reject", web::post().to(admin::reject))
+    .route("/v1/admin/kyc", methods::get().to(admin::queue))
+    .route(
+        "/v1/admin/kyc/{id}/approve",
+        methods::post().to(admin::approve),
+    )
+    .route(
+        "/v1/admin/kyc/{id}/reject",
+        methods::post().to(admin::reject),
+    )
     .route(
         "/v1/admin/kyc/{id}/request-info",
-        web::post().to(admin::request_info),
+        methods::post().to(admin::request_info),
     );
     // Calling services only (`/internal/...`).
     service_kit::assertion::internal(cfg, |c| {
         c.route(
             "/v1/organizations/{id}/kyc-state",
-            web::get().to(internal::kyc_state),
+            methods::get().to(internal::kyc_state),
         );
     });
 }

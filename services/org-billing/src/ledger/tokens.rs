@@ -39,6 +39,7 @@ pub async fn get(
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Amount {
+    #[serde(deserialize_with = "hub_domain::integer::exact")]
     amount: i64,
     #[serde(default)]
     reason: String,

@@ -59,9 +59,15 @@ pub async fn transactions(
     Ok(HttpResponse::Ok().json(rows))
 }
 
+/// An amount in minor units: a JSON integer, however spelled (`5` or `5.0`).
+fn minor_units<'de, D: serde::Deserializer<'de>>(d: D) -> Result<MinorUnits, D::Error> {
+    hub_domain::integer::exact(d).map(MinorUnits)
+}
+
 #[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Credit {
+    #[serde(deserialize_with = "minor_units")]
     amount_minor: MinorUnits,
     #[serde(default)]
     note: String,

@@ -6,61 +6,68 @@ mod servers;
 mod skus;
 
 use actix_web::web;
+use service_kit::methods;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v1/skus", web::get().to(skus::list))
-        .route("/v1/servers", web::post().to(servers::create))
-        .route("/v1/servers", web::get().to(servers::list))
-        .route("/v1/servers/{id}", web::get().to(servers::detail))
-        .route("/v1/servers/{id}/power", web::post().to(servers::power))
+    cfg.route("/v1/skus", methods::get().to(skus::list))
+        .route("/v1/servers", methods::post().to(servers::create))
+        .route("/v1/servers", methods::get().to(servers::list))
+        .route("/v1/servers/{id}", methods::get().to(servers::detail))
+        .route("/v1/servers/{id}/power", methods::post().to(servers::power))
         .route(
             "/v1/servers/{id}/terminate",
-            web::post().to(servers::terminate),
+            methods::post().to(servers::terminate),
         )
-        .route("/v1/admin/fulfilment", web::get().to(admin::queue))
+        .route("/v1/admin/fulfilment", methods::get().to(admin::queue))
         .route(
             "/v1/admin/fulfilment/{id}/complete",
-            web::post().to(admin::complete),
+            methods::post().to(admin::complete),
         )
-        .route("/v1/admin/maintenance", web::post().to(admin::add_window))
-        .route("/v1/admin/skus", web::get().to(skus::all))
-        .route("/v1/admin/skus", web::post().to(skus::create))
-        .route("/v1/admin/skus/{id}", web::patch().to(skus::update))
+        .route(
+            "/v1/admin/maintenance",
+            methods::post().to(admin::add_window),
+        )
+        .route("/v1/admin/skus", methods::get().to(skus::all))
+        .route("/v1/admin/skus", methods::post().to(skus::create))
+        .route("/v1/admin/skus/{id}", methods::patch().to(skus::update))
         .route(
             "/v1/service-contract/maintenance",
-            web::get().to(admin::upcoming),
+            methods::get().to(admin::upcoming),
         )
         .route(
             "/v1/service-contract/services",
-            web::get().to(contract::services),
+            methods::get().to(contract::services),
         )
         .route(
             "/v1/service-contract/services",
-            web::post().to(contract::provision),
+            methods::post().to(contract::provision),
         )
         .route(
             "/v1/service-contract/services/{id}/activate",
-            web::post().to(contract::activate),
+            methods::post().to(contract::activate),
         )
         .route(
             "/v1/service-contract/services/{id}/suspend",
-            web::post().to(contract::suspend),
+            methods::post().to(contract::suspend),
         )
         .route(
             "/v1/service-contract/services/{id}/resize",
-            web::post().to(contract::resize),
+            methods::post().to(contract::resize),
         )
         .route(
             "/v1/service-contract/services/{id}/terminate",
-            web::post().to(contract::terminate),
+            methods::post().to(contract::terminate),
         )
         .route(
             "/v1/service-contract/services/{id}/transfer",
-            web::post().to(contract::transfer),
+            methods::post().to(contract::transfer),
         )
-        .route("/v1/service-contract/usage", web::get().to(contract::usage))
+        .route(
+            "/v1/service-contract/usage",
+            methods::get().to(contract::usage),
+        )
         .route(
             "/v1/service-contract/export",
-            web::get().to(contract::export),
+            methods::get().to(contract::export),
         );
 }

@@ -80,21 +80,23 @@ pub async fn create(
 fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: Deserializer<'de>,
-    T: Deserialize<'de>,
+    T: TryFrom<i64>,
 {
-    Option::<T>::deserialize(d).map(Some)
+    hub_domain::integer::option(d).map(Some)
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Patch {
     name: Option<String>,
+    #[serde(default, deserialize_with = "hub_domain::integer::option")]
     monthly_price_minor: Option<i64>,
     /// Absent: unchanged; null or a number: the new SLA (null for API-backed
     /// SKUs, hours for manual ones).
     #[serde(default, deserialize_with = "present")]
     sla_hours: Option<Option<i32>>,
     badges: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "hub_domain::integer::option")]
     position: Option<i32>,
     listed: Option<bool>,
     /// Fixed once created: accepted only when equal to the SKU's.

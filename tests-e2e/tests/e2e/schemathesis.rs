@@ -1,0 +1,120 @@
+//! The documented contract against the real stack: schemathesis
+//! (`scripts/schemathesis.sh`, every check) over proto-docs/openapi.yaml, on
+//! a stack of this test's own, with a signed-in staff bearer and ids made
+//! beforehand so that the operations on a resource reach one that exists.
+//! Which operation gets which id, and what is left out and why:
+//! tests-e2e/schemathesis.toml and proto-docs/decisions.md ("A contract that
+//! cannot drift").
+
+use crate::servers::{order, p_call, sid};
+use serde_json::json;
+use tests_e2e::TestStack;
+
+fn id(v: &serde_json::Value, key: &str) -> String {
+    let s = v[key].as_str().unwrap_or_default().to_owned();
+    assert!(!s.is_empty(), "no {key} in {v}");
+    s
+}
+
+#[tokio::test]
+async fn the_api_answers_as_documented() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    // A second session of the same user: the one revokeSession revokes.
+    let other = s.sign_in("staff@example.com").await;
+    let me = s.get("/v1/auth/me", Some(&staff)).await;
+    let sessions = s.get("/v1/auth/sessions", Some(&other)).await;
+    let other_session = sessions
+        .body
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|x| x["current"] == json!(true))
+        .map(|x| id(x, "id"))
+        .expect("the second session");
+    let org = s.create_org(&staff, "Contract", "TR").await;
+    assert_eq!(org.status, 201, "{:?}", org.body);
+    let org = id(&org.body, "id");
+    let member = s
+        .add_member(&staff, &org, "contract-member@example.com", "developer")
+        .await;
+    assert_eq!(member.status, 200, "{:?}", member.body);
+    let key = s.create_key(&staff, &org, None).await;
+    assert_eq!(key.status, 201, "{:?}", key.body);
+    let submission = s
+        .post(
+            &format!("/v1/organizations/{org}/kyc"),
+            Some(&staff),
+            json!({"fields": {"company_name": "Contract AS", "tax_id": "123"},
+                   "address": {"line1": "Main 1", "city": "Ankara", "postal_code": "06000", "country": "TR"},
+                   "notice_acked": true}),
+        )
+        .await;
+    assert_eq!(submission.status, 201, "{:?}", submission.body);
+    let server = order(&s, &staff, &org, "vps-small", "contract-api").await;
+    assert_eq!(server.status, 201, "{:?}", server.body);
+    let manual = order(&s, &staff, &org, "dedicated-gpu", "contract-manual").await;
+    assert_eq!(manual.status, 201, "{:?}", manual.body);
+    let webhook = p_call(
+        &s,
+        "POST",
+        "/v1/webhooks",
+        Some(&staff),
+        Some(json!({"org_id": org, "url": "http://127.0.0.1:9/contract"})),
+    )
+    .await;
+    assert_eq!(webhook.status, 201, "{:?}", webhook.body);
+    let conversation = s
+        .post(
+            "/v1/agent",
+            Some(&staff),
+            json!({"message": "show my organizations"}),
+        )
+        .await;
+    assert_eq!(conversation.status, 200, "{:?}", conversation.body);
+    let sku = p_call(
+        &s,
+        "POST",
+        "/v1/admin/skus",
+        Some(&staff),
+        Some(
+            json!({"id": "contract-sku", "name": "Contract", "fulfilment": "api",
+                    "monthly_price_minor": 100, "currency": "TRY"}),
+        ),
+    )
+    .await;
+    assert_eq!(sku.status, 201, "{:?}", sku.body);
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/schemathesis.sh");
+    let mut command = std::process::Command::new(script);
+    command
+        .env("HUB_BASE_URL", s.core())
+        .env("HUB_BRAND_BASE_URL", s.product())
+        .env("HUB_TOKEN", &staff)
+        .env("HUB_ORG_ID", &org)
+        .env("HUB_USER_ID", id(&me.body, "user_id"))
+        .env("HUB_MEMBER_ID", id(&member.body, "user_id"))
+        .env("HUB_KEY_ID", id(&key.body["key"], "id"))
+        .env("HUB_SESSION_ID", &other_session)
+        .env("HUB_SUBMISSION_ID", id(&submission.body, "id"))
+        .env("HUB_SERVER_ID", sid(&server))
+        .env("HUB_MANUAL_SERVER_ID", sid(&manual))
+        .env("HUB_WEBHOOK_ID", id(&webhook.body, "id"))
+        .env(
+            "HUB_CONVERSATION_ID",
+            id(&conversation.body, "conversation_id"),
+        )
+        .env("HUB_SKU_ID", id(&sku.body, "id"));
+    // The stack serves on this runtime meanwhile.
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("the schemathesis thread")
+        .expect("running scripts/schemathesis.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "schemathesis found the API answering otherwise than documented (above)"
+    );
+}
