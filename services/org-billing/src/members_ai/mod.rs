@@ -119,7 +119,9 @@ fn parse_change(body: &[u8]) -> ApiResult<Change> {
             ("ai_enabled", Value::Bool(b)) => change.ai_enabled = Some(b),
             ("ai_enabled", _) => return Err(ApiError::bad_request("ai_enabled must be a boolean")),
             ("token_limit", Value::Null) => change.token_limit = Some(None),
-            ("token_limit", v) => match v.as_i64() {
+            // An integral number however spelled (`5`, `5.0`), as JSON
+            // Schema reads `type: integer`.
+            ("token_limit", v) => match hub_domain::integer::exact::<_, i64>(&v).ok() {
                 Some(n) if (0..=MAX_LIMIT).contains(&n) => change.token_limit = Some(Some(n)),
                 _ => {
                     return Err(ApiError::BadRequest(format!(
