@@ -20,6 +20,7 @@ mod ledger_limits;
 mod mail;
 mod members;
 mod membership_limits;
+mod nats_permissions;
 mod orgs;
 mod outage;
 mod outbox;
