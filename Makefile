@@ -17,12 +17,14 @@ deps:
 build:
 	cargo build --workspace --all-targets
 
-# No module cycle in any crate (scripts/module_cycles.py). Clippy runs with every
+# No module cycle in any crate (scripts/module_cycles.py); proto-docs/settings.md
+# is what the services' commented defaults give (scripts/settings_doc.py). Clippy runs with every
 # query macro checked against a migrated database, and fails when the committed
 # `.sqlx/` or `migrations/*/live/` is not current (scripts/sqlx.sh).
 lint: deps
 	cargo fmt --all -- --check
 	scripts/module_cycles.py
+	scripts/settings_doc.py --check
 	scripts/sqlx.sh check
 
 # After changing a query or a migration: refresh `.sqlx/` (then commit it).

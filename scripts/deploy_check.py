@@ -254,6 +254,10 @@ def make_secrets(keys, db_url, nats_url, smtp_url):
             out[k] = db_url(f"hub_{m[1]}", secrets.token_hex(16))
         elif k == "nats-url":
             out[k] = nats_url
+        elif k.startswith("nats-password-"):
+            # The host's NATS has no authorization: the users' passwords
+            # are sent and ignored (a letter first, as nats-server wants).
+            out[k] = "p" + secrets.token_hex(16)
         elif k == "identity-smtp-url":
             out[k] = smtp_url
         else:

@@ -105,8 +105,26 @@ if port_open "$NATS_HOST" "$NATS_PORT"; then
 else
   command -v nats-server >/dev/null 2>&1 || { log "installing nats-server"; apt_install nats-server; }
   mkdir -p "$LOCAL/nats"
-  log "starting nats-server with JetStream on $NATS_HOST:$NATS_PORT"
-  nohup nats-server -a "$NATS_HOST" -p "$NATS_PORT" -js -sd "$LOCAL/nats" \
+  # The chart's authorization (deploy/helm/hub/files/nats-authorization.conf:
+  # every service's user, allowed only its own subjects, and hub-admin), so
+  # that the dev server enforces what production does, plus hub-dev for
+  # connections without credentials (tests and `make run` connect without
+  # one; they use prefixed subjects and streams of their own). Each user's
+  # dev password is devonly<USER> (identity: devonlyIDENTITY, org-billing:
+  # devonlyORG_BILLING), e.g. IDENTITY__NATS__USER=identity
+  # IDENTITY__NATS__PASSWORD=devonlyIDENTITY runs identity as its own user.
+  python3 - "$ROOT/deploy/helm/hub/files/nats-authorization.conf" "$LOCAL/nats.conf" <<'PY'
+import sys
+conf = open(sys.argv[1]).read()
+dev = '    { user: "hub-dev", password: "devonly" }\n'
+conf = conf.replace("  users = [\n", "  users = [\n" + dev, 1)
+open(sys.argv[2], "w").write(conf + 'no_auth_user: "hub-dev"\n')
+PY
+  for v in $(grep -o 'HUB_NATS_PASSWORD_[A-Z_]*' "$LOCAL/nats.conf" | sort -u); do
+    export "$v=devonly${v#HUB_NATS_PASSWORD_}"
+  done
+  log "starting nats-server with JetStream on $NATS_HOST:$NATS_PORT ($LOCAL/nats.conf)"
+  nohup nats-server -a "$NATS_HOST" -p "$NATS_PORT" -js -sd "$LOCAL/nats" -c "$LOCAL/nats.conf" \
     >"$LOCAL/nats.log" 2>&1 &
   wait_port "$NATS_HOST" "$NATS_PORT" || { log "nats did not come up; see $LOCAL/nats.log"; exit 1; }
 fi

@@ -3,8 +3,11 @@ production needs, then the chart as a cluster would read it (rendered_checks.py
 beside this file): rendered with `helm template` (HELM) with the default
 values, values-production.yaml and a dev set, every object validated against
 the Kubernetes API schemas, every pod spec against Pod Security "restricted",
-the hook order, the NetworkPolicies against the calls the services declare, and
-checkov (the second half of this file). Exits non-zero on any failure.
+the hook order, the NetworkPolicies against the calls the services declare
+(with the Ingress on, only its controller reaches the gateways), the Ingress
+(each host to its gateway; refused without trustedProxies), every pod's NATS
+user and password against files/nats-authorization.conf, and checkov (the
+second half of this file). Exits non-zero on any failure.
 
     helm_check.py CHART   (HELM=/path/to/helm)
 """
@@ -452,6 +455,19 @@ def check_network(label, docs, values, fail):
     if not calls:
         fail(f"{label}: no call found in the services' descriptions (const CALLS)")
     deployments = {p["service"]: p for p in pods.values() if p["kind"] in ("gateway", "internal")}
+    # With the Ingress on, the gateways admit its controller's pods only.
+    ingress_on = bool((values.get("ingress") or {}).get("enabled"))
+    controller = (values.get("ingress") or {}).get("controller") or {}
+    controller_src = {"ns": dict((controller.get("namespaceSelector") or {}).get("matchLabels") or {}),
+                      "pod": dict((controller.get("podSelector") or {}).get("matchLabels") or {})}
+    for dst_svc, dst in deployments.items():
+        if dst["kind"] != "gateway":
+            continue
+        got = any(port_matches(r.get("ports"), dst["port"], "TCP", dst["ports"]) and (
+            "from" not in r or any(peer_matches(x, controller_src) for x in r["from"]))
+            for pol in net._of(dst["labels"], "Ingress") for r in pol["spec"].get("ingress") or [])
+        if not got:
+            fail(f"{label}: the ingress controller's pods cannot reach {dst_svc}:{dst['port']}")
     # Each side on its own: the callee's ingress admits exactly the gateways
     # and its callers, the caller's egress reaches exactly its callees. Other
     # pods of the namespace (not the release's) and of other namespaces are
@@ -463,7 +479,8 @@ def check_network(label, docs, values, fail):
         for dst_svc, dst in deployments.items():
             if src.get("service") == dst_svc:
                 continue
-            want_in = dst["kind"] == "gateway" or src["kind"] == "gateway" or (src["service"], dst_svc) in calls
+            want_in = (dst["kind"] == "gateway" and not ingress_on) or (
+                dst["kind"] != "gateway" and (src["kind"] == "gateway" or (src["service"], dst_svc) in calls))
             got_in = net.ingress(src["labels"], dst["labels"], dst["port"], dst["ports"])
             if got_in != want_in:
                 fail(f"{label}: ingress of {dst_svc}:{dst['port']} from {src_name} is "
@@ -487,7 +504,8 @@ def check_network(label, docs, values, fail):
         expect = [("DNS", dns, 53, "UDP", True),
                   ("Postgres", postgres, np_values["postgres"]["ports"][0]["port"], "TCP",
                    p["kind"] in ("internal", "migration")),
-                  ("NATS", nats, np_values["nats"]["ports"][0]["port"], "TCP", p["kind"] != "migration"),
+                  # Migration Jobs too: they create or update the streams.
+                  ("NATS", nats, np_values["nats"]["ports"][0]["port"], "TCP", True),
                   ("SMTP", smtp, np_values["smtp"]["ports"][0]["port"], "TCP", bool(egress.get("smtp"))),
                   ("a public address", {"ip": "93.184.215.14"}, 443, "TCP", bool(egress.get("internet"))),
                   ("a public IPv6 address", {"ip": "2606:2800:21f:cb07::1"}, 443, "TCP", bool(egress.get("internet")))]
@@ -523,6 +541,70 @@ def check_metrics_reach(label, net, values, deployments, fail):
         other = {"ns": {"kubernetes.io/metadata.name": NAMESPACE}, "pod": {"app.kubernetes.io/instance": "other"}}
         if Net.ingress_from(net, other, dst["labels"], port, dst["ports"]):
             fail(f"{label}: a pod of another release may reach {dst_svc}'s metrics port {port}")
+
+
+def check_ingress(label, docs, values, fail):
+    """The Ingress (when on) sends each gateway host to the gateway serving it."""
+    ing = [d for d in docs if d["kind"] == "Ingress"]
+    if not (values.get("ingress") or {}).get("enabled"):
+        if ing:
+            fail(f"{label}: an Ingress is rendered with ingress.enabled false")
+        return
+    if len(ing) != 1:
+        fail(f"{label}: ingress.enabled renders {len(ing)} Ingresses, not one")
+        return
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    routed = {}
+    for rule in ing[0]["spec"].get("rules") or []:
+        for path in rule["http"]["paths"]:
+            b = path["backend"]["service"]
+            svc = services.get(b["name"])
+            if svc is None or b["port"]["number"] not in [p["port"] for p in svc["spec"]["ports"]]:
+                fail(f"{label}: the Ingress sends {rule['host']} to {b['name']}:{b['port']['number']}, not a rendered Service")
+            routed[rule["host"]] = b["name"]
+    for name, svc in values["services"].items():
+        if svc.get("enabled") and svc.get("kind") == "gateway":
+            host = values["ingress"]["hosts"][svc["serve"]]
+            if not routed.get(host, "").endswith(name):
+                fail(f"{label}: the Ingress does not send {host} to {name}")
+    tls_hosts = {h for t in ing[0]["spec"].get("tls") or [] for h in t.get("hosts") or []}
+    if label == "production" and set(routed) - tls_hosts:
+        fail(f"{label}: hosts without TLS: {sorted(set(routed) - tls_hosts)}")
+
+
+def check_nats_users(label, docs, values, fail):
+    """Every pod connects as a NATS user of files/nats-authorization.conf
+    (the Deployments as their binary, the migration Jobs as hub-admin), its
+    password from nats-password-<user>; the ConfigMap carries that file."""
+    if not (values.get("nats") or {}).get("users"):
+        return
+    conf = (ROOT / "deploy/helm/hub/files/nats-authorization.conf").read_text()
+    users = set(re.findall(r'^\s*user: "([^"]+)"', conf, re.M))
+    for d in docs:
+        if d["kind"] not in ("Deployment", "Job"):
+            continue
+        env = {e["name"]: e for e in pod_spec(d)[1]["containers"][0].get("env") or []}
+        user = next((e.get("value") for n, e in env.items() if n.endswith("__NATS__USER")), None)
+        pw = next((e for n, e in env.items() if n.endswith("__NATS__PASSWORD")), None)
+        want = "hub-admin" if d["kind"] == "Job" else None
+        where = f"{label}: {d['kind']} {d['metadata']['name']}"
+        if user not in users or (want and user != want):
+            fail(f"{where}: NATS user {user!r} is not {want or 'a user of files/nats-authorization.conf'}")
+        elif ((pw or {}).get("valueFrom") or {}).get("secretKeyRef", {}).get("key") != f"nats-password-{user}":
+            fail(f"{where}: the NATS password does not come from Secret key nats-password-{user}")
+    cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("nats-authorization")]
+    if values["nats"].get("authorizationConfigMap") and (
+            len(cms) != 1 or cms[0]["data"]["authorization.conf"] != conf):
+        fail(f"{label}: the nats-authorization ConfigMap does not carry files/nats-authorization.conf")
+
+
+def check_ingress_needs_trusted_proxies(helm_bin, chart, fail):
+    """ingress.enabled without trustedProxies must not render."""
+    p = subprocess.run([helm_bin, "template", "hub", str(chart), "--namespace", NAMESPACE,
+                        "--set", "ingress.enabled=true", "--set", "trustedProxies="],
+                       capture_output=True, text=True)
+    if p.returncode == 0 or "needs trustedProxies" not in p.stderr:
+        fail("ingress.enabled without trustedProxies renders (it must fail and say why)")
 
 
 def run_checkov(renders, venv_bin, fail):
@@ -607,6 +689,10 @@ def rendered_checks(chart, helm_bin, failures):
                 if ann.get("prometheus.io/scrape") != "true" or \
                         ann.get("prometheus.io/port") != str(values["metrics"]["port"]):
                     fail(f"{label}: Deployment {d['metadata']['name']} lacks the scrape annotations")
+
+
+        check_ingress(label, docs, values, fail)
+        check_nats_users(label, docs, values, fail)
         kinds = {}
         for d in docs:
             kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
@@ -622,6 +708,7 @@ def rendered_checks(chart, helm_bin, failures):
                 fail(f"dev: services.agent.env {k} renders {env.get(k)!r}, not {v!r}")
         if not any(d["kind"] == "Secret" for d in dev[1]):
             fail("dev: secrets.create renders no Secret")
+    check_ingress_needs_trusted_proxies(helm_bin, chart, fail)
     summary.append(run_checkov(renders, pathlib.Path(sys.executable).parent, fail))
     return summary
 

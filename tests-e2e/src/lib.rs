@@ -4,6 +4,7 @@
 //! Both are named after the test process's run ([`runs`]) and removed when a
 //! stack whose test passed is dropped. `TEST_LOG=1` shows the services' logs.
 
+pub mod nats_server;
 pub mod runs;
 pub mod tls;
 
@@ -62,6 +63,11 @@ pub struct StackOptions {
     /// The dev seed (`seed.distributors`, `seed.skus`: the demo catalog).
     /// Off, the stack starts like production: no distributors, no SKUs.
     pub dev_seed: bool,
+    /// A NATS server of the test's own with the hub's authorization: the
+    /// streams are made by its admin user (as the `migrate` Job does), every
+    /// service connects as its own user, the harness's client as the admin.
+    /// None: the shared NATS of [`nats_url`], no users.
+    pub nats: Option<std::sync::Arc<nats_server::AuthorizedNats>>,
 }
 
 impl Default for StackOptions {
@@ -79,6 +85,7 @@ impl Default for StackOptions {
             database_ports: Default::default(),
             database_params: String::new(),
             dev_seed: true,
+            nats: None,
         }
     }
 }
@@ -119,6 +126,8 @@ pub struct TestStack {
     database_name: String,
     /// Every service's and gateway replica's `/metrics` URL, by name.
     pub metrics: Vec<(&'static str, String)>,
+    /// The stack's own NATS server, if it has one (kept for its lifetime).
+    _nats: Option<std::sync::Arc<nats_server::AuthorizedNats>>,
 }
 
 impl Drop for TestStack {
@@ -185,11 +194,17 @@ impl TestStack {
     async fn try_spawn(opts: StackOptions) -> anyhow::Result<TestStack> {
         service_kit::telemetry::init_for_tests();
         let (database_name, database_url) = create_database(&opts.database_params).await?;
-        let tag = runs::stack_tag();
-        let naming = event_contracts::Naming {
-            subject_prefix: format!("t{tag}."),
-            stream_suffix: format!("_t{tag}"),
+        let naming = match &opts.nats {
+            Some(n) => n.naming.clone(),
+            None => {
+                let tag = runs::stack_tag();
+                event_contracts::Naming {
+                    subject_prefix: format!("t{tag}."),
+                    stream_suffix: format!("_t{tag}"),
+                }
+            }
         };
+        let nats_url = opts.nats.as_ref().map_or_else(nats_url, |n| n.url.clone());
         let cancel = CancellationToken::new();
         let clock = service_kit::Clock::system();
         let common = format!(
@@ -214,7 +229,7 @@ stream_max_age_secs = 3600
 [telemetry]
 log_format = "pretty"
 "#,
-            nats = nats_url(),
+            nats = nats_url,
             prefix = naming.subject_prefix,
             suffix = naming.stream_suffix,
         );
@@ -312,6 +327,27 @@ log_format = "pretty"
                 opts.gateway_toml,
             ],
         );
+        // Each service as its own NATS user; the streams made first by the
+        // admin user, as the chart's migration Jobs do.
+        let admin_nats = match &opts.nats {
+            Some(n) => {
+                for e in hub_stack::SERVICES {
+                    extra
+                        .entry(e.name.to_owned())
+                        .or_default()
+                        .push(n.toml(e.nats.user));
+                }
+                let admin = n.settings(service_kit::nats_access::ADMIN_USER);
+                let client = service_kit::nats::connect(&admin, "tests-e2e").await?;
+                service_kit::nats::manage_streams(
+                    &async_nats::jetstream::new(client.clone()),
+                    &admin,
+                )
+                .await?;
+                Some(client)
+            }
+            None => None,
+        };
         let stack = hub_stack::Stack::start(hub_stack::StackConfig {
             source: hub_stack::Source::Generated,
             common: vec![common.clone()],
@@ -365,7 +401,10 @@ log_format = "pretty"
                     )]),
             )
             .await?;
-        let nats = async_nats::connect(nats_url()).await?;
+        let nats = match admin_nats {
+            Some(c) => c,
+            None => async_nats::connect(nats_url.as_str()).await?,
+        };
         let http = service_kit::tls::http_client(&Default::default())?
             .timeout(Duration::from_secs(30))
             .build()?;
@@ -387,6 +426,7 @@ log_format = "pretty"
             cancel,
             database_name,
             metrics,
+            _nats: opts.nats,
         })
     }
 

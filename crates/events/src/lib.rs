@@ -316,6 +316,9 @@ pub const SERVER_CREATED: &str = "server.created";
 pub const SERVER_ACTIVE: &str = "server.active";
 pub const SERVER_TERMINATED: &str = "server.terminated";
 
+/// Every server lifecycle event's subject (server-product emits them).
+pub const SERVER_EVENTS: &str = "product.v1.server.>";
+
 /// The subject (relative to the deployment's prefix) of a product event kind.
 pub fn product_subject(kind: &str) -> String {
     format!("product.v1.{kind}")
@@ -514,6 +517,13 @@ mod tests {
             assert!(seen.insert(a.as_str()), "{a:?} named twice");
             let back: AuditAction = serde_json::from_value(wire).expect("round trip");
             assert_eq!(back, a);
+        }
+    }
+
+    #[test]
+    fn server_events_are_the_server_kinds() {
+        for k in [SERVER_CREATED, SERVER_ACTIVE, SERVER_TERMINATED] {
+            assert!(product_subject(k).starts_with(SERVER_EVENTS.trim_end_matches('>')));
         }
     }
 

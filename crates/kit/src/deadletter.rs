@@ -4,7 +4,10 @@
 //! Nothing is dropped: the event moves to the `DLQ` stream (subject
 //! `dlq.<consumer>`, the original subject and the last error in headers), and
 //! is acknowledged on its own stream only once the DLQ holds it. An operator
-//! lists and replays them with the service binary:
+//! lists and replays them with the service binary, as the NATS user that may
+//! (`hub-admin`: a service's own user can neither read the DLQ nor publish
+//! another service's events), e.g. `IDENTITY__NATS__USER=hub-admin
+//! IDENTITY__NATS__PASSWORD=...`:
 //!
 //! ```text
 //! identity dlq list

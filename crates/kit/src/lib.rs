@@ -12,6 +12,7 @@
 //! - [`path`]: the one canonical spelling of a request path (gateway and services).
 //! - [`db`], [`nats`], [`outbox`]: Postgres pool and migrations, NATS and
 //!   JetStream streams, the transactional outbox and its relay, durable consumers.
+//! - [`nats_access`]: each service's NATS user and permissions, from its description.
 //! - [`tls`]: rustls (ring) and the one trust store of every client.
 //! - [`catalog`]: reading the declared catalog file (`catalog.file`).
 //! - [`idempotency`]: `Idempotency-Key` replays, stored with the operation.
@@ -33,6 +34,7 @@ pub mod idempotency;
 pub mod methods;
 pub mod metrics;
 pub mod nats;
+pub mod nats_access;
 pub mod outage;
 pub mod outbox;
 pub mod path;

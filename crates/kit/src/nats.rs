@@ -6,42 +6,92 @@ use anyhow::Context;
 use async_nats::jetstream::{self, consumer, stream, AckKind};
 use event_contracts::{Envelope, Event, Naming, STREAMS};
 use futures::StreamExt;
+use secrecy::ExposeSecret;
 use std::{future::Future, time::Duration};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// Connect as `name`. TLS when the URL is `tls://`, `nats.tls_required` is on
 /// or the server asks for it, verified against the platform's roots and
-/// `nats.tls_ca_file` ([`crate::tls`]).
+/// `nats.tls_ca_file` ([`crate::tls`]); as `nats.user` when set.
 pub async fn connect(s: &NatsSettings, name: &str) -> anyhow::Result<async_nats::Client> {
     options(s, name)?
         .connect(&s.url)
         .await
-        .with_context(|| format!("connecting to NATS at {}", s.url))
+        .with_context(|| format!("connecting to NATS at {} as {:?}", s.url, s.user))
 }
 
-/// The connection options [`connect`] uses.
+/// The connection options [`connect`] uses: with `nats.user`, its password
+/// and an inbox prefix of its own (`_INBOX_<user>`: its permissions let it
+/// read only its own replies, see [`crate::nats_access`]).
 pub fn options(s: &NatsSettings, name: &str) -> anyhow::Result<async_nats::ConnectOptions> {
     let tls = crate::tls::client_config(&s.tls_ca_file).context("nats TLS settings")?;
-    Ok(async_nats::ConnectOptions::new()
+    let mut o = async_nats::ConnectOptions::new()
         .name(name)
         .connection_timeout(Duration::from_secs(5))
         .require_tls(s.tls_required || s.url.trim_start().starts_with("tls://"))
-        .tls_client_config(tls))
+        .tls_client_config(tls);
+    if !s.user.is_empty() {
+        let password = s
+            .password
+            .as_ref()
+            .map(|p| p.expose_secret().to_owned())
+            .unwrap_or_default();
+        o = o
+            .user_and_password(s.user.clone(), password)
+            .custom_inbox_prefix(inbox_prefix(&s.user));
+    }
+    Ok(o)
 }
 
-/// Create the CORE, PRODUCT and DLQ streams when missing.
-pub async fn ensure_streams(js: &jetstream::Context, s: &NatsSettings) -> anyhow::Result<()> {
+/// The inbox prefix of NATS user `user`: the replies to its requests and its
+/// consumers' deliveries go there, and its permissions let only it read them.
+pub fn inbox_prefix(user: &str) -> String {
+    format!("_INBOX_{user}")
+}
+
+/// A durable consumer: its name (before the deployment's stream suffix) and
+/// the one subject it takes (relative to the subject prefix). Each service
+/// lists its own in its description (`Service::CONSUMES`); its NATS
+/// permissions are made from that list ([`crate::nats_access`]), and its
+/// consumers are started from the same constants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durable {
+    pub name: &'static str,
+    pub subject: &'static str,
+}
+
+impl Durable {
+    /// A consumer of event type `T`.
+    pub const fn of<T: Event>(name: &'static str) -> Durable {
+        Durable {
+            name,
+            subject: T::SUBJECT,
+        }
+    }
+
+    /// A consumer of raw payloads on `subject` (wildcards allowed).
+    pub const fn raw(name: &'static str, subject: &'static str) -> Durable {
+        Durable { name, subject }
+    }
+
+    /// The base name of the stream that captures its subject.
+    pub fn stream(&self) -> &'static str {
+        stream_for(self.subject)
+    }
+}
+
+/// The hub's streams (CORE, PRODUCT and DLQ) as `s` configures them.
+pub fn stream_configs(s: &NatsSettings) -> Vec<stream::Config> {
     let naming = s.naming();
     let dlq_pattern = format!("{}.>", crate::deadletter::SUBJECT_ROOT);
-    let all = STREAMS
+    STREAMS
         .iter()
-        .map(|(b, p)| (*b, *p))
-        .chain([(crate::deadletter::STREAM, dlq_pattern.as_str())]);
-    for (base, pattern) in all {
-        let cfg = stream::Config {
+        .map(|(b, p)| (*b, (*p).to_owned()))
+        .chain([(crate::deadletter::STREAM, dlq_pattern)])
+        .map(|(base, pattern)| stream::Config {
             name: naming.stream(base),
-            subjects: vec![naming.subject(pattern)],
+            subjects: vec![naming.subject(&pattern)],
             storage: if s.memory_storage {
                 stream::StorageType::Memory
             } else {
@@ -54,11 +104,37 @@ pub async fn ensure_streams(js: &jetstream::Context, s: &NatsSettings) -> anyhow
                 Duration::from_secs(s.stream_max_age_secs)
             },
             duplicate_window: Duration::from_secs(120),
+            num_replicas: s.stream_replicas.max(1),
             ..Default::default()
-        };
-        js.get_or_create_stream(cfg)
+        })
+        .collect()
+}
+
+/// Create the CORE, PRODUCT and DLQ streams when missing (a service at
+/// start). A service's own NATS user may only look streams up: in
+/// production the `migrate` subcommand creates them first ([`manage_streams`]).
+pub async fn ensure_streams(js: &jetstream::Context, s: &NatsSettings) -> anyhow::Result<()> {
+    for cfg in stream_configs(s) {
+        let name = cfg.name.clone();
+        js.get_or_create_stream(cfg).await.with_context(|| {
+            format!(
+                "stream {name} is missing and could not be created: run the `migrate` \
+                 subcommand with the NATS user that manages streams (hub-admin) first"
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Create the streams, or update the ones that exist to `s` (replicas, max
+/// age): the `migrate` subcommand, with a NATS user that may manage streams.
+pub async fn manage_streams(js: &jetstream::Context, s: &NatsSettings) -> anyhow::Result<()> {
+    for cfg in stream_configs(s) {
+        let (name, replicas) = (cfg.name.clone(), cfg.num_replicas);
+        js.create_or_update_stream(cfg)
             .await
-            .with_context(|| format!("creating stream {}", naming.stream(base)))?;
+            .with_context(|| format!("creating or updating stream {name}"))?;
+        tracing::info!(stream = %name, replicas, "stream ready");
     }
     Ok(())
 }
@@ -116,10 +192,12 @@ async fn durable_messages(
 /// deliveries it moves to the DLQ stream ([`crate::deadletter`]) and only then
 /// is acknowledged, so a long outage (a database down for minutes) loses
 /// nothing. A payload that does not parse goes to the DLQ at once.
+///
+/// `durable` must be a consumer of `T` ([`Durable::of`]).
 pub async fn run_batch_consumer<T, F, Fut>(
     js: jetstream::Context,
     nats: NatsSettings,
-    durable_base: &str,
+    durable: Durable,
     max_batch: usize,
     linger: Duration,
     cancel: CancellationToken,
@@ -130,10 +208,17 @@ where
     F: Fn(Vec<Envelope<T>>) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
+    anyhow::ensure!(
+        durable.subject == T::SUBJECT,
+        "consumer {} takes {}, not {}",
+        durable.name,
+        durable.subject,
+        T::SUBJECT
+    );
     run_decoded(
         js,
         nats,
-        durable_base,
+        durable.name,
         T::SUBJECT,
         max_batch,
         linger,
@@ -153,14 +238,12 @@ pub struct RawMessage {
     pub payload: bytes::Bytes,
 }
 
-/// [`run_batch_consumer`] for raw payloads on `relative_subject` (wildcards
-/// allowed, e.g. `product.v1.>`).
-#[allow(clippy::too_many_arguments)]
+/// [`run_batch_consumer`] for raw payloads on the durable's subject
+/// (wildcards allowed, e.g. `product.v1.>`: [`Durable::raw`]).
 pub async fn run_raw_batch_consumer<F, Fut>(
     js: jetstream::Context,
     nats: NatsSettings,
-    durable_base: &str,
-    relative_subject: &str,
+    durable: Durable,
     max_batch: usize,
     linger: Duration,
     cancel: CancellationToken,
@@ -174,8 +257,8 @@ where
     run_decoded(
         js,
         nats,
-        durable_base,
-        relative_subject,
+        durable.name,
+        durable.subject,
         max_batch,
         linger,
         cancel,
@@ -333,7 +416,7 @@ async fn give_up(
 pub async fn run_consumer<T, F, Fut>(
     js: jetstream::Context,
     nats: NatsSettings,
-    durable_base: &str,
+    durable: Durable,
     cancel: CancellationToken,
     handler: F,
 ) -> anyhow::Result<()>
@@ -346,7 +429,7 @@ where
     run_batch_consumer::<T, _, _>(
         js,
         nats,
-        durable_base,
+        durable,
         1,
         Duration::ZERO,
         cancel,
@@ -364,7 +447,7 @@ where
 pub fn spawn_batch_consumer<T, F, Fut>(
     js: jetstream::Context,
     nats: NatsSettings,
-    durable_base: &'static str,
+    durable: Durable,
     max_batch: usize,
     linger: Duration,
     cancel: CancellationToken,
@@ -376,17 +459,10 @@ where
     Fut: Future<Output = anyhow::Result<()>> + Send,
 {
     tokio::spawn(async move {
-        let run = run_batch_consumer::<T, F, Fut>(
-            js,
-            nats,
-            durable_base,
-            max_batch,
-            linger,
-            cancel,
-            handler,
-        );
+        let run =
+            run_batch_consumer::<T, F, Fut>(js, nats, durable, max_batch, linger, cancel, handler);
         if let Err(e) = run.await {
-            tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
+            tracing::error!(error = ?e, consumer = durable.name, "consumer stopped");
         }
     })
 }
@@ -395,7 +471,7 @@ where
 pub fn spawn_consumer<T, F, Fut>(
     js: jetstream::Context,
     nats: NatsSettings,
-    durable_base: &'static str,
+    durable: Durable,
     cancel: CancellationToken,
     handler: F,
 ) -> tokio::task::JoinHandle<()>
@@ -405,19 +481,17 @@ where
     Fut: Future<Output = anyhow::Result<()>> + Send,
 {
     tokio::spawn(async move {
-        if let Err(e) = run_consumer::<T, F, Fut>(js, nats, durable_base, cancel, handler).await {
-            tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
+        if let Err(e) = run_consumer::<T, F, Fut>(js, nats, durable, cancel, handler).await {
+            tracing::error!(error = ?e, consumer = durable.name, "consumer stopped");
         }
     })
 }
 
 /// [`run_raw_batch_consumer`] on a task of its own; logs if it ever stops with an error.
-#[allow(clippy::too_many_arguments)]
 pub fn spawn_raw_batch_consumer<F, Fut>(
     js: jetstream::Context,
     nats: NatsSettings,
-    durable_base: &'static str,
-    relative_subject: &'static str,
+    durable: Durable,
     max_batch: usize,
     linger: Duration,
     cancel: CancellationToken,
@@ -428,18 +502,9 @@ where
     Fut: Future<Output = anyhow::Result<()>> + Send,
 {
     tokio::spawn(async move {
-        let run = run_raw_batch_consumer(
-            js,
-            nats,
-            durable_base,
-            relative_subject,
-            max_batch,
-            linger,
-            cancel,
-            handler,
-        );
+        let run = run_raw_batch_consumer(js, nats, durable, max_batch, linger, cancel, handler);
         if let Err(e) = run.await {
-            tracing::error!(error = ?e, consumer = durable_base, "consumer stopped");
+            tracing::error!(error = ?e, consumer = durable.name, "consumer stopped");
         }
     })
 }

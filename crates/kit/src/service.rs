@@ -5,6 +5,8 @@
 
 use crate::{
     deadletter, http,
+    nats::Durable,
+    nats_access::Access,
     server::Running,
     settings::{HttpSettings, Layered, NatsSettings, TelemetrySettings},
     Runtime,
@@ -54,6 +56,21 @@ pub trait Service: 'static {
     /// Services it calls directly: (callee's audience, the settings section
     /// with its `url` and `key`).
     const CALLS: &'static [(&'static str, &'static str)] = &[];
+    /// Subjects it publishes (relative to the deployment's prefix; `>`
+    /// allowed): the events its outbox carries. Its NATS user may publish
+    /// these and no others ([`crate::nats_access`]).
+    const EMITS: &'static [&'static str] = &[];
+    /// Its durable consumers; it starts them from these constants, and its
+    /// NATS user may create, read and acknowledge these and no others.
+    const CONSUMES: &'static [Durable] = &[];
+    /// What it does on NATS: the source of its NATS user's permissions.
+    const NATS_ACCESS: Access = Access {
+        user: Self::NAME,
+        emits: Self::EMITS,
+        consumes: Self::CONSUMES,
+        listens: &[],
+        jetstream: true,
+    };
 
     type Settings: Layered + Common + Send + 'static;
 
@@ -78,14 +95,20 @@ pub trait Service: 'static {
 }
 
 /// The body of every internal service's `main`: load its settings, then
-/// serve, or run the subcommand (`migrate`: apply migrations and exit, for the
-/// Helm Job; `healthcheck`: probe `/healthz`; `dlq list | replay ...`: the dead
+/// serve, or run the subcommand (`migrate`: apply migrations, create or
+/// update the NATS streams (with `nats.stream_replicas`; its NATS user must
+/// manage streams: `hub-admin`) and exit, for the Helm Job; `healthcheck`: probe `/healthz`; `dlq list | replay ...`: the dead
 /// letters).
 pub async fn main<S: Service>() -> anyhow::Result<()> {
     let settings = S::Settings::load()?;
     let _guard = crate::telemetry::init(S::NAME, S::telemetry(&settings))?;
     match std::env::args().nth(1).as_deref() {
-        Some("migrate") => S::migrate(&settings).await,
+        Some("migrate") => {
+            S::migrate(&settings).await?;
+            let nats = S::nats(&settings);
+            let client = crate::nats::connect(nats, &format!("{}-migrate", S::NAME)).await?;
+            crate::nats::manage_streams(&jetstream::new(client), nats).await
+        }
         Some("healthcheck") => http::probe(S::http(&settings).port).await,
         Some("dlq") => {
             let args: Vec<String> = std::env::args().skip(2).collect();

@@ -185,6 +185,21 @@ pub struct DatabaseSettings {
 pub struct NatsSettings {
     /// `nats://host:4222`, or `tls://host:4222` to require TLS.
     pub url: String,
+    /// The NATS user this process connects as: each service its own
+    /// (`identity`, `org-billing`, ..., `core-api-gateway`), whose
+    /// permissions allow only its own subjects; `hub-admin` manages the
+    /// streams (`migrate`) and replays dead letters. Empty: no user (a server
+    /// without authorization). See [`crate::nats_access`].
+    #[serde(default)]
+    pub user: String,
+    /// Secret: the user's password (empty: none).
+    #[serde(default)]
+    pub password: Option<SecretString>,
+    /// JetStream replicas of each stream (1, 3 or 5: how many servers of a
+    /// NATS cluster keep a copy), applied when the streams are created or
+    /// updated.
+    #[serde(default = "default_stream_replicas")]
+    pub stream_replicas: usize,
     /// Require TLS even with a `nats://` URL (a `tls://` URL always does). A
     /// server that asks for TLS gets it either way.
     #[serde(default)]
@@ -216,6 +231,9 @@ pub struct NatsSettings {
     pub dead_letter_after: i64,
 }
 
+fn default_stream_replicas() -> usize {
+    1
+}
 fn default_backoff_base_ms() -> u64 {
     1_000
 }

@@ -18,6 +18,7 @@ use anyhow::Context;
 use futures::{future::BoxFuture, FutureExt};
 use service_kit::{
     clock::Listener,
+    nats_access::Access,
     service::Service,
     settings::{HttpSettings, Layered, TelemetrySettings},
     Runtime,
@@ -68,6 +69,8 @@ pub struct Entry {
     pub calls: &'static [(&'static str, &'static str)],
     /// Is this the gateway (started last, with every upstream)?
     pub gateway: bool,
+    /// What it does on NATS: its NATS user and that user's permissions.
+    pub nats: Access,
     load_telemetry: fn(&[String], &Source) -> anyhow::Result<TelemetrySettings>,
     /// Its HTTP settings (to bind its listener before anything starts).
     load_http: fn(&[String], &Source) -> anyhow::Result<HttpSettings>,
@@ -102,6 +105,7 @@ impl Entry {
             schema: Some(S::SCHEMA),
             calls: S::CALLS,
             gateway: false,
+            nats: S::NATS_ACCESS,
             load_telemetry: |l, src| Ok(S::telemetry(&load::<S::Settings>(l, src)?).clone()),
             load_http: |l, src| Ok(S::http(&load::<S::Settings>(l, src)?).clone()),
             start: start::<S>,
@@ -135,6 +139,7 @@ pub const SERVICES: &[Entry] = &[
         schema: None,
         calls: &[],
         gateway: true,
+        nats: core_api_gateway::NATS_ACCESS,
         load_telemetry: |l, src| Ok(load::<core_api_gateway::Settings>(l, src)?.telemetry),
         load_http: |l, src| Ok(load::<core_api_gateway::Settings>(l, src)?.http),
         start: |l, src, rt| {
@@ -161,6 +166,31 @@ pub const SERVICES: &[Entry] = &[
         },
     },
 ];
+
+/// The nats-server `authorization` block of the stack: one user per entry of
+/// [`SERVICES`] (the gateways share one) and the admin user, each allowed
+/// only what its description says ([`service_kit::nats_access`]), for a
+/// deployment named `naming` (production: the default, no prefix or suffix).
+pub fn nats_authorization(naming: &event_contracts::Naming) -> String {
+    let access: Vec<Access> = SERVICES.iter().map(|e| e.nats).collect();
+    format!(
+        "{NATS_AUTHORIZATION_HEADER}{}",
+        service_kit::nats_access::authorization(&access, naming)
+    )
+}
+
+const NATS_AUTHORIZATION_HEADER: &str = "\
+# nats-server authorization for the hub: one user per service, each allowed
+# only its own subjects, and hub-admin, which manages the streams
+# (proto-docs/operations.md, \"NATS users\"). Generated from the services'
+# descriptions (crates/stack SERVICES) by
+#   cargo run -p hub-stack --bin nats-authorization > deploy/helm/hub/files/nats-authorization.conf
+# and checked by `make test`: do not edit by hand. Each password is read from
+# the server's environment (HUB_NATS_PASSWORD_<USER>): this file holds no secret.
+";
+
+/// Where the chart keeps [`nats_authorization`] (production naming).
+pub const NATS_AUTHORIZATION_FILE: &str = "deploy/helm/hub/files/nats-authorization.conf";
 
 /// A service's settings from `l`, as `src` says.
 fn load<S: Layered>(l: &[String], src: &Source) -> anyhow::Result<S> {
@@ -438,6 +468,30 @@ mod tests {
             }
         }
         assert!(SERVICES.last().is_some_and(|e| e.gateway));
+    }
+
+    #[test]
+    fn the_charts_nats_authorization_is_what_the_services_describe() {
+        let path = format!(
+            "{}/../../{NATS_AUTHORIZATION_FILE}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == nats_authorization(&Default::default()),
+            "{NATS_AUTHORIZATION_FILE} is not current: run \
+             `cargo run -p hub-stack --bin nats-authorization > {NATS_AUTHORIZATION_FILE}`"
+        );
+    }
+
+    #[test]
+    fn every_nats_user_is_its_own() {
+        let mut users: Vec<&str> = SERVICES.iter().map(|e| e.nats.user).collect();
+        users.sort();
+        let n = users.len();
+        users.dedup();
+        assert_eq!(users.len(), n, "two entries share a NATS user");
+        assert!(!users.contains(&service_kit::nats_access::ADMIN_USER));
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub use routes::configure;
 pub use settings::Settings;
 
 use actix_web::web;
-use event_contracts::AuditRecorded;
+use event_contracts::{AuditRecorded, Event};
 use service_kit::{
     db, nats,
     peer::Peer,
@@ -117,7 +117,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         .push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
             f.js.clone(),
             settings.nats.clone(),
-            "agent-activity",
+            ACTIVITY_CONSUMER,
             256,
             Duration::from_millis(20),
             cancel.clone(),
@@ -143,10 +143,15 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
 /// harness start it from this (see `service_kit::service`).
 pub struct Agent;
 
+/// Learns each user's activity (memory) from every service's audit events.
+const ACTIVITY_CONSUMER: nats::Durable = nats::Durable::of::<AuditRecorded>("agent-activity");
+
 impl service_kit::service::Service for Agent {
     const AUDIENCE: &'static str = SERVICE;
     const TARGET: &'static str = module_path!();
     const SCHEMA: &'static str = SCHEMA;
+    const EMITS: &'static [&'static str] = &[AuditRecorded::SUBJECT];
+    const CONSUMES: &'static [nats::Durable] = &[ACTIVITY_CONSUMER];
     const CALLS: &'static [(&'static str, &'static str)] = &[
         (hub_domain::ServiceName::Identity.as_str(), "identity"),
         (hub_domain::ServiceName::OrgBilling.as_str(), "org_billing"),

@@ -24,6 +24,10 @@ use tokio_util::sync::CancellationToken;
 
 pub type Key = [u8; 32];
 
+/// The invalidations the gateway listens to (core NATS subscriptions):
+/// revoked credentials, then changed identities.
+pub const LISTENS: &[&str; 2] = &[CredentialRevoked::SUBJECT, IdentityChanged::SUBJECT];
+
 /// A resolved bearer: the identity, the credential and the ready-made JSON body
 /// of `GET /v1/auth/me`.
 pub struct Resolved {
@@ -127,19 +131,16 @@ impl IdentityCache {
         }
     }
 
-    /// Apply invalidation events until `cancel` fires.
+    /// Apply invalidation events ([`LISTENS`]) until `cancel` fires.
     pub async fn listen(
         self,
         client: async_nats::Client,
         naming: Naming,
         cancel: CancellationToken,
     ) -> anyhow::Result<()> {
-        let mut revoked = client
-            .subscribe(naming.subject(CredentialRevoked::SUBJECT))
-            .await?;
-        let mut changed = client
-            .subscribe(naming.subject(IdentityChanged::SUBJECT))
-            .await?;
+        let [revoked, changed] = *LISTENS;
+        let mut revoked = client.subscribe(naming.subject(revoked)).await?;
+        let mut changed = client.subscribe(naming.subject(changed)).await?;
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,

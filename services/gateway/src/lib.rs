@@ -68,6 +68,17 @@ fn listener_server(
     Ok((port, server.run()))
 }
 
+/// What the gateways do on NATS: listen to the invalidations (core NATS,
+/// no JetStream), publish nothing. The source of their NATS user's
+/// permissions ([`service_kit::nats_access`]).
+pub const NATS_ACCESS: service_kit::nats_access::Access = service_kit::nats_access::Access {
+    user: <settings::Settings as service_kit::settings::Layered>::SERVICE,
+    emits: &[],
+    consumes: &[],
+    listens: cache::LISTENS,
+    jetstream: false,
+};
+
 impl Application {
     pub async fn build(
         settings: Settings,
@@ -77,9 +88,8 @@ impl Application {
         let cache_for_events: Arc<std::sync::OnceLock<cache::IdentityCache>> = Arc::default();
         let hook = cache_for_events.clone();
         // A reconnect may have missed revocations: forget everything cached.
-        let nats_client = async_nats::ConnectOptions::new()
-            .name("core-api-gateway")
-            .connection_timeout(Duration::from_secs(5))
+        // Its own NATS user (credentials, TLS) as every service connects.
+        let nats_client = service_kit::nats::options(&settings.nats, "core-api-gateway")?
             .event_callback(move |ev| {
                 let hook = hook.clone();
                 async move {

@@ -25,7 +25,9 @@ pub use routes::{
 pub use settings::Settings;
 
 use actix_web::web;
-use event_contracts::{AuditRecorded, OrgCreated};
+use event_contracts::{
+    AuditRecorded, CredentialRevoked, Event, IdentityChanged, MembershipChanged, OrgCreated,
+};
 use service_kit::{
     db, nats,
     server::{Foundation, Parts},
@@ -101,7 +103,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     tasks.push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
         js.clone(),
         settings.nats.clone(),
-        "identity-audit",
+        AUDIT_CONSUMER,
         256,
         Duration::from_millis(20),
         cancel.clone(),
@@ -114,7 +116,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     tasks.push(nats::spawn_consumer::<OrgCreated, _, _>(
         js.clone(),
         settings.nats.clone(),
-        "identity-org-created",
+        ORG_CREATED_CONSUMER,
         cancel.clone(),
         move |env| {
             let state = state_for_orgs.clone();
@@ -134,6 +136,12 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     f.serve(&settings.http, state, configure)
 }
 
+/// Stores every service's audit events.
+const AUDIT_CONSUMER: nats::Durable = nats::Durable::of::<AuditRecorded>("identity-audit");
+/// Makes the first owner of a new organization (the guarantee behind
+/// org-billing's direct call).
+const ORG_CREATED_CONSUMER: nats::Durable = nats::Durable::of::<OrgCreated>("identity-org-created");
+
 /// identity, described once: its binary, the one-process stack and the test
 /// harness start it from this (see `service_kit::service`).
 pub struct Identity;
@@ -142,6 +150,13 @@ impl service_kit::service::Service for Identity {
     const AUDIENCE: &'static str = SERVICE;
     const TARGET: &'static str = module_path!();
     const SCHEMA: &'static str = SCHEMA;
+    const EMITS: &'static [&'static str] = &[
+        AuditRecorded::SUBJECT,
+        IdentityChanged::SUBJECT,
+        CredentialRevoked::SUBJECT,
+        MembershipChanged::SUBJECT,
+    ];
+    const CONSUMES: &'static [nats::Durable] = &[AUDIT_CONSUMER, ORG_CREATED_CONSUMER];
     type Settings = Settings;
 
     async fn migrate(s: &Settings) -> anyhow::Result<()> {

@@ -104,6 +104,10 @@ impl service_kit::service::Service for Kyc {
     const AUDIENCE: &'static str = SERVICE;
     const TARGET: &'static str = module_path!();
     const SCHEMA: &'static str = SCHEMA;
+    const EMITS: &'static [&'static str] = &[
+        <event_contracts::AuditRecorded as event_contracts::Event>::SUBJECT,
+        <event_contracts::KycChanged as event_contracts::Event>::SUBJECT,
+    ];
     const CALLS: &'static [(&'static str, &'static str)] =
         &[(hub_domain::ServiceName::OrgBilling.as_str(), "org_billing")];
     type Settings = Settings;

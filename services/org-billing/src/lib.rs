@@ -16,7 +16,7 @@ pub use routes::configure;
 pub use settings::Settings;
 
 use actix_web::web;
-use event_contracts::{KycChanged, MembershipChanged};
+use event_contracts::{AuditRecorded, Event, KycChanged, MembershipChanged, OrgCreated};
 use service_kit::{
     db,
     group_commit::Shape,
@@ -143,7 +143,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     tasks.push(nats::spawn_consumer::<KycChanged, _, _>(
         js.clone(),
         settings.nats.clone(),
-        "org-billing-kyc",
+        KYC_CONSUMER,
         cancel.clone(),
         move |env| {
             let state = kyc_state.clone();
@@ -153,7 +153,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(
         js,
         settings.nats.clone(),
-        "org-billing-memberships",
+        MEMBERSHIPS_CONSUMER,
         cancel.clone(),
         move |env| {
             let pool = replica_pool.clone();
@@ -181,6 +181,12 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
 /// harness start it from this (see `service_kit::service`).
 pub struct OrgBilling;
 
+/// Pulls an organization's KYC state from kyc when it changed.
+const KYC_CONSUMER: nats::Durable = nats::Durable::of::<KycChanged>("org-billing-kyc");
+/// Keeps the membership replica.
+const MEMBERSHIPS_CONSUMER: nats::Durable =
+    nats::Durable::of::<MembershipChanged>("org-billing-memberships");
+
 impl service_kit::service::Service for OrgBilling {
     const AUDIENCE: &'static str = SERVICE;
     const TARGET: &'static str = module_path!();
@@ -189,6 +195,8 @@ impl service_kit::service::Service for OrgBilling {
         (hub_domain::ServiceName::Identity.as_str(), "identity"),
         (hub_domain::ServiceName::Kyc.as_str(), "kyc"),
     ];
+    const EMITS: &'static [&'static str] = &[AuditRecorded::SUBJECT, OrgCreated::SUBJECT];
+    const CONSUMES: &'static [nats::Durable] = &[KYC_CONSUMER, MEMBERSHIPS_CONSUMER];
     type Settings = Settings;
 
     async fn migrate(s: &Settings) -> anyhow::Result<()> {

@@ -123,6 +123,12 @@ impl service_kit::service::Service for ServerProduct {
     const AUDIENCE: &'static str = SERVICE;
     const TARGET: &'static str = module_path!();
     const SCHEMA: &'static str = SCHEMA;
+    /// Its audit events and its product events (`product.v1.server.<kind>`,
+    /// `servers::emit`).
+    const EMITS: &'static [&'static str] = &[
+        <event_contracts::AuditRecorded as event_contracts::Event>::SUBJECT,
+        event_contracts::SERVER_EVENTS,
+    ];
     type Settings = Settings;
 
     async fn migrate(s: &Settings) -> anyhow::Result<()> {

@@ -82,8 +82,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     tasks.push(nats::spawn_raw_batch_consumer(
         js,
         settings.nats.clone(),
-        "webhook-dispatcher-fanout",
-        "product.v1.>",
+        FANOUT_CONSUMER,
         256,
         Duration::from_millis(2),
         cancel.clone(),
@@ -115,10 +114,17 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
 /// harness start it from this (see `service_kit::service`).
 pub struct WebhookDispatcher;
 
+/// Every product event, fanned out to the organization's endpoints.
+const FANOUT_CONSUMER: nats::Durable =
+    nats::Durable::raw("webhook-dispatcher-fanout", "product.v1.>");
+
 impl service_kit::service::Service for WebhookDispatcher {
     const AUDIENCE: &'static str = SERVICE;
     const TARGET: &'static str = module_path!();
     const SCHEMA: &'static str = SCHEMA;
+    const EMITS: &'static [&'static str] =
+        &[<event_contracts::AuditRecorded as event_contracts::Event>::SUBJECT];
+    const CONSUMES: &'static [nats::Durable] = &[FANOUT_CONSUMER];
     type Settings = Settings;
 
     async fn migrate(s: &Settings) -> anyhow::Result<()> {

@@ -81,6 +81,9 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
         url: tests_e2e::nats_url(),
         tls_required: false,
         tls_ca_file: String::new(),
+        user: String::new(),
+        password: None,
+        stream_replicas: 1,
         subject_prefix: s.naming.subject_prefix.clone(),
         stream_suffix: s.naming.stream_suffix.clone(),
         memory_storage: true,
@@ -98,7 +101,7 @@ async fn a_consumer_gets_a_failed_batch_again_and_acks_only_after_success() {
     let task = nats::spawn_batch_consumer::<AuditRecorded, _, _>(
         js.clone(),
         settings.clone(),
-        "kit-test",
+        nats::Durable::of::<AuditRecorded>("kit-test"),
         16,
         Duration::from_millis(20),
         cancel.clone(),

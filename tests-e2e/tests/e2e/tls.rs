@@ -11,7 +11,7 @@ use std::{
     sync::{Arc, Mutex},
     time::Duration,
 };
-use tests_e2e::{eventually, tls::TestCa, StackOptions, TestStack};
+use tests_e2e::{eventually, nats_server::NatsServer, tls::TestCa, StackOptions, TestStack};
 
 /// What a receiver got: (headers, body).
 type Got = Arc<Mutex<Vec<(Vec<(String, String)>, Vec<u8>)>>>;
@@ -209,61 +209,29 @@ async fn the_agent_reaches_an_https_model_provider() {
     );
 }
 
-/// A free local port (bound, then released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-struct NatsServer(std::process::Child, std::path::PathBuf);
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
-
 /// A `nats-server` of this test only, with JetStream, serving TLS only.
-fn nats_server_with_tls(ca: &TestCa, port: u16) -> NatsServer {
+fn nats_server_with_tls(ca: &TestCa) -> NatsServer {
     let leaf = ca.localhost();
     let cert = ca.write("nats-cert.pem", &leaf.cert_pem);
     let key = ca.write("nats-key.pem", &leaf.key_pem);
-    let store = std::env::temp_dir().join(format!("hub-nats-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&store).expect("store dir");
-    let conf = ca.write(
-        "nats.conf",
-        &format!(
-            "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: {:?} }}\n\
-             tls {{ cert_file: {cert:?}\n key_file: {key:?} }}\n",
-            store.to_string_lossy()
-        ),
-    );
-    let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .unwrap_or("nats-server");
-    let child = std::process::Command::new(bin)
-        .args(["-c", &conf])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("nats-server starts (scripts/deps.sh installs it)");
-    NatsServer(child, store)
+    NatsServer::start(
+        &format!("tls {{ cert_file: {cert:?}\n key_file: {key:?} }}\n"),
+        &[],
+    )
 }
 
 #[tokio::test]
 async fn nats_over_tls_connects_with_the_trusted_ca_and_refuses_without_it() {
     let ca = TestCa::new("nats");
-    let port = free_port();
-    let _server = nats_server_with_tls(&ca, port);
+    let server = nats_server_with_tls(&ca);
+    let port = server.port;
     let settings = |url: String, ca_file: String| service_kit::settings::NatsSettings {
         url,
         tls_required: false,
         tls_ca_file: ca_file,
+        user: String::new(),
+        password: None,
+        stream_replicas: 1,
         subject_prefix: String::new(),
         stream_suffix: "_tls".into(),
         memory_storage: true,

@@ -150,6 +150,14 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
 - name: {{ .svc.envPrefix }}__NATS__URL
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: nats-url } }
+{{- /* Its own NATS user (the binary's name; the migration Jobs: hub-admin). */}}
+{{- if .root.Values.nats.users }}
+{{- $natsUser := .natsUser | default .svc.binary }}
+- name: {{ .svc.envPrefix }}__NATS__USER
+  value: {{ $natsUser | quote }}
+- name: {{ .svc.envPrefix }}__NATS__PASSWORD
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: nats-password-{{ $natsUser }} } }
+{{- end }}
 - name: {{ .svc.envPrefix }}__HTTP__PORT
   value: {{ .svc.port | quote }}
 - name: {{ .svc.envPrefix }}__HTTP__METRICS_PORT
