@@ -220,6 +220,7 @@ port = 0
 workers = 1
 [database]
 max_connections = 8
+migrate_at_start = true
 [nats]
 url = "{nats}"
 subject_prefix = "{prefix}"

@@ -11,7 +11,7 @@ use crate::settings::DatabaseSettings;
 use anyhow::Context;
 use secrecy::ExposeSecret;
 use sqlx::{
-    migrate::Migrator,
+    migrate::{Migrate, Migration, MigrationSource, Migrator},
     postgres::{PgConnectOptions, PgPoolOptions},
     Connection, PgConnection, PgPool,
 };
@@ -213,10 +213,88 @@ pub async fn migrate(pool: &PgPool, schema: &str, migrator: &Migrator) -> anyhow
         .await?;
     created.with_context(|| format!("creating schema {schema}"))?;
     drop(conn);
-    migrator
+    tolerant(migrator.iter().cloned().collect())
+        .await?
         .run(pool)
         .await
         .with_context(|| format!("migrating schema {schema}"))?;
+    Ok(())
+}
+
+/// `migrations` as a migrator that tolerates applied migrations it does not
+/// know: those of a newer release, when an older binary runs against the
+/// schema it migrated (a rollback, or old pods during a rollout). Migrations
+/// are expand/contract (proto-docs/operations.md), so an older binary keeps
+/// working on a newer schema.
+pub async fn tolerant(migrations: Vec<Migration>) -> anyhow::Result<Migrator> {
+    let mut m = Migrator::new(Listed(migrations)).await?;
+    m.set_ignore_missing(true);
+    Ok(m)
+}
+
+/// Migrations given as a list (for [`Migrator::new`]).
+#[derive(Debug)]
+struct Listed(Vec<Migration>);
+
+impl MigrationSource<'static> for Listed {
+    fn resolve(
+        self,
+    ) -> futures::future::BoxFuture<'static, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
+        Box::pin(async move { Ok(self.0) })
+    }
+}
+
+/// What a service checks at start when it does not migrate (its migration Job
+/// does, `database.migrate_at_start = false`): every migration this binary
+/// knows is applied, unchanged, and none failed half-way. Migrations it does
+/// not know (a newer release's) are tolerated. Errors name what to do.
+pub async fn check(pool: &PgPool, schema: &str, migrator: &Migrator) -> anyhow::Result<()> {
+    let mut conn = pool.acquire().await?;
+    let not_migrated = || {
+        format!("reading the applied migrations of schema {schema} (has its migration Job run? `<service> migrate`)")
+    };
+    if let Some(v) = conn.dirty_version().await.with_context(not_migrated)? {
+        anyhow::bail!("migration {v} of schema {schema} failed half-way: repair it, then run the migration Job");
+    }
+    let applied: std::collections::HashMap<i64, Vec<u8>> = conn
+        .list_applied_migrations()
+        .await
+        .with_context(not_migrated)?
+        .into_iter()
+        .map(|a| (a.version, a.checksum.into_owned()))
+        .collect();
+    let mut missing = Vec::new();
+    for m in migrator
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+    {
+        match applied.get(&m.version) {
+            None => missing.push(m.version),
+            Some(sum) if sum[..] != m.checksum[..] => anyhow::bail!(
+                "migration {} of schema {schema} ({}) was applied with other contents than this binary's",
+                m.version,
+                m.description
+            ),
+            Some(_) => {}
+        }
+    }
+    anyhow::ensure!(
+        missing.is_empty(),
+        "schema {schema} lacks migrations {missing:?} of this binary: run its migration Job \
+         (`<service> migrate`) before starting it"
+    );
+    let newer = applied.len()
+        - migrator
+            .iter()
+            .filter(|m| applied.contains_key(&m.version))
+            .count();
+    if newer > 0 {
+        tracing::info!(
+            schema,
+            newer,
+            "the schema has migrations of a newer release (tolerated)"
+        );
+    }
     Ok(())
 }
 

@@ -172,7 +172,13 @@ pub struct Foundation {
 impl Foundation {
     pub async fn start(p: Parts<'_>, rt: &crate::Runtime) -> anyhow::Result<Foundation> {
         let verifier = assertion::Verifier::new(p.audience, p.assertion)?;
-        let pool = crate::db::prepare(p.database, p.schema, p.name, p.migrator).await?;
+        let pool = if p.database.migrate_at_start {
+            crate::db::prepare(p.database, p.schema, p.name, p.migrator).await?
+        } else {
+            let pool = crate::db::connect(p.database, p.schema, p.name).await?;
+            crate::db::check(&pool, p.schema, p.migrator).await?;
+            pool
+        };
         let nats = crate::nats::connect(p.nats, p.name).await?;
         let js = async_nats::jetstream::new(nats.clone());
         crate::nats::ensure_streams(&js, p.nats).await?;

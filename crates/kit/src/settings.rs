@@ -179,6 +179,11 @@ pub struct DatabaseSettings {
     pub max_connections: u32,
     pub min_connections: u32,
     pub acquire_timeout_ms: u64,
+    /// Apply the migrations at start (dev, tests). False (production): only
+    /// check that the schema has every migration of this binary; the
+    /// `migrate` subcommand (the chart's migration Job) applies them.
+    #[serde(default)]
+    pub migrate_at_start: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -18,10 +18,7 @@ use crate::state::AppState;
 use event_contracts::{Envelope, KycChanged};
 use hub_domain::OrgId;
 use service_kit::sealed::Sealer;
-use sqlx::{
-    migrate::{Migration, MigrationSource, Migrator},
-    PgPool,
-};
+use sqlx::{migrate::Migrator, PgPool};
 use std::collections::BTreeMap;
 
 pub use event_contracts::internal::{KycState, LegalIdentity};
@@ -77,36 +74,18 @@ pub fn open_identity(
 }
 
 /// A source of org-billing's migrations older than `before`.
-#[derive(Debug)]
-struct Before(i64);
-
-impl MigrationSource<'static> for Before {
-    fn resolve(
-        self,
-    ) -> std::pin::Pin<
-        Box<
-            dyn std::future::Future<Output = Result<Vec<Migration>, sqlx::error::BoxDynError>>
-                + Send
-                + 'static,
-        >,
-    > {
-        Box::pin(async move {
-            Ok(crate::MIGRATOR
-                .iter()
-                .filter(|m| m.version < self.0)
-                .cloned()
-                .collect())
-        })
-    }
-}
-
 /// org-billing's migrations older than `version` (a database already past
 /// them is fine). Start-up applies those up to the sealed column, then
 /// [`finish_migrations`] the rest.
 pub async fn migrations_before(version: i64) -> anyhow::Result<Migrator> {
-    let mut m = Migrator::new(Before(version)).await?;
-    m.set_ignore_missing(true);
-    Ok(m)
+    service_kit::db::tolerant(
+        crate::MIGRATOR
+            .iter()
+            .filter(|m| m.version < version)
+            .cloned()
+            .collect(),
+    )
+    .await
 }
 
 #[derive(sqlx::FromRow)]

@@ -21,6 +21,7 @@ mod mail;
 mod members;
 mod membership_limits;
 mod metrics;
+mod migrations;
 mod nats_permissions;
 mod orgs;
 mod outage;
