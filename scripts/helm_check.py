@@ -47,7 +47,10 @@ DEV_VALUES = {
     "tls": {"extraCA": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"},
     "imagePullSecrets": [{"name": "regcred"}],
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"}}},
-    "services": {"agent": {"env": {
+    # Workers from a CPU limit (1500m: 2) and from an explicit value.
+    "services": {"identity": {"resources": {"limits": {"cpu": "1500m", "memory": "256Mi"}}},
+                 "kyc": {"workers": 3},
+                 "agent": {"env": {
         "AGENT__CHECK__INT": 100000000, "AGENT__CHECK__FLOAT": 1.5,
         "AGENT__CHECK__BOOL": True, "AGENT__CHECK__RELEASE": "{{ .Release.Name }}-x"}}},
 }
@@ -305,6 +308,30 @@ def check_service_monitors(label, docs, fail):
             p = ports.get(e["port"])
             if p is None or p.get("targetPort") != "metrics":
                 fail(f"{label}: ServiceMonitor {name} scrapes port {e['port']!r}, not the Service's metrics port")
+
+
+def expected_workers(svc):
+    """What hub.workers gives: workers, else the CPU limit, else the request,
+    rounded up, at least 1."""
+    res = svc.get("resources") or {}
+    cpu = str(svc.get("workers") or (res.get("limits") or {}).get("cpu")
+              or (res.get("requests") or {}).get("cpu") or 1)
+    cores = int(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+    return str(max(1, -int(-cores // 1)))
+
+
+def check_workers(label, docs, values, fail):
+    """Every Deployment sizes its actix and tokio workers from its CPU share."""
+    for d in docs:
+        if d["kind"] != "Deployment":
+            continue
+        name = pod_spec(d)[0]["labels"].get("app.kubernetes.io/name")
+        want = expected_workers(values["services"][name])
+        env = {e["name"]: e.get("value") for e in pod_spec(d)[1]["containers"][0].get("env") or []}
+        got = {k: v for k, v in env.items() if k.endswith("__WORKERS") or k == "TOKIO_WORKER_THREADS"}
+        if "TOKIO_WORKER_THREADS" not in got or not any(k.endswith("__HTTP__WORKERS") for k in got) \
+                or set(got.values()) != {want}:
+            fail(f"{label}: Deployment {d['metadata']['name']} workers {got}, want {want} everywhere")
 
 
 def check_schemas(label, docs, fail):
@@ -683,6 +710,7 @@ def rendered_checks(chart, helm_bin, failures):
         check_hooks(label, docs, fail)
         check_network(label, docs, values, fail)
         check_service_monitors(label, docs, fail)
+        check_workers(label, docs, values, fail)
         for d in docs:
             if d["kind"] == "Deployment" and values["metrics"]["podAnnotations"]:
                 ann = pod_spec(d)[0].get("annotations") or {}

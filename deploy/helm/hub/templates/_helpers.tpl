@@ -141,6 +141,18 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
      their assertions with (comma-separated, newest first), the caller keys of
      the services that call them and the caller keys they call others with.
      The gateways: one signing key per upstream. */}}
+{{/* Worker threads of a service (actix's and tokio's): services.*.workers,
+     else its CPU limit, else its CPU request, rounded up, at least 1. The
+     pod's share of CPU, not the node's cores (which a process sees). */}}
+{{- define "hub.workers" -}}
+{{- $cpu := .workers | default (.resources.limits | default dict).cpu | default (.resources.requests | default dict).cpu | default 1 | toString -}}
+{{- if hasSuffix "m" $cpu -}}
+{{- max 1 (div (add (trimSuffix "m" $cpu | atoi) 999) 1000) -}}
+{{- else -}}
+{{- max 1 (ceil ($cpu | float64)) | int -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "hub.env" -}}
 {{- if .root.Values.tls.extraCA }}
 {{- range $setting := .svc.caFileSettings | default list }}
