@@ -302,6 +302,7 @@ impl Metrics {
             "hub_dead_letter_events",
             "Events of this service's consumers waiting in the DLQ (-1 when NATS cannot say).",
         );
+        self.read_nats(js.client());
         let prefix = format!("{service}-");
         self.on_scrape(move || {
             let (js, naming, prefix, gauges, dead) = (
@@ -318,6 +319,20 @@ impl Metrics {
                     tracing::debug!(error = %e, "cannot read the consumers");
                 }
             }
+        });
+    }
+
+    /// `hub_nats_connected`: 1 while `client` is connected to NATS, else 0.
+    pub fn read_nats(&self, client: async_nats::Client) {
+        let connected = self.gauge_one(
+            "hub_nats_connected",
+            "1 while the NATS connection is up, else 0.",
+        );
+        self.on_scrape(move || {
+            connected.set(i64::from(
+                client.connection_state() == async_nats::connection::State::Connected,
+            ));
+            futures::future::ready(())
         });
     }
 

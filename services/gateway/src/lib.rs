@@ -168,9 +168,12 @@ impl Application {
             tls: settings.tls.clone(),
             metrics: metrics::GatewayMetrics::new(&metrics),
         });
+        // Ready without NATS: it only carries cache invalidations, and while
+        // it is down the cache is bypassed (every bearer asks identity).
+        metrics.read_nats(nats_client);
         let readiness = http::Readiness {
             db: None,
-            nats: Some(nats_client),
+            nats: None,
         };
 
         let (metrics_port, metrics_server) = service_kit::metrics::serve(

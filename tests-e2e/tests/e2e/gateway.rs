@@ -704,3 +704,43 @@ async fn internal_response_headers_never_reach_clients_on_changes() {
         );
     }
 }
+
+/// The gateway is designed to serve without NATS (which only carries cache
+/// invalidations; without it the cache is bypassed): it stays ready, and
+/// bearers still resolve, while its NATS connection is down.
+#[tokio::test]
+async fn the_gateway_stays_ready_and_serves_without_nats() {
+    let nats_port = reqwest::Url::parse(&tests_e2e::nats_url())
+        .ok()
+        .and_then(|u| u.port())
+        .unwrap_or(4222);
+    let relay = tests_e2e::relay::Relay::to_port(nats_port)
+        .await
+        .expect("relay");
+    let s = TestStack::spawn_with(StackOptions {
+        gateway_toml: format!("[nats]\nurl = \"nats://127.0.0.1:{}\"\n", relay.port()),
+        ..Default::default()
+    })
+    .await;
+    let t = s.sign_in("no-nats@example.com").await;
+    assert_eq!(s.get("/v1/auth/me", Some(&t)).await.status, 200);
+    relay.cut();
+    // The positive marker: the gateway itself reports the connection down.
+    let down = tests_e2e::eventually(Duration::from_secs(20), || async {
+        (tests_e2e::sample(&s.scrape("gateway").await, "hub_nats_connected") == Some(0.0))
+            .then_some(())
+    })
+    .await;
+    assert!(down.is_some(), "the gateway never saw NATS go");
+    for base in [s.core(), s.product()] {
+        let r = s
+            .call("GET", &format!("{base}/readyz"), None, None, &[])
+            .await;
+        assert_eq!(r.status, 200, "{base}: {:?}", r.body);
+    }
+    let fresh = s.sign_in("no-nats@example.com").await;
+    let me = s.get("/v1/auth/me", Some(&fresh)).await;
+    assert_eq!(me.status, 200, "{:?}", me.body);
+    assert_eq!(me.body["email"], "no-nats@example.com");
+    assert_eq!(s.get("/v1/auth/me", Some(&t)).await.status, 200);
+}
