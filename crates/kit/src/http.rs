@@ -144,10 +144,14 @@ pub async fn request_span(
         request_id = %request_id,
         status = tracing::field::Empty,
     );
-    let parent = opentelemetry::global::get_text_map_propagator(|p| {
-        p.extract(&HeaderExtractor(req.headers()))
-    });
-    let _ = span.set_parent(parent);
+    // Continued only when the client sent a context: no extraction (and no
+    // context to attach) for the many requests that come without one.
+    if req.headers().contains_key(crate::telemetry::TRACEPARENT) {
+        let parent = opentelemetry::global::get_text_map_propagator(|p| {
+            p.extract(&HeaderExtractor(req.headers()))
+        });
+        let _ = span.set_parent(parent);
+    }
     let in_flight = metrics.as_ref().map(|m| m.request_started());
     let method = req.method().clone();
     let started = Instant::now();

@@ -36,12 +36,12 @@ impl TrustedProxies {
     }
 
     /// `forwarded_for`: the `X-Forwarded-For` lines in the order received.
-    pub fn client_ip(&self, peer: Option<IpAddr>, forwarded_for: &[&str]) -> String {
-        let Some(peer) = peer.map(canonical) else {
-            return String::new();
-        };
+    /// An address, not a string: formatted only where it is used (an
+    /// identity lookup, an assertion). None without a peer.
+    pub fn client_addr(&self, peer: Option<IpAddr>, forwarded_for: &[&str]) -> Option<IpAddr> {
+        let peer = canonical(peer?);
         if !self.trusts(peer) {
-            return peer.to_string();
+            return Some(peer);
         }
         let mut client = peer;
         for part in forwarded_for.iter().rev().flat_map(|line| line.rsplit(',')) {
@@ -56,7 +56,7 @@ impl TrustedProxies {
                 Err(_) => break,
             }
         }
-        client.to_string()
+        Some(client)
     }
 }
 
@@ -65,6 +65,15 @@ fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
         v4 => v4,
+    }
+}
+
+#[cfg(test)]
+impl TrustedProxies {
+    fn ip_of(&self, peer: Option<IpAddr>, forwarded_for: &[&str]) -> String {
+        self.client_addr(peer, forwarded_for)
+            .map(|ip| ip.to_string())
+            .unwrap_or_default()
     }
 }
 
@@ -79,20 +88,20 @@ mod tests {
     #[test]
     fn untrusted_peers_are_the_client_whatever_they_claim() {
         let t = TrustedProxies::parse(&["127.0.0.0/8".into()]).expect("parse");
-        assert_eq!(t.client_ip(ip("203.0.113.9"), &["1.2.3.4"]), "203.0.113.9");
+        assert_eq!(t.ip_of(ip("203.0.113.9"), &["1.2.3.4"]), "203.0.113.9");
     }
 
     #[test]
     fn trusted_peers_hand_over_the_rightmost_untrusted_hop() {
         let t = TrustedProxies::parse(&["127.0.0.0/8".into(), "10.0.0.0/8".into()]).expect("parse");
-        assert_eq!(t.client_ip(ip("127.0.0.1"), &["1.2.3.4"]), "1.2.3.4");
+        assert_eq!(t.ip_of(ip("127.0.0.1"), &["1.2.3.4"]), "1.2.3.4");
         assert_eq!(
-            t.client_ip(ip("127.0.0.1"), &["9.9.9.9, 1.2.3.4, 10.1.1.1"]),
+            t.ip_of(ip("127.0.0.1"), &["9.9.9.9, 1.2.3.4, 10.1.1.1"]),
             "1.2.3.4"
         );
-        assert_eq!(t.client_ip(ip("127.0.0.1"), &[]), "127.0.0.1");
-        assert_eq!(t.client_ip(ip("127.0.0.1"), &["garbage"]), "127.0.0.1");
-        assert_eq!(t.client_ip(ip("::ffff:127.0.0.1"), &["1.2.3.4"]), "1.2.3.4");
+        assert_eq!(t.ip_of(ip("127.0.0.1"), &[]), "127.0.0.1");
+        assert_eq!(t.ip_of(ip("127.0.0.1"), &["garbage"]), "127.0.0.1");
+        assert_eq!(t.ip_of(ip("::ffff:127.0.0.1"), &["1.2.3.4"]), "1.2.3.4");
     }
 
     #[test]
@@ -100,12 +109,12 @@ mod tests {
         let t = TrustedProxies::parse(&["127.0.0.0/8".into(), "10.0.0.0/8".into()]).expect("parse");
         // The client spoofs a first line; the proxy adds its own second line.
         assert_eq!(
-            t.client_ip(ip("127.0.0.1"), &["6.6.6.6", "1.2.3.4, 10.0.0.2"]),
+            t.ip_of(ip("127.0.0.1"), &["6.6.6.6", "1.2.3.4, 10.0.0.2"]),
             "1.2.3.4"
         );
         // Only trusted hops in the last line: carry on into the line before it.
         assert_eq!(
-            t.client_ip(ip("127.0.0.1"), &["1.2.3.4", "10.0.0.3"]),
+            t.ip_of(ip("127.0.0.1"), &["1.2.3.4", "10.0.0.3"]),
             "1.2.3.4"
         );
     }
@@ -114,7 +123,7 @@ mod tests {
     fn an_empty_list_entry_means_no_trusted_proxy() {
         let t = TrustedProxies::parse(&["".into()]).expect("empty entries are skipped");
         assert!(!t.any());
-        assert_eq!(t.client_ip(ip("127.0.0.1"), &["1.2.3.4"]), "127.0.0.1");
+        assert_eq!(t.ip_of(ip("127.0.0.1"), &["1.2.3.4"]), "127.0.0.1");
         let t = TrustedProxies::parse(&[" ".into(), "10.0.0.0/8".into()]).expect("parse");
         assert!(t.any());
     }
@@ -122,7 +131,7 @@ mod tests {
     #[test]
     fn nothing_is_trusted_by_default() {
         let t = TrustedProxies::parse(&[]).expect("parse");
-        assert_eq!(t.client_ip(ip("127.0.0.1"), &["1.2.3.4"]), "127.0.0.1");
+        assert_eq!(t.ip_of(ip("127.0.0.1"), &["1.2.3.4"]), "127.0.0.1");
         assert!(TrustedProxies::parse(&["nonsense".into()]).is_err());
     }
 }

@@ -20,7 +20,7 @@ use service_kit::{
     http::RequestId,
     telemetry::TRACEPARENT,
 };
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, net::IpAddr, sync::Arc, time::Duration};
 use uuid::Uuid;
 
 /// Which host a listener serves.
@@ -184,7 +184,7 @@ impl Gateway {
         &self,
         client: &reqwest::Client,
         token: &str,
-        ip: &str,
+        ip: Option<IpAddr>,
         request_id: &str,
     ) -> Result<Arc<Resolved>, ResolveError> {
         let k = cache::key(token);
@@ -215,10 +215,11 @@ impl Gateway {
         client: &reqwest::Client,
         token: &str,
         k: cache::Key,
-        ip: &str,
+        ip: Option<IpAddr>,
         request_id: &str,
     ) -> Result<Arc<Resolved>, ResolveError> {
         let epoch = self.cache.epoch();
+        let ip = ip.map(|i| i.to_string()).unwrap_or_default();
         let base = self.upstream("identity").ok_or(ResolveError::Unavailable)?;
         let minter = self
             .minters
@@ -233,7 +234,7 @@ impl Gateway {
                 path_and_query: "/v1/auth/me",
                 body: b"",
                 idempotency_key: None,
-                ip,
+                ip: &ip,
                 request_id,
                 deadline_ms: None,
             },
@@ -352,7 +353,7 @@ pub async fn handle(
     host: web::Data<HostKind>,
     client: web::Data<reqwest::Client>,
 ) -> HttpResponse {
-    let method = req.method().as_str().to_owned();
+    let method = req.method().clone();
     // A path the gateway serves itself (the probes), with another method.
     if let Some(resp) = service_kit::methods::not_allowed(&req) {
         return resp;
@@ -364,9 +365,8 @@ pub async fn handle(
     let Some(target) = gw.router.route(host.product, req.path()) else {
         return json_error(StatusCode::NOT_FOUND, "no such route");
     };
-    let service = target.service.to_owned();
-    let path = target.path.to_owned();
-    if let Some(name) = hub_domain::ServiceName::parse(&service) {
+    let (service, path) = (target.service, target.path);
+    if let Some(name) = hub_domain::ServiceName::parse(service) {
         req.extensions_mut()
             .insert(service_kit::http::RouteLabel(name.as_str()));
     }
@@ -380,9 +380,9 @@ pub async fn handle(
         .get_all("x-forwarded-for")
         .filter_map(|v| v.to_str().ok())
         .collect();
-    let ip = gw
+    let client_addr = gw
         .trusted
-        .client_ip(req.peer_addr().map(|a| a.ip()), &forwarded);
+        .client_addr(req.peer_addr().map(|a| a.ip()), &forwarded);
 
     if let Some(len) = req
         .headers()
@@ -396,14 +396,14 @@ pub async fn handle(
     }
 
     // Public endpoints pass without a token; everything else needs one.
-    let resolved = if gw.router.is_public(&method, &path) {
+    let resolved = if gw.router.is_public(method.as_str(), path) {
         None
     } else {
         let token = match bearer(&req) {
             Ok(t) => t,
             Err(m) => return json_error(StatusCode::UNAUTHORIZED, m),
         };
-        match gw.resolve(&client, token, &ip, &request_id).await {
+        match gw.resolve(&client, token, client_addr, &request_id).await {
             Ok(r) => Some(r),
             Err(ResolveError::Unauthorized(m)) => return json_error(StatusCode::UNAUTHORIZED, m),
             Err(ResolveError::Unavailable) => return unreachable_identity(),
@@ -411,7 +411,7 @@ pub async fn handle(
     };
 
     // The hottest path of the platform is answered here, from the cache.
-    if method == "GET" && path == "/v1/auth/me" {
+    if method == actix_web::http::Method::GET && path == "/v1/auth/me" {
         if let Some(r) = &resolved {
             req.extensions_mut()
                 .insert(service_kit::http::RouteLabel("/v1/auth/me"));
@@ -421,7 +421,7 @@ pub async fn handle(
         }
     }
 
-    let (Some(base), Some(minter)) = (gw.upstream(&service), gw.minters.get(&service)) else {
+    let (Some(base), Some(minter)) = (gw.upstream(service), gw.minters.get(service)) else {
         return json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available");
     };
     let body = match read_body(payload, gw.max_body_bytes).await {
@@ -454,7 +454,7 @@ pub async fn handle(
     // The URL as it will be sent: its path is the routed path byte for byte
     // (else 400), its query as the parser normalized it; the assertion binds
     // exactly what the service will receive.
-    let url = match routing::forward_url(base, &path, req.query_string()) {
+    let url = match routing::forward_url(base, path, req.query_string()) {
         Ok(url) => url,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e.message()),
     };
@@ -491,11 +491,11 @@ pub async fn handle(
         resolved.as_ref().map(|r| r.credential),
         truncated,
         &RequestFacts {
-            method: &method,
+            method: method.as_str(),
             path_and_query: &path_and_query,
             body: &body,
             idempotency_key,
-            ip: &ip,
+            ip: &client_addr.map(|i| i.to_string()).unwrap_or_default(),
             request_id: &request_id,
             // The gateway answers 504 then: services start nothing they could
             // not finish before it (the wallet writer, for one).
@@ -514,7 +514,7 @@ pub async fn handle(
             headers.insert(n, v);
         }
     }
-    let Ok(m) = reqwest::Method::from_bytes(method.as_bytes()) else {
+    let Ok(m) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
         return json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
     };
     let sent = client
