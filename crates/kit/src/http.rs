@@ -113,10 +113,6 @@ fn valid_request_id(s: &str) -> bool {
 #[derive(Clone, Copy, Debug)]
 pub struct RouteLabel(pub &'static str);
 
-/// The tracing target of the access log (one line per request at info; off
-/// with `telemetry.access_log = false`).
-pub const ACCESS_LOG_TARGET: &str = "hub_access";
-
 /// Middleware: a span per request, parented on incoming W3C trace context, with
 /// a request id taken from `x-request-id` (when sane) or made fresh, and echoed;
 /// the request counted on the app's [`Metrics`](crate::metrics::Metrics) (when
@@ -178,7 +174,7 @@ pub async fn request_span(
     // Probes come every few seconds from the kubelet: counted, not logged.
     if !matches!(route.as_ref(), "/healthz" | "/readyz") {
         tracing::info!(
-            target: ACCESS_LOG_TARGET,
+            target: crate::telemetry::ACCESS_LOG_TARGET,
             method = %method,
             route = %route,
             status,

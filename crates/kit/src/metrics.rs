@@ -455,7 +455,9 @@ pub fn serve(
         App::new()
             .app_data(data.clone())
             .route("/metrics", crate::methods::get().to(scrape))
-            .default_service(web::to(crate::http::not_found))
+            .default_service(web::to(|| async {
+                crate::error::json_error(actix_web::http::StatusCode::NOT_FOUND, "no such route")
+            }))
     })
     .listen(listener)?
     .workers(1)

@@ -29,7 +29,7 @@ pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGua
         .or_else(|_| EnvFilter::try_new(&s.log_level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     if !s.access_log {
-        filter = filter.add_directive(format!("{}=off", crate::http::ACCESS_LOG_TARGET).parse()?);
+        filter = filter.add_directive(format!("{ACCESS_LOG_TARGET}=off").parse()?);
     }
     let fmt_layer = if s.log_format == "pretty" {
         tracing_subscriber::fmt::layer().with_target(false).boxed()
@@ -122,6 +122,11 @@ impl opentelemetry::propagation::Extractor for MapCarrier {
         self.0.keys().map(String::as_str).collect()
     }
 }
+
+/// The tracing target of the access log (one line per request at info,
+/// written by [`crate::http::request_span`]; off with
+/// `telemetry.access_log = false`).
+pub const ACCESS_LOG_TARGET: &str = "hub_access";
 
 /// The W3C trace-context header.
 pub const TRACEPARENT: &str = "traceparent";

@@ -17,6 +17,7 @@ pub mod countries;
 pub mod engine;
 pub mod journal;
 pub mod memory;
+pub mod metrics;
 pub mod model;
 pub mod money;
 pub mod ops;
@@ -110,7 +111,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             .build()?,
         clock: rt.clock.clone(),
         attempt_lease: staged::attempt_lease(&settings),
-        model_metrics: model::ModelMetrics::new(&f.metrics),
+        model_metrics: metrics::ModelMetrics::new(&f.metrics),
     });
     let activity_pool = pool.clone();
     f.tasks

@@ -6,7 +6,6 @@ use crate::{ops::Op, state::AppState};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use service_kit::metrics::{IntCounterVec, Metrics};
 use std::time::Duration;
 
 /// Why the provider gave no usable answer (the rules answer instead).
@@ -233,47 +232,6 @@ pub fn budget(state: &AppState, time_left: Option<Duration>) -> Option<Duration>
     (budget >= Duration::from_millis(100)).then_some(budget)
 }
 
-/// Model calls by engine (the model's name) and outcome, and the tokens
-/// they cost.
-#[derive(Clone)]
-pub struct ModelMetrics {
-    calls: IntCounterVec,
-    tokens: IntCounterVec,
-}
-
-impl ModelMetrics {
-    pub fn new(m: &Metrics) -> ModelMetrics {
-        ModelMetrics {
-            calls: m.counter(
-                "hub_agent_model_calls_total",
-                "Calls to the model provider by engine and outcome (ok, timeout, unreachable, status, malformed).",
-                &["engine", "outcome"],
-            ),
-            tokens: m.counter(
-                "hub_agent_model_tokens_total",
-                "Tokens the model provider reported (or the agent estimated) for its answers, by engine.",
-                &["engine"],
-            ),
-        }
-    }
-
-    fn observe(&self, engine: &str, r: &Result<Completion, ProviderError>) {
-        let outcome = match r {
-            Ok(c) => {
-                self.tokens
-                    .with_label_values(&[engine])
-                    .inc_by(u64::try_from(c.tokens).unwrap_or(0));
-                "ok"
-            }
-            Err(ProviderError::Timeout(_)) => "timeout",
-            Err(ProviderError::Unreachable(_)) => "unreachable",
-            Err(ProviderError::Status(_)) => "status",
-            Err(ProviderError::Malformed(_)) => "malformed",
-        };
-        self.calls.with_label_values(&[engine, outcome]).inc();
-    }
-}
-
 /// One chat-completions call with `messages` (and the tools, when given),
 /// given up after `timeout`.
 pub async fn complete(
@@ -284,7 +242,14 @@ pub async fn complete(
     timeout: Duration,
 ) -> Result<Completion, ProviderError> {
     let r = call(state, model, messages, tools, timeout).await;
-    state.model_metrics.observe(model, &r);
+    let (outcome, tokens) = match &r {
+        Ok(c) => ("ok", u64::try_from(c.tokens).unwrap_or(0)),
+        Err(ProviderError::Timeout(_)) => ("timeout", 0),
+        Err(ProviderError::Unreachable(_)) => ("unreachable", 0),
+        Err(ProviderError::Status(_)) => ("status", 0),
+        Err(ProviderError::Malformed(_)) => ("malformed", 0),
+    };
+    state.model_metrics.observe(model, outcome, tokens);
     r
 }
 

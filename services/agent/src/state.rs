@@ -38,7 +38,7 @@ pub struct AppState {
     /// of the same action may take over (longer than the peer call and the
     /// bookkeeping after it; see [`crate::staged`]).
     pub attempt_lease: time::Duration,
-    pub model_metrics: crate::model::ModelMetrics,
+    pub model_metrics: crate::metrics::ModelMetrics,
 }
 
 impl AppState {
