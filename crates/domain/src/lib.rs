@@ -20,5 +20,5 @@ pub use ids::{
     ApiKeyId, ConversationId, DeliveryId, EndpointId, MaintenanceId, OrgId, ServerId, SessionId,
     StagedActionId, SubmissionId, UserId,
 };
-pub use money::{CountryCode, CountryError, Currency, LegalType, MinorUnits};
+pub use money::{CountryCode, CountryError, Currency, KycStatus, LegalType, MinorUnits};
 pub use service::ServiceName;

@@ -79,6 +79,50 @@ impl fmt::Display for LegalType {
 
 crate::text::sqlx_text!(LegalType, "legal type");
 
+/// An organization's KYC status: kyc decides it, org-billing shows it. On the
+/// wire and in Postgres its lowercase name (the schemas' CHECK constraints
+/// allow exactly these four).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KycStatus {
+    /// Never submitted.
+    Unverified,
+    /// A submission is under review (or more information was requested).
+    Pending,
+    Verified,
+    Rejected,
+}
+
+impl KycStatus {
+    pub const ALL: [KycStatus; 4] = [
+        KycStatus::Unverified,
+        KycStatus::Pending,
+        KycStatus::Verified,
+        KycStatus::Rejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KycStatus::Unverified => "unverified",
+            KycStatus::Pending => "pending",
+            KycStatus::Verified => "verified",
+            KycStatus::Rejected => "rejected",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<KycStatus> {
+        KycStatus::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for KycStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+crate::text::sqlx_text!(KycStatus, "KYC status");
+
 /// ISO 3166-1 alpha-2 code, upper case, from the officially assigned list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -184,5 +228,25 @@ mod legal_type_tests {
         }
         assert_eq!(LegalType::parse("Corporate"), None);
         assert!(serde_json::from_str::<LegalType>("\"partnership\"").is_err());
+    }
+}
+
+#[cfg(test)]
+mod kyc_status_tests {
+    use super::KycStatus;
+
+    #[test]
+    fn kyc_statuses_are_their_lowercase_names_everywhere() {
+        for t in KycStatus::ALL {
+            assert_eq!(KycStatus::parse(t.as_str()), Some(t));
+            let wire = serde_json::to_string(&t).expect("serializes");
+            assert_eq!(wire, format!("\"{t}\""));
+            assert_eq!(serde_json::from_str::<KycStatus>(&wire).ok(), Some(t));
+        }
+        for bad in ["Verified", "approved", "", "unknown"] {
+            assert_eq!(KycStatus::parse(bad), None, "{bad}");
+            let wire = serde_json::to_string(bad).expect("serializes");
+            assert!(serde_json::from_str::<KycStatus>(&wire).is_err(), "{bad}");
+        }
     }
 }

@@ -326,6 +326,7 @@ pub fn product_subject(kind: &str) -> String {
 
 /// Bodies of internal (service-to-service) calls, shared by both sides.
 pub mod internal {
+    use hub_domain::KycStatus;
     use serde::{Deserialize, Serialize};
     use std::collections::BTreeMap;
     use time::OffsetDateTime;
@@ -346,7 +347,8 @@ pub mod internal {
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     pub struct KycState {
         pub version: i64,
-        pub kyc_status: String,
+        /// A status outside [`KycStatus`] fails the body's parse.
+        pub kyc_status: KycStatus,
         pub kyc_tier: i32,
         #[serde(with = "time::serde::rfc3339::option")]
         pub kyc_verified_at: Option<OffsetDateTime>,
@@ -361,15 +363,16 @@ pub mod internal {
 /// 502), never a silent zero or empty string. Extra fields are ignored, so a
 /// peer may add fields freely.
 pub mod views {
-    use hub_domain::OrgId;
+    use hub_domain::{Currency, KycStatus, LegalType, MinorUnits, OrgId};
     use serde::Deserialize;
     use uuid::Uuid;
 
     /// `GET /v1/organizations/{id}/wallet` (org-billing).
     #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
     pub struct Wallet {
-        pub currency: String,
-        pub balance_minor: i64,
+        /// A currency outside [`Currency`] fails the read.
+        pub currency: Currency,
+        pub balance_minor: MinorUnits,
     }
 
     /// `GET /v1/organizations/{id}/tokens` (org-billing).
@@ -438,10 +441,10 @@ pub mod views {
     pub struct FoundOrganization {
         pub id: OrgId,
         pub name: String,
-        pub legal_type: String,
+        pub legal_type: LegalType,
         pub country: String,
-        pub kyc_status: String,
-        pub wallet_currency: Option<String>,
+        pub kyc_status: KycStatus,
+        pub wallet_currency: Option<Currency>,
     }
 
     /// What the member may spend on AI now
@@ -462,7 +465,8 @@ pub mod views {
             let ok: Wallet =
                 serde_json::from_str(r#"{"org_id":"x","currency":"TRY","balance_minor":5}"#)
                     .expect("a wallet");
-            assert_eq!(ok.balance_minor, 5);
+            assert_eq!(ok.balance_minor, MinorUnits(5));
+            assert_eq!(ok.currency, Currency::TRY);
             assert!(serde_json::from_str::<Wallet>(r#"{"currency":"TRY","balance":5}"#).is_err());
             assert!(
                 serde_json::from_str::<AiAllowance>(r#"{"ai_enabled":true,"org_balance":3}"#)
@@ -472,6 +476,50 @@ pub mod views {
                 r#"{"id":"not-a-uuid","ip":"","created_at":"","current":true}"#
             )
             .is_err());
+        }
+
+        #[test]
+        fn a_value_outside_its_enum_is_an_error_not_a_string() {
+            let wallet = |currency: &str| {
+                serde_json::from_value::<Wallet>(
+                    serde_json::json!({"currency": currency, "balance_minor": 5}),
+                )
+            };
+            assert!(wallet("EUR").is_ok());
+            for bad in ["GBP", "eur", ""] {
+                assert!(wallet(bad).is_err(), "{bad}");
+            }
+            let found = |legal_type: &str, kyc_status: &str, currency: Option<&str>| {
+                serde_json::from_value::<FoundOrganization>(serde_json::json!({
+                    "id": "00000000-0000-0000-0000-000000000001", "name": "Acme",
+                    "legal_type": legal_type, "country": "TR", "kyc_status": kyc_status,
+                    "wallet_currency": currency,
+                }))
+            };
+            let ok = found("corporate", "pending", Some("TRY")).expect("a found organization");
+            assert_eq!(
+                (ok.legal_type, ok.kyc_status, ok.wallet_currency),
+                (
+                    LegalType::Corporate,
+                    KycStatus::Pending,
+                    Some(Currency::TRY)
+                )
+            );
+            assert!(found("individual", "verified", None).is_ok());
+            assert!(found("partnership", "pending", Some("TRY")).is_err());
+            assert!(found("corporate", "approved", Some("TRY")).is_err());
+            assert!(found("corporate", "pending", Some("GBP")).is_err());
+            let state = |kyc_status: &str| {
+                serde_json::from_value::<crate::internal::KycState>(serde_json::json!({
+                    "version": 1, "kyc_status": kyc_status, "kyc_tier": 0,
+                    "kyc_verified_at": null, "legal_identity": null,
+                }))
+            };
+            assert_eq!(
+                state("rejected").map(|s| s.kyc_status).ok(),
+                Some(KycStatus::Rejected)
+            );
+            assert!(state("approved").is_err());
         }
     }
 }

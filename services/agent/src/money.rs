@@ -1,14 +1,19 @@
 //! Amounts as people write them and as the assistant shows them. Every
-//! currency here (TRY, EUR, USD) has two minor digits.
+//! currency here (TRY, EUR, USD) has two minor digits. Amounts to show are
+//! domain values ([`MinorUnits`] in a [`Currency`]), parsed where a peer's
+//! answer is read (`event_contracts::views`), never strings.
+
+use hub_domain::{Currency, MinorUnits};
 
 /// "1,500.00 EUR" for 150000 minor units of EUR.
-pub fn format(minor: i64, currency: &str) -> String {
-    let sign = if minor < 0 { "-" } else { "" };
-    let abs = minor.unsigned_abs();
+pub fn format(minor: MinorUnits, currency: Currency) -> String {
+    let sign = if minor.is_negative() { "-" } else { "" };
+    let abs = minor.0.unsigned_abs();
     format!(
-        "{sign}{}.{:02} {currency}",
+        "{sign}{}.{:02} {}",
         group(u128::from(abs / 100)),
-        abs % 100
+        abs % 100,
+        currency.as_str()
     )
 }
 
@@ -76,9 +81,16 @@ mod tests {
 
     #[test]
     fn money_is_shown_with_groups_and_two_decimals() {
-        assert_eq!(format(150000, "EUR"), "1,500.00 EUR");
-        assert_eq!(format(5, "TRY"), "0.05 TRY");
-        assert_eq!(format(-123456789, "USD"), "-1,234,567.89 USD");
+        assert_eq!(format(MinorUnits(150000), Currency::EUR), "1,500.00 EUR");
+        assert_eq!(format(MinorUnits(5), Currency::TRY), "0.05 TRY");
+        assert_eq!(
+            format(MinorUnits(-123456789), Currency::USD),
+            "-1,234,567.89 USD"
+        );
+        assert_eq!(
+            format(MinorUnits(i64::MIN), Currency::EUR),
+            "-92,233,720,368,547,758.08 EUR"
+        );
         assert_eq!(group(0), "0");
         assert_eq!(group(1000), "1,000");
         assert_eq!(group(999), "999");

@@ -1,23 +1,13 @@
 //! Bearer -> identity: the hottest query of the platform (one indexed lookup,
 //! memberships folded in as JSON). Session tokens and API keys (`svc_live_`)
-//! resolve through the same path; a key's lookup is its module's
-//! ([`crate::api_keys::live_by_hash`]).
+//! resolve through the same path; each lookup is its store's
+//! ([`crate::sessions::live_by_hash`], [`crate::api_keys::live_by_hash`]).
 
-use hub_domain::{Credential, CredentialKind, Identity, Membership, Role, UserId};
+use hub_domain::{Credential, CredentialKind, Identity, Membership, Role};
 use sqlx::PgPool;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 pub const API_KEY_PREFIX: &str = "svc_live_";
-
-struct SessionRow {
-    credential_id: Uuid,
-    user_id: UserId,
-    email: String,
-    name: String,
-    memberships: sqlx::types::Json<Vec<Membership>>,
-    expires_at: OffsetDateTime,
-}
 
 /// A resolved bearer: who, with which credential, valid until when.
 pub struct Resolved {
@@ -43,20 +33,7 @@ async fn session(
     token: &str,
     is_staff: impl Fn(&str) -> bool,
 ) -> sqlx::Result<Option<Resolved>> {
-    let hash = crate::tokens::hash(token);
-    let row: Option<SessionRow> = sqlx::query_as!(
-        SessionRow,
-        r#"SELECT s.id AS credential_id, s.expires_at, u.id AS user_id, u.email, u.name,
-           COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role)
-                                     ORDER BY m.created_at, m.org_id)
-                     FROM memberships m WHERE m.user_id = u.id), '[]'::json)
-             AS "memberships!: sqlx::types::Json<Vec<Membership>>"
-         FROM sessions s JOIN users u ON u.id = s.user_id
-         WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"#,
-        hash,
-    )
-    .fetch_optional(pool)
-    .await?;
+    let row = crate::sessions::live_by_hash(pool, &crate::tokens::hash(token)).await?;
     Ok(row.map(|r| {
         let staff = is_staff(&r.email);
         Resolved {
@@ -65,11 +42,11 @@ async fn session(
                 email: r.email,
                 name: r.name,
                 staff,
-                memberships: r.memberships.0,
+                memberships: r.memberships,
             },
             credential: Credential {
                 kind: CredentialKind::Session,
-                id: r.credential_id,
+                id: r.id.as_uuid(),
             },
             expires_at: r.expires_at,
         }

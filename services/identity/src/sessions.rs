@@ -1,8 +1,9 @@
 //! identity's storage of sign-in: magic links (`magic_links`) and sessions
-//! (`sessions`), checked at compile time. Functions take the caller's
+//! (`sessions`), and the bearer lookup of a session ([`live_by_hash`], for
+//! [`crate::resolve`]), checked at compile time. Functions take the caller's
 //! connection or transaction; the handler decides the transaction boundary.
 
-use hub_domain::UserId;
+use hub_domain::{Membership, SessionId, UserId};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -121,4 +122,42 @@ pub async fn active(pool: &PgPool, user_id: UserId) -> sqlx::Result<Vec<Active>>
     )
     .fetch_all(pool)
     .await
+}
+
+/// A live session as the bearer lookup finds it: its user, with every
+/// membership (oldest first), and when it expires.
+pub struct Live {
+    pub id: SessionId,
+    pub user_id: UserId,
+    pub email: String,
+    pub name: String,
+    pub memberships: Vec<Membership>,
+    pub expires_at: OffsetDateTime,
+}
+
+/// The live session whose token hashes to `token_hash`, if any: one indexed
+/// lookup with the memberships folded in as JSON (the hot path of every
+/// request with a session).
+pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Option<Live>> {
+    let row = sqlx::query!(
+        r#"SELECT s.id AS "id: SessionId", s.expires_at, u.id AS "user_id: UserId",
+                  u.email, u.name,
+           COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role)
+                                     ORDER BY m.created_at, m.org_id)
+                     FROM memberships m WHERE m.user_id = u.id), '[]'::json)
+             AS "memberships!: sqlx::types::Json<Vec<Membership>>"
+         FROM sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"#,
+        token_hash,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| Live {
+        id: r.id,
+        user_id: r.user_id,
+        email: r.email,
+        name: r.name,
+        memberships: r.memberships.0,
+        expires_at: r.expires_at,
+    }))
 }

@@ -13,17 +13,19 @@
 
 use crate::{payload::LegalIdentity, state::AppState};
 use event_contracts::KycChanged;
-use hub_domain::OrgId;
+use hub_domain::{KycStatus, LegalType, OrgId};
 use serde::Deserialize;
 use service_kit::{assertion::Caller, outbox, ApiError};
 use sqlx::PgConnection;
 use time::OffsetDateTime;
 
-/// What org-billing knows of an organization that KYC needs.
+/// What org-billing knows of an organization that KYC needs. Parsed at the
+/// boundary: a legal type outside [`LegalType`] fails the read (a 500 naming
+/// the profile lookup), it never reaches the form's rules.
 #[derive(Debug, Deserialize)]
 pub struct OrgProfile {
     pub name: String,
-    pub legal_type: String,
+    pub legal_type: LegalType,
 }
 
 /// The organization's name and legal type, from org-billing (404 when it does
@@ -46,7 +48,7 @@ pub async fn profile(
         200 => resp
             .json::<OrgProfile>()
             .await
-            .map_err(|e| ApiError::internal(anyhow::anyhow!("org profile: {e}"))),
+            .map_err(|e| ApiError::internal(anyhow::anyhow!("org-billing's profile answer: {e}"))),
         404 => Err(ApiError::NotFound),
         s => Err(ApiError::internal(anyhow::anyhow!(
             "org-billing answered {s} to a profile lookup"
@@ -58,7 +60,7 @@ pub use event_contracts::internal::KycState;
 
 struct Row {
     version: i64,
-    kyc_status: String,
+    kyc_status: KycStatus,
     kyc_tier: i32,
     legal_identity: Option<Vec<u8>>,
     verified_at: Option<OffsetDateTime>,
@@ -76,7 +78,8 @@ pub async fn load(
 ) -> anyhow::Result<KycState> {
     let row = sqlx::query_as!(
         Row,
-        "SELECT version, kyc_status, kyc_tier, legal_identity, verified_at FROM org_state WHERE org_id = $1",
+        r#"SELECT version, kyc_status AS "kyc_status: KycStatus", kyc_tier, legal_identity, verified_at
+             FROM org_state WHERE org_id = $1"#,
         org_id as OrgId,
     )
     .fetch_optional(conn)
@@ -84,7 +87,7 @@ pub async fn load(
     let Some(r) = row else {
         return Ok(KycState {
             version: 0,
-            kyc_status: "unverified".into(),
+            kyc_status: KycStatus::Unverified,
             kyc_tier: 0,
             kyc_verified_at: None,
             legal_identity: None,
@@ -149,15 +152,15 @@ pub async fn change(
         }
         Change::Rejected => {
             let status = if verified_at.is_some() {
-                "verified"
+                KycStatus::Verified
             } else {
-                "rejected"
+                KycStatus::Rejected
             };
             sqlx::query_scalar!(
                 "UPDATE org_state SET version = version + 1, kyc_status = $2 \
                  WHERE org_id = $1 RETURNING version",
                 org_id as OrgId,
-                status,
+                status as KycStatus,
             )
             .fetch_one(&mut *conn)
             .await?
@@ -209,4 +212,26 @@ pub async fn push(state: &AppState, org_id: OrgId) {
         tracing::warn!(error = ?e, %org_id, "KYC state push failed; the event will deliver it");
     }
     state.outbox.kick();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OrgProfile;
+    use hub_domain::LegalType;
+
+    #[test]
+    fn a_profile_with_an_unknown_legal_type_is_refused() {
+        let profile = |legal_type: &str| {
+            serde_json::from_value::<OrgProfile>(
+                serde_json::json!({"name": "Acme", "legal_type": legal_type, "country": "TR"}),
+            )
+        };
+        assert_eq!(
+            profile("individual").map(|p| p.legal_type).ok(),
+            Some(LegalType::Individual)
+        );
+        for bad in ["partnership", "Corporate", ""] {
+            assert!(profile(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -1,11 +1,12 @@
 //! kyc's storage of submissions: every statement on `submissions`, checked at
 //! compile time. Handlers call these as named steps; errors are sqlx's (the
 //! route maps the one constraint a client can hit, `submissions_one_pending`).
-//! Rows come back typed (the status a [`ReviewStatus`]); the statements write
-//! a submission awaiting review as the literal `'pending'`.
+//! Rows come back typed (the status a [`ReviewStatus`], the legal type a
+//! [`LegalType`]); the statements write a submission awaiting review as the
+//! literal `'pending'`.
 
 use crate::submission::{ReviewStatus, Row};
-use hub_domain::{OrgId, UserId};
+use hub_domain::{LegalType, OrgId, UserId};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -15,7 +16,7 @@ pub struct NewSubmission<'a> {
     pub id: Uuid,
     pub org_id: OrgId,
     pub org_name: &'a str,
-    pub legal_type: &'a str,
+    pub legal_type: LegalType,
     pub sealed: &'a [u8],
     pub field_keys: &'a [String],
     pub submitted_by: UserId,
@@ -30,12 +31,13 @@ pub async fn insert_pending(conn: &mut PgConnection, s: NewSubmission<'_>) -> sq
         r#"INSERT INTO submissions (id, org_id, org_name, legal_type, status, payload, field_keys,
                                    submitted_by, created_at)
            VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)
-           RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
+           RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+                     status AS "status: ReviewStatus", payload,
                      field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at"#,
         s.id,
         s.org_id as OrgId,
         s.org_name,
-        s.legal_type,
+        s.legal_type as LegalType,
         s.sealed,
         s.field_keys,
         s.submitted_by as UserId,
@@ -49,7 +51,8 @@ pub async fn insert_pending(conn: &mut PgConnection, s: NewSubmission<'_>) -> sq
 pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
+        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+                  status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE org_id = $1
             ORDER BY created_at DESC, id DESC LIMIT 100"#,
@@ -63,7 +66,8 @@ pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
 pub async fn pending(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
+        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+                  status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE status = 'pending'
             ORDER BY created_at, id LIMIT 500"#,
@@ -76,7 +80,8 @@ pub async fn pending(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
 pub async fn lock(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
+        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+                  status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE id = $1 FOR UPDATE"#,
         id,
@@ -100,7 +105,8 @@ pub async fn decide(
         r#"UPDATE submissions SET status = $2, review_notes = $3, requested_fields = $4,
                   reviewed_by = $5, reviewed_at = $6
             WHERE id = $1
-            RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type, status AS "status: ReviewStatus", payload,
+            RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+                     status AS "status: ReviewStatus", payload,
                       field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at"#,
         id,
         status as ReviewStatus,

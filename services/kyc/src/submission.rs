@@ -5,7 +5,7 @@
 //! staff, never logged, never in events.
 
 use crate::{payload::Payload, state::AppState};
-use hub_domain::OrgId;
+use hub_domain::{LegalType, OrgId};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -62,7 +62,7 @@ pub struct Row {
     pub id: Uuid,
     pub org_id: OrgId,
     pub org_name: String,
-    pub legal_type: String,
+    pub legal_type: LegalType,
     pub status: ReviewStatus,
     pub payload: Option<Vec<u8>>,
     pub field_keys: Vec<String>,
@@ -86,7 +86,7 @@ pub struct Resource {
     pub org_id: OrgId,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub org_name: Option<String>,
-    pub legal_type: String,
+    pub legal_type: LegalType,
     pub fields: Map<String, Value>,
     pub address: Map<String, Value>,
     pub status: ReviewStatus,
@@ -106,7 +106,7 @@ pub struct Resource {
 pub struct Status {
     pub id: Uuid,
     pub org_id: OrgId,
-    pub legal_type: String,
+    pub legal_type: LegalType,
     pub status: ReviewStatus,
     #[serde(with = "time::serde::rfc3339::option")]
     pub reviewed_at: Option<OffsetDateTime>,

@@ -184,4 +184,28 @@ mod tests {
             assert_eq!(serde_json::to_value(t).ok(), Some(json!(t.as_str())));
         }
     }
+
+    #[test]
+    fn a_wallet_in_an_unknown_currency_is_a_bad_gateway_naming_the_route() {
+        use event_contracts::views::Wallet;
+        use hub_domain::{Currency, MinorUnits};
+        use service_kit::ApiError;
+        let path = "/v1/organizations/x/wallet";
+        let w: Wallet = super::view(path, json!({"currency": "EUR", "balance_minor": 150000}))
+            .expect("a wallet");
+        assert_eq!(
+            crate::money::format(w.balance_minor, w.currency),
+            "1,500.00 EUR"
+        );
+        assert_eq!(
+            (w.currency, w.balance_minor),
+            (Currency::EUR, MinorUnits(150000))
+        );
+        for currency in ["GBP", "eur", ""] {
+            match super::view::<Wallet>(path, json!({"currency": currency, "balance_minor": 5})) {
+                Err(ApiError::BadGateway(m)) => assert!(m.contains(path), "{m}"),
+                other => panic!("{currency}: {:?}", other.map(|w| w.currency)),
+            }
+        }
+    }
 }

@@ -8,6 +8,7 @@ use crate::{
     ops::{OrgRef, Outcome},
 };
 use event_contracts::views;
+use hub_domain::Currency;
 use service_kit::ApiError;
 
 type Answered = Result<Outcome, ApiError>;
@@ -39,7 +40,7 @@ pub async fn wallet_balance(ctx: &Ctx<'_>, org: Option<&str>) -> Answered {
     Ok(Outcome::Answer(format!(
         "The wallet of {} holds {}.",
         o.name,
-        money::format(w.balance_minor, &w.currency)
+        money::format(w.balance_minor, w.currency)
     )))
 }
 
@@ -170,7 +171,7 @@ pub async fn find_org(ctx: &Ctx<'_>, query: &str) -> Answered {
                 o.name,
                 o.country,
                 o.kyc_status,
-                o.wallet_currency.as_deref().unwrap_or("none"),
+                o.wallet_currency.map_or("none", Currency::as_str),
                 o.id
             )
         })

@@ -9,7 +9,7 @@ use crate::{
     ops::{Outcome, Staged, StagedKind, WalletCredit},
 };
 use event_contracts::views;
-use hub_domain::{Currency, MinorUnits};
+use hub_domain::MinorUnits;
 use serde_json::json;
 use service_kit::ApiError;
 use uuid::Uuid;
@@ -49,7 +49,7 @@ pub fn create_org(name: &str, country: &str, legal_type: Option<&str>) -> Outcom
 
 /// Prepare a wallet credit: the amount in the wallet's own currency only.
 pub async fn credit_wallet(ctx: &Ctx<'_>, org: &str, amount: &str, currency: &str) -> Answered {
-    let currency = currency.trim().to_uppercase();
+    let asked = currency.trim().to_uppercase();
     let Some(minor) = money::parse_major(amount) else {
         return Ok(Outcome::Answer(format!(
             "\"{}\" is not an amount I can credit: use digits, e.g. 1500 or 1,500.00.",
@@ -57,29 +57,28 @@ pub async fn credit_wallet(ctx: &Ctx<'_>, org: &str, amount: &str, currency: &st
         )));
     };
     let o = resolved!(resolve_org(ctx, Some(org)).await);
-    let Some(wallet_currency) = o.wallet_currency.clone() else {
+    // The lookup's answer carries the wallet's currency as a `Currency`
+    // (parsed where it was read); what the user wrote is only compared to it.
+    let Some(currency) = o.wallet_currency else {
         return Ok(Outcome::Answer(format!("{} has no wallet.", o.name)));
     };
-    if wallet_currency != currency {
+    if currency.as_str() != asked {
         return Ok(Outcome::Answer(format!(
-            "The wallet of {} is in {wallet_currency}, not {currency}.",
-            o.name
+            "The wallet of {} is in {}, not {asked}.",
+            o.name,
+            currency.as_str()
         )));
     }
-    let currency = Currency::parse(&wallet_currency).ok_or_else(|| {
-        ApiError::BadGateway(format!(
-            "unexpected wallet currency from org-billing: {wallet_currency}"
-        ))
-    })?;
+    let amount = MinorUnits(minor);
     let summary = format!(
         "Credit {} to {}'s wallet",
-        money::format(minor, currency.as_str()),
+        money::format(amount, currency),
         o.name
     );
     let args = WalletCredit {
         org_id: o.id,
         org_name: o.name,
-        amount_minor: MinorUnits(minor),
+        amount_minor: amount,
         currency,
     };
     Ok(Outcome::Staged(Staged {

@@ -6,7 +6,7 @@
 
 use crate::{
     orgs::{self, Change},
-    payload::{LegalIdentity, LegalType},
+    payload::LegalIdentity,
     state::AppState,
     store,
     submission::{ReviewStatus, Row},
@@ -152,9 +152,7 @@ fn approved_identity(
     let payload = row
         .payload(state)?
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("pending submission without payload")))?;
-    let legal_type = LegalType::parse(&row.legal_type)
-        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("bad legal type")))?;
-    Ok(Some(payload.legal_identity(legal_type)))
+    Ok(Some(payload.legal_identity(row.legal_type)))
 }
 
 async fn decide(

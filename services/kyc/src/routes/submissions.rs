@@ -8,7 +8,7 @@
 
 use crate::{
     orgs::{self, Change},
-    payload::{LegalType, Payload},
+    payload::Payload,
     state::AppState,
     store,
     submission::{self, Row},
@@ -32,9 +32,7 @@ pub async fn submit(
     caller.require(org_id, Capability::Admin)?;
     let body = super::json_body(&body)?;
     let org = orgs::profile(&state, &caller, org_id).await?;
-    let legal_type = LegalType::parse(&org.legal_type).ok_or_else(|| {
-        ApiError::internal(anyhow::anyhow!("unknown legal type {:?}", org.legal_type))
-    })?;
+    let legal_type = org.legal_type;
     let payload = Payload::parse(legal_type, &body)?;
 
     let id = Uuid::now_v7();
@@ -46,7 +44,7 @@ pub async fn submit(
             id,
             org_id,
             org_name: &org.name,
-            legal_type: legal_type.as_str(),
+            legal_type,
             sealed: &sealed,
             field_keys: &payload.keys(),
             submitted_by: caller.user_id(),

@@ -8,7 +8,7 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::OrgCreated;
-use hub_domain::{Capability, CountryCode, LegalType, OrgId};
+use hub_domain::{Capability, CountryCode, KycStatus, LegalType, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -25,11 +25,11 @@ pub const NAME_MAX: usize = 200;
 pub struct Organization {
     pub id: OrgId,
     pub name: String,
-    pub legal_type: String,
+    pub legal_type: LegalType,
     pub country: String,
     pub distributor_entity_id: Uuid,
     pub distributor_entity: String,
-    pub kyc_status: String,
+    pub kyc_status: KycStatus,
     pub kyc_tier: i32,
 }
 

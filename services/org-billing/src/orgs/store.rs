@@ -5,16 +5,18 @@
 
 use super::Organization;
 use event_contracts::views::FoundOrganization;
-use hub_domain::{CountryCode, LegalType, OrgId, UserId};
+use hub_domain::{CountryCode, Currency, KycStatus, LegalType, OrgId, UserId};
 use service_kit::{ApiError, ApiResult};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 // The Organization columns are written out in each query (`o` organizations,
-// `d` its distributor): `o.id AS "id: OrgId", o.name, o.legal_type,
-// o.country::text AS "country!", o.distributor_id AS distributor_entity_id,
-// d.name AS distributor_entity, o.kyc_status, o.kyc_tier`.
+// `d` its distributor): `o.id AS "id: OrgId", o.name,
+// o.legal_type AS "legal_type: LegalType", o.country::text AS "country!",
+// o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+// o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier`. The text-backed enums
+// decode straight into the domain types (a value outside one is an error).
 
 /// 404 unless the organization exists (its wallet and token balance exist with it).
 pub async fn require(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<()> {
@@ -117,9 +119,10 @@ pub async fn insert(conn: &mut PgConnection, o: &NewOrg<'_>) -> sqlx::Result<()>
 pub async fn one(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<Organization> {
     sqlx::query_as!(
         Organization,
-        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
+                  o.country::text AS "country!",
                   o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
-                  o.kyc_status, o.kyc_tier
+                  o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier
              FROM organizations o JOIN distributors d ON d.id = o.distributor_id
             WHERE o.id = $1"#,
         org_id as OrgId,
@@ -132,9 +135,10 @@ pub async fn one(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<Organiz
 pub async fn of_member(pool: &PgPool, user: UserId) -> sqlx::Result<Vec<Organization>> {
     sqlx::query_as!(
         Organization,
-        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
+                  o.country::text AS "country!",
                   o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
-                  o.kyc_status, o.kyc_tier
+                  o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier
              FROM organizations o JOIN distributors d ON d.id = o.distributor_id
             WHERE o.id IN (SELECT org_id FROM org_members WHERE user_id = $1)
             ORDER BY o.created_at, o.id"#,
@@ -148,9 +152,10 @@ pub async fn of_member(pool: &PgPool, user: UserId) -> sqlx::Result<Vec<Organiza
 pub async fn by_ids(pool: &PgPool, ids: &[OrgId]) -> sqlx::Result<Vec<Organization>> {
     sqlx::query_as!(
         Organization,
-        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
+                  o.country::text AS "country!",
                   o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
-                  o.kyc_status, o.kyc_tier
+                  o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier
              FROM organizations o JOIN distributors d ON d.id = o.distributor_id
             WHERE o.id = ANY($1) ORDER BY o.created_at, o.id"#,
         ids as &[OrgId],
@@ -163,11 +168,11 @@ pub async fn by_ids(pool: &PgPool, ids: &[OrgId]) -> sqlx::Result<Vec<Organizati
 pub struct DetailRow {
     pub id: OrgId,
     pub name: String,
-    pub legal_type: String,
+    pub legal_type: LegalType,
     pub country: String,
     pub distributor_entity_id: Uuid,
     pub distributor_entity: String,
-    pub kyc_status: String,
+    pub kyc_status: KycStatus,
     pub kyc_tier: i32,
     pub status: String,
     pub members: i64,
@@ -183,9 +188,10 @@ pub struct DetailRow {
 pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailRow>> {
     sqlx::query_as!(
         DetailRow,
-        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
+                  o.country::text AS "country!",
                   o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
-                  o.kyc_status, o.kyc_tier,
+                  o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier,
                   o.status, o.legal_identity, o.kyc_locked, o.kyc_verified_at,
                   w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor,
                   t.balance AS tokens,
@@ -202,14 +208,15 @@ pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailR
 /// Name, legal type and country (kyc's form depends on them).
 pub struct Profile {
     pub name: String,
-    pub legal_type: String,
+    pub legal_type: LegalType,
     pub country: String,
 }
 
 pub async fn profile(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<Profile>> {
     sqlx::query_as!(
         Profile,
-        r#"SELECT name, legal_type, country::text AS "country!" FROM organizations WHERE id = $1"#,
+        r#"SELECT name, legal_type AS "legal_type: LegalType", country::text AS "country!"
+             FROM organizations WHERE id = $1"#,
         org_id as OrgId,
     )
     .fetch_optional(pool)
@@ -220,8 +227,10 @@ pub async fn profile(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<Profil
 pub async fn find_by_id(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<FoundOrganization>> {
     sqlx::query_as!(
         FoundOrganization,
-        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
-                  o.kyc_status, w.currency AS "wallet_currency?"
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
+                  o.country::text AS "country!",
+                  o.kyc_status AS "kyc_status: KycStatus",
+                  w.currency AS "wallet_currency?: Currency"
              FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id
             WHERE o.id = $1"#,
         id,
@@ -239,8 +248,10 @@ pub async fn find_by_name(
 ) -> sqlx::Result<Vec<FoundOrganization>> {
     sqlx::query_as!(
         FoundOrganization,
-        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type, o.country::text AS "country!",
-                  o.kyc_status, w.currency AS "wallet_currency?"
+        r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
+                  o.country::text AS "country!",
+                  o.kyc_status AS "kyc_status: KycStatus",
+                  w.currency AS "wallet_currency?: Currency"
              FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id
             WHERE lower(o.name) LIKE $1
             ORDER BY (lower(o.name) = $2) DESC, o.name, o.id LIMIT 10"#,
