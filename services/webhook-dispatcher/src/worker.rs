@@ -281,33 +281,26 @@ async fn claim_and_send(
 
 /// One attempt: sign, send, classify.
 async fn attempt(state: &AppState, client: &reqwest::Client, c: Claimed) -> Outcome {
-    let fail = |error: String| Outcome {
-        id: c.id,
-        attempts_before: c.attempts,
-        code: None,
-        error: Some(error),
-    };
-    let outcome = send(state, client, &c).await;
+    let (id, attempts_before) = (c.id, c.attempts);
+    let outcome = send(state, client, c).await;
     match &outcome {
         Attempted::Answered { took, .. } | Attempted::Failed { took, .. } => {
             state.metrics.sent(outcome.result(), *took)
         }
         Attempted::NotSent(_) => state.metrics.not_sent(),
     }
-    match outcome {
-        Attempted::Answered { code, .. } if (200..300).contains(&code) => Outcome {
-            id: c.id,
-            attempts_before: c.attempts,
-            code: Some(i32::from(code)),
-            error: None,
-        },
-        Attempted::Answered { code, .. } => Outcome {
-            id: c.id,
-            attempts_before: c.attempts,
-            code: Some(i32::from(code)),
-            error: Some(format!("the endpoint answered {code}")),
-        },
-        Attempted::Failed { error, .. } | Attempted::NotSent(error) => fail(error),
+    let (code, error) = match outcome {
+        Attempted::Answered { code, .. } if (200..300).contains(&code) => (Some(code), None),
+        Attempted::Answered { code, .. } => {
+            (Some(code), Some(format!("the endpoint answered {code}")))
+        }
+        Attempted::Failed { error, .. } | Attempted::NotSent(error) => (None, Some(error)),
+    };
+    Outcome {
+        id,
+        attempts_before,
+        code: code.map(i32::from),
+        error,
     }
 }
 
@@ -337,8 +330,8 @@ impl Attempted {
     }
 }
 
-/// Sign and send `c`.
-async fn send(state: &AppState, client: &reqwest::Client, c: &Claimed) -> Attempted {
+/// Sign and send `c` (its payload goes out as the body, not copied).
+async fn send(state: &AppState, client: &reqwest::Client, c: Claimed) -> Attempted {
     let fail = Attempted::NotSent;
     let aad = secret_aad(c.endpoint_id);
     let secret = match state.sealer.open(&c.secret, &aad) {
@@ -368,19 +361,17 @@ async fn send(state: &AppState, client: &reqwest::Client, c: &Claimed) -> Attemp
             Err(e) => return fail(format!("signing failed: {e}")),
         }
     }
+    let service_sig = hub_webhooks::service_signature(&secret, body);
     let sent = client
         .post(url)
         .timeout(Duration::from_millis(state.delivery.timeout_ms))
         .header("content-type", "application/json")
         .header("x-service-event", c.event_type.as_str())
-        .header(
-            "x-service-sig",
-            hub_webhooks::service_signature(&secret, body),
-        )
+        .header("x-service-sig", service_sig)
         .header("webhook-id", msg_id)
         .header("webhook-timestamp", ts.to_string())
         .header("webhook-signature", sigs.join(" "))
-        .body(c.payload.clone());
+        .body(c.payload);
     let started = std::time::Instant::now();
     let sent = sent.send().await;
     let took = started.elapsed();
