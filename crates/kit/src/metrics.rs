@@ -227,7 +227,6 @@ impl Metrics {
         pool: sqlx::PgPool,
         js: async_nats::jetstream::Context,
         naming: event_contracts::Naming,
-        service: &'static str,
     ) {
         // Published events leave the outbox: every row waits.
         let pending = self.gauge_one(
@@ -303,7 +302,8 @@ impl Metrics {
             "Events of this service's consumers waiting in the DLQ (-1 when NATS cannot say).",
         );
         self.read_nats(js.client());
-        let prefix = format!("{service}-");
+        // This service's consumers are named `<service>-...`.
+        let prefix = format!("{}-", self.service);
         self.on_scrape(move || {
             let (js, naming, prefix, gauges, dead) = (
                 js.clone(),

@@ -100,12 +100,10 @@ impl Peer {
             .header(ASSERTION_HEADER, a)
             .header(SIGNATURE_HEADER, sig)
             .header(REQUEST_ID_HEADER, request_id)
+            .headers(crate::telemetry::trace_headers())
             .timeout(self.timeout);
         if let Some(k) = idempotency_key {
             rb = rb.header(crate::assertion::IDEMPOTENCY_HEADER, k);
-        }
-        if let Some(tp) = crate::telemetry::current_traceparent() {
-            rb = rb.header(crate::telemetry::TRACEPARENT, tp);
         }
         if !body.is_empty() {
             rb = rb.header("content-type", "application/json").body(body);

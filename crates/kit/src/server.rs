@@ -186,7 +186,7 @@ impl Foundation {
         let (poll, linger) = p.relay.intervals();
         let relay = outbox.clone().spawn_relay(rt.cancel.clone(), poll, linger);
         let metrics = Metrics::new(p.name);
-        metrics.read_foundation(pool.clone(), js.clone(), p.nats.naming(), p.name);
+        metrics.read_foundation(pool.clone(), js.clone(), p.nats.naming());
         Ok(Foundation {
             name: p.name,
             pool,

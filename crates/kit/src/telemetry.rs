@@ -142,6 +142,18 @@ pub fn current_traceparent() -> Option<String> {
     carrier.0.remove(TRACEPARENT)
 }
 
+/// The headers that carry the current span's trace context on a call this
+/// service makes (a peer, identity, an upstream): empty with tracing off.
+pub fn trace_headers() -> reqwest::header::HeaderMap {
+    let mut h = reqwest::header::HeaderMap::new();
+    if let Some(v) =
+        current_traceparent().and_then(|tp| reqwest::header::HeaderValue::from_str(&tp).ok())
+    {
+        h.insert(TRACEPARENT, v);
+    }
+    h
+}
+
 /// A span for handling an event, continuing the trace of `traceparent` if any.
 pub fn event_span(subject: &str, traceparent: Option<&str>) -> tracing::Span {
     use tracing_opentelemetry::OpenTelemetrySpanExt;

@@ -246,7 +246,7 @@ impl Gateway {
             .header(assertion::ASSERTION_HEADER, a)
             .header(assertion::SIGNATURE_HEADER, sig)
             .header(service_kit::http::REQUEST_ID_HEADER, request_id)
-            .headers(trace_context())
+            .headers(service_kit::telemetry::trace_headers())
             .timeout(self.resolve_timeout)
             .send()
             .await
@@ -308,17 +308,6 @@ impl Gateway {
         self.cache.insert(k, resolved.clone(), epoch);
         Ok(resolved)
     }
-}
-
-/// The gateway's trace context for a call it makes (empty with tracing off).
-fn trace_context() -> reqwest::header::HeaderMap {
-    let mut h = reqwest::header::HeaderMap::new();
-    if let Some(v) = service_kit::telemetry::current_traceparent()
-        .and_then(|tp| reqwest::header::HeaderValue::from_str(&tp).ok())
-    {
-        h.insert(TRACEPARENT, v);
-    }
-    h
 }
 
 /// Header names identity uses to tell which credential a bearer is.
@@ -432,13 +421,13 @@ pub async fn handle(
     let mut headers = reqwest::header::HeaderMap::with_capacity(req.headers().len() + 4);
     // With tracing on, the service's span is a child of the gateway's (itself
     // the client's child when one came): the client's own context stays here.
-    let traceparent = service_kit::telemetry::current_traceparent();
+    let context = service_kit::telemetry::trace_headers();
     for (name, value) in req.headers() {
         let n = name.as_str();
         if DROP_REQUEST.contains(&n) || reserved(n) || n == "x-real-ip" || n == "x-request-id" {
             continue;
         }
-        if traceparent.is_some() && (n == TRACEPARENT || n == "tracestate") {
+        if !context.is_empty() && (n == TRACEPARENT || n == "tracestate") {
             continue;
         }
         if let (Ok(n), Ok(v)) = (
@@ -448,9 +437,7 @@ pub async fn handle(
             headers.append(n, v);
         }
     }
-    if let Some(v) = traceparent.and_then(|tp| reqwest::header::HeaderValue::from_str(&tp).ok()) {
-        headers.insert(TRACEPARENT, v);
-    }
+    headers.extend(context);
     // The URL as it will be sent: its path is the routed path byte for byte
     // (else 400), its query as the parser normalized it; the assertion binds
     // exactly what the service will receive.
