@@ -7,6 +7,7 @@
 
 use kyc::Kyc;
 use service_kit::service::Service;
+use sqlx::migrate::{Migrate, Migration, MigrationType};
 use tests_e2e::TestStack;
 
 /// A version no release of this binary has: a newer release's migration.
@@ -27,14 +28,20 @@ async fn start(s: &TestStack) -> anyhow::Result<()> {
     started.map(|_| ())
 }
 
-// sqlx's own `_sqlx_migrations` table is not in the schemas the query macros
-// are checked against (scripts/sqlx.sh migrates with psql): runtime strings.
-async fn exec(s: &TestStack, sql: &str, version: i64) {
-    sqlx::query(sql)
-        .bind(version)
-        .execute(&s.db)
+/// A connection to the stack's database with `search_path` kyc, where kyc's
+/// `_sqlx_migrations` is.
+async fn kyc_conn(s: &TestStack) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let opts: sqlx::postgres::PgConnectOptions = s.database_url.parse().expect("database url");
+    sqlx::PgConnection::connect_with(&opts.options([("search_path", "kyc")]))
         .await
-        .expect(sql);
+        .expect("connect")
+}
+
+/// A migration whose SQL does nothing: sqlx's own migrator records or
+/// forgets its version (no hand-written SQL on sqlx's table).
+fn no_op(version: i64, kind: MigrationType) -> Migration {
+    Migration::new(version, "a test's".into(), kind, "SELECT 1".into(), false)
 }
 
 #[tokio::test]
@@ -42,13 +49,10 @@ async fn pods_check_the_schema_and_tolerate_a_newer_release() {
     let s = TestStack::spawn().await;
     start(&s).await.expect("a migrated schema: it starts");
 
-    exec(
-        &s,
-        "INSERT INTO kyc._sqlx_migrations (version, description, success, checksum, execution_time) \
-         VALUES ($1, 'a newer release', true, '\\x00'::bytea, 1)",
-        NEWER,
-    )
-    .await;
+    let mut conn = kyc_conn(&s).await;
+    conn.apply(&no_op(NEWER, MigrationType::Simple))
+        .await
+        .expect("a newer release's migration recorded");
     start(&s)
         .await
         .expect("a newer release's migration is tolerated at start");
@@ -61,12 +65,9 @@ async fn pods_check_the_schema_and_tolerate_a_newer_release() {
         .map(|m| m.version)
         .max()
         .expect("kyc has migrations");
-    exec(
-        &s,
-        "DELETE FROM kyc._sqlx_migrations WHERE version = $1",
-        latest,
-    )
-    .await;
+    conn.revert(&no_op(latest, MigrationType::ReversibleDown))
+        .await
+        .expect("the latest migration forgotten");
     let err = format!(
         "{:#}",
         start(&s).await.expect_err("a schema behind the binary")
