@@ -271,6 +271,65 @@ pub async fn probe(port: u16) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::valid_request_id;
+    use actix_web::{middleware::from_fn, test as web_test, web, App, HttpResponse};
+    use std::sync::{Arc, Mutex};
+
+    /// What a subscriber with the kit's filter writes while `f` serves one
+    /// request to `/things/42` (route `/things/{id}`) through the middleware.
+    async fn logged(access_log: bool) -> String {
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().map(|mut v| v.extend_from_slice(b)).ok();
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(crate::telemetry::filter("info", access_log).expect("filter"))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let app = web_test::init_service(
+            App::new()
+                .wrap(from_fn(super::request_span))
+                .route("/things/{id}", web::get().to(HttpResponse::Ok)),
+        )
+        .await;
+        let req = web_test::TestRequest::get()
+            .uri("/things/42")
+            .insert_header((super::REQUEST_ID_HEADER, "req-7"))
+            .to_request();
+        assert_eq!(web_test::call_service(&app, req).await.status(), 200);
+        let out = sink.0.lock().map(|v| v.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[actix_web::test]
+    async fn the_access_log_has_the_route_template_and_is_off_by_configuration() {
+        let on = logged(true).await;
+        let line = on
+            .lines()
+            .find_map(|l| l.split_once("hub_access: ").map(|(_, event)| event))
+            .unwrap_or_else(|| panic!("no access-log line in {on}"));
+        for want in [
+            "method=GET",
+            "route=/things/{id}",
+            "status=200",
+            "request_id=req-7",
+            "ms=",
+        ] {
+            assert!(line.contains(want), "{want} in {line}");
+        }
+        let off = logged(false).await;
+        assert!(!off.contains("hub_access"), "{off}");
+    }
 
     #[test]
     fn request_ids_are_bounded_and_plain() {

@@ -20,17 +20,25 @@ impl Drop for TelemetryGuard {
     }
 }
 
+/// What is logged: the `level` directives (`RUST_LOG` wins over
+/// `telemetry.log_level`; an invalid one means `info`), and the access log
+/// (target [`ACCESS_LOG_TARGET`]) only when `access_log`.
+pub(crate) fn filter(level: &str, access_log: bool) -> anyhow::Result<EnvFilter> {
+    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    Ok(if access_log {
+        filter
+    } else {
+        filter.add_directive(format!("{ACCESS_LOG_TARGET}=off").parse()?)
+    })
+}
+
 /// Install the global subscriber once per process. A second call (tests, the
 /// one-process dev stack) keeps the first subscriber and returns a no-op guard.
 pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGuard> {
     crate::tls::install_provider();
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-    let mut filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&s.log_level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    if !s.access_log {
-        filter = filter.add_directive(format!("{ACCESS_LOG_TARGET}=off").parse()?);
-    }
+    let level = std::env::var("RUST_LOG").unwrap_or_else(|_| s.log_level.clone());
+    let filter = filter(&level, s.access_log)?;
     let fmt_layer = if s.log_format == "pretty" {
         tracing_subscriber::fmt::layer().with_target(false).boxed()
     } else {
