@@ -1,6 +1,7 @@
 //! org-billing: organizations, distributor routing, wallets with an append-only
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
+mod billing;
 pub mod catalog;
 pub mod kyc;
 mod ledger;
@@ -135,6 +136,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
         kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
         orgs: settings.orgs.clone(),
+        billing: settings.billing.clone(),
         sealer,
     });
 
@@ -169,6 +171,19 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             move || {
                 let pool = sweep_pool.clone();
                 async move { sweep_once(&pool, keep_secs).await }
+            },
+        ));
+    }
+
+    {
+        let state = state.clone();
+        tasks.push(service_kit::shutdown::spawn_periodic(
+            "org-billing-runs",
+            Duration::from_secs(settings.billing.resume_interval_secs),
+            cancel.clone(),
+            move || {
+                let state = state.clone();
+                async move { billing::runs::resume(&state).await }
             },
         ));
     }

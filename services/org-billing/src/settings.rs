@@ -33,6 +33,7 @@ pub struct Settings {
     pub catalog: CatalogSettings,
     pub jobs: JobSettings,
     pub ledger: LedgerSettings,
+    pub billing: BillingSettings,
     /// Seals the verified legal identity of each organization at rest.
     pub sealing: SealingSettings,
 }
@@ -45,6 +46,17 @@ pub struct LedgerSettings {
     pub ping_if_idle_ms: u64,
     pub queue_timeout_ms: u64,
     pub batch_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct BillingSettings {
+    pub payment_terms_days: i64,
+    pub max_lines: usize,
+    pub page_default: i64,
+    pub page_max: i64,
+    pub max_pending_claims: i64,
+    pub run_batch: i64,
+    pub resume_interval_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
