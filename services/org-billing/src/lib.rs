@@ -53,6 +53,9 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
     }
+    if settings.seed.billing_examples {
+        seed::billing_examples(&pool).await?;
+    }
     if let Some(declared) = declared {
         catalog::apply_declared(&pool, &declared).await?;
     }
@@ -93,6 +96,9 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let outbox = f.outbox.clone();
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
+    }
+    if settings.seed.billing_examples {
+        seed::billing_examples(&pool).await?;
     }
     let writer_db = ledger::WriterDb {
         // Postgres cancels (and rolls back) a batch that runs too long, lock

@@ -68,6 +68,7 @@ pub struct OrgSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct SeedSettings {
     pub distributors: bool,
+    pub billing_examples: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

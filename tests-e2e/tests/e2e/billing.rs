@@ -1169,3 +1169,57 @@ async fn after_any_sequence_of_billing_moves_wallet_and_invoices_reconcile() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_dev_seed_gives_billing_examples_once() {
+    let s = TestStack::spawn_with(tests_e2e::StackOptions {
+        org_billing_toml: "[seed]\nbilling_examples = true\n".into(),
+        ..Default::default()
+    })
+    .await;
+    // A second start (as `migrate` then the service do) adds nothing.
+    org_billing::migrate(
+        &s.settings::<org_billing::OrgBilling>("[seed]\nbilling_examples = true\n"),
+    )
+    .await
+    .expect("migrate again");
+    let staff = s.sign_in(STAFF).await;
+    let org = org_billing::seed::DEMO_ORG;
+    let docs = s
+        .get(&format!("/v1/organizations/{org}/invoices"), Some(&staff))
+        .await
+        .body;
+    let mut kinds: Vec<(String, String)> = docs
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap_or_default().to_owned(),
+                d["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            ("invoice".into(), "partially_paid".into()),
+            ("proforma".into(), "issued".into())
+        ]
+    );
+    let pending = s
+        .get(
+            &format!("/v1/organizations/{org}/charges?status=pending"),
+            Some(&staff),
+        )
+        .await
+        .body;
+    assert_eq!(pending.as_array().map(Vec::len), Some(1));
+    let queue = s.get("/v1/admin/payment-claims", Some(&staff)).await.body;
+    assert_eq!(queue.as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        reconciliation_faults(&s, &org.to_string()).await,
+        Vec::<String>::new()
+    );
+}
