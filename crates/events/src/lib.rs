@@ -170,11 +170,19 @@ pub enum AuditAction {
     AgentProfileUpdated,
     #[serde(rename = "agent.model_set")]
     AgentModelSet,
+    #[serde(rename = "distributor.created")]
+    DistributorCreated,
+    #[serde(rename = "distributor.updated")]
+    DistributorUpdated,
+    #[serde(rename = "distributor.staff_added")]
+    DistributorStaffAdded,
+    #[serde(rename = "distributor.staff_removed")]
+    DistributorStaffRemoved,
 }
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 39] = [
+    pub const ALL: [AuditAction; 43] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -214,6 +222,10 @@ impl AuditAction {
         AuditAction::AgentActionRejected,
         AuditAction::AgentProfileUpdated,
         AuditAction::AgentModelSet,
+        AuditAction::DistributorCreated,
+        AuditAction::DistributorUpdated,
+        AuditAction::DistributorStaffAdded,
+        AuditAction::DistributorStaffRemoved,
     ];
 
     /// The action's name on the wire and in `audit_log.action`.
@@ -258,6 +270,10 @@ impl AuditAction {
             AuditAction::AgentActionRejected => "agent.action_rejected",
             AuditAction::AgentProfileUpdated => "agent.profile_updated",
             AuditAction::AgentModelSet => "agent.model_set",
+            AuditAction::DistributorCreated => "distributor.created",
+            AuditAction::DistributorUpdated => "distributor.updated",
+            AuditAction::DistributorStaffAdded => "distributor.staff_added",
+            AuditAction::DistributorStaffRemoved => "distributor.staff_removed",
         }
     }
 }
@@ -354,6 +370,15 @@ pub mod internal {
         pub kyc_verified_at: Option<OffsetDateTime>,
         /// Set once verified; stays when later submissions re-open review.
         pub legal_identity: Option<LegalIdentity>,
+    }
+
+    /// A user found (or created) by email (`POST /internal/v1/users`,
+    /// identity to org-billing, for distributor observers).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UserByEmail {
+        pub user_id: hub_domain::UserId,
+        /// Normalized (trimmed, lower case).
+        pub email: String,
     }
 }
 

@@ -2,6 +2,7 @@
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
 pub mod catalog;
+mod distributors;
 pub mod kyc;
 mod ledger;
 mod members_ai;

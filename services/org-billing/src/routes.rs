@@ -1,6 +1,6 @@
 //! org-billing's HTTP surface: each area's routes, public and internal.
 
-use crate::{kyc, ledger, members_ai, orgs};
+use crate::{distributors, kyc, ledger, members_ai, orgs};
 use actix_web::web;
 use service_kit::methods;
 
@@ -35,6 +35,37 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/v1/organizations/{id}/members/{user_id}/ai",
             methods::patch().to(members_ai::update),
+        );
+    // Distributor entities: staff writes, observers read their own.
+    cfg.route("/v1/distributors", methods::get().to(distributors::list))
+        .route("/v1/distributors", methods::post().to(distributors::create))
+        .route(
+            "/v1/distributors/{id}",
+            methods::get().to(distributors::detail),
+        )
+        .route(
+            "/v1/distributors/{id}",
+            methods::patch().to(distributors::update),
+        )
+        .route(
+            "/v1/distributors/{id}/staff",
+            methods::get().to(distributors::staff_list),
+        )
+        .route(
+            "/v1/distributors/{id}/staff",
+            methods::post().to(distributors::staff_add),
+        )
+        .route(
+            "/v1/distributors/{id}/staff/{user_id}",
+            methods::delete().to(distributors::staff_remove),
+        )
+        .route(
+            "/v1/distributors/{id}/organizations",
+            methods::get().to(distributors::organizations),
+        )
+        .route(
+            "/v1/distributors/{id}/report",
+            methods::get().to(distributors::report),
         );
     // Calling services only (`/internal/...`).
     service_kit::assertion::internal(cfg, |c| {
