@@ -179,6 +179,16 @@ async fn staff_create_read_and_change_entities_validated_and_audited() {
         )
         .await;
     assert_eq!(r.status, 409, "{:?}", r.body);
+    // Null leaves a field as it is.
+    let r = s
+        .patch(&path, Some(&staff), json!({"notes": null, "name": null}))
+        .await;
+    assert_eq!(
+        (r.status, &r.body["notes"]),
+        (200, &json!("")),
+        "{:?}",
+        r.body
+    );
     let r = s.get(&path, Some(&staff)).await;
     assert_eq!(
         (&r.body["country"], &r.body["currency"], &r.body["name"]),
@@ -187,6 +197,7 @@ async fn staff_create_read_and_change_entities_validated_and_audited() {
     );
     for (what, body) in [
         ("empty", json!({})),
+        ("not an object", json!(["name"])),
         ("unknown field", json!({"covers": ["SE"]})),
         ("bad country", json!({"country": "ZZ"})),
         ("bad profit", json!({"profit_pct": 101})),

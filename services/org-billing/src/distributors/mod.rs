@@ -153,7 +153,7 @@ fn text(field: &str, v: &str, max: usize) -> ApiResult<String> {
 /// A contact email: empty, or an address identity would sign in with (stored
 /// normalized).
 fn contact_email(v: &str) -> ApiResult<String> {
-    if v.trim().is_empty() {
+    if v.is_empty() {
         return Ok(String::new());
     }
     Email::parse(v)
@@ -362,28 +362,6 @@ pub struct Patch {
     currency: Option<String>,
 }
 
-impl Patch {
-    fn is_empty(&self) -> bool {
-        [
-            &self.name,
-            &self.legal_name,
-            &self.tax_id,
-            &self.address,
-            &self.bank_name,
-            &self.bank_iban,
-            &self.bank_swift,
-            &self.contact_phone,
-            &self.contact_email,
-            &self.notes,
-            &self.country,
-            &self.currency,
-        ]
-        .iter()
-        .all(|v| v.is_none())
-            && self.profit_pct.is_none()
-    }
-}
-
 /// What changed from `before` to `after`: the fields' names, and profit_pct's
 /// values (no contact data in the audit trail).
 fn changes(before: &Distributor, after: &Distributor) -> serde_json::Value {
@@ -418,23 +396,25 @@ fn changes(before: &Distributor, after: &Distributor) -> serde_json::Value {
     serde_json::Value::Object(detail)
 }
 
-/// PATCH /v1/distributors/{id} (staff): the fields given; country and
-/// currency only restated (409 for another value); empty body 400.
+/// PATCH /v1/distributors/{id} (staff): the fields given (null: unchanged);
+/// country and currency only restated (409 for another value); `{}` 400.
 #[tracing::instrument(skip_all, fields(distributor_id = %path))]
 pub async fn update(
     staff: StaffCaller,
     state: web::Data<AppState>,
     path: web::Path<Uuid>,
-    body: web::Json<Patch>,
+    body: web::Json<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
-    let p = body.into_inner();
-    if p.is_empty() {
+    let body = body.into_inner();
+    if body.is_empty() {
         return Err(ApiError::bad_request(
             "nothing to change: give name, legal_name, tax_id, address, bank_name, bank_iban, \
              bank_swift, contact_phone, contact_email, notes or profit_pct",
         ));
     }
+    let p: Patch = serde_json::from_value(serde_json::Value::Object(body))
+        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))?;
     let given_country = p.country.as_deref().map(country).transpose()?;
     let given_currency = p.currency.as_deref().map(currency).transpose()?;
     let f = fields(
