@@ -194,11 +194,19 @@ pub enum AuditAction {
     ClaimRejected,
     #[serde(rename = "billing_run.started")]
     BillingRunStarted,
+    #[serde(rename = "distributor.created")]
+    DistributorCreated,
+    #[serde(rename = "distributor.updated")]
+    DistributorUpdated,
+    #[serde(rename = "distributor.staff_added")]
+    DistributorStaffAdded,
+    #[serde(rename = "distributor.staff_removed")]
+    DistributorStaffRemoved,
 }
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 51] = [
+    pub const ALL: [AuditAction; 55] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -250,6 +258,10 @@ impl AuditAction {
         AuditAction::ClaimApproved,
         AuditAction::ClaimRejected,
         AuditAction::BillingRunStarted,
+        AuditAction::DistributorCreated,
+        AuditAction::DistributorUpdated,
+        AuditAction::DistributorStaffAdded,
+        AuditAction::DistributorStaffRemoved,
     ];
 
     /// The action's name on the wire and in `audit_log.action`.
@@ -306,6 +318,10 @@ impl AuditAction {
             AuditAction::ClaimApproved => "payment_claim.approved",
             AuditAction::ClaimRejected => "payment_claim.rejected",
             AuditAction::BillingRunStarted => "billing_run.started",
+            AuditAction::DistributorCreated => "distributor.created",
+            AuditAction::DistributorUpdated => "distributor.updated",
+            AuditAction::DistributorStaffAdded => "distributor.staff_added",
+            AuditAction::DistributorStaffRemoved => "distributor.staff_removed",
         }
     }
 }
@@ -402,6 +418,15 @@ pub mod internal {
         pub kyc_verified_at: Option<OffsetDateTime>,
         /// Set once verified; stays when later submissions re-open review.
         pub legal_identity: Option<LegalIdentity>,
+    }
+
+    /// A user found (or created) by email (`POST /internal/v1/users`,
+    /// identity to org-billing, for distributor observers).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UserByEmail {
+        pub user_id: hub_domain::UserId,
+        /// Normalized (trimmed, lower case).
+        pub email: String,
     }
 }
 

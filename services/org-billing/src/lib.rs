@@ -3,6 +3,7 @@
 
 mod billing;
 pub mod catalog;
+mod distributors;
 pub mod kyc;
 mod ledger;
 mod members_ai;

@@ -1,6 +1,6 @@
 //! org-billing's HTTP surface: each area's routes, public and internal.
 
-use crate::{billing, kyc, ledger, members_ai, orgs};
+use crate::{billing, distributors, kyc, ledger, members_ai, orgs};
 use actix_web::web;
 use service_kit::methods;
 
@@ -36,7 +36,130 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/organizations/{id}/members/{user_id}/ai",
             methods::patch().to(members_ai::update),
         );
-    billing::configure(cfg);
+    // Distributor entities: staff writes, observers read their own.
+    cfg.route("/v1/distributors", methods::get().to(distributors::list))
+        .route("/v1/distributors", methods::post().to(distributors::create))
+        .route(
+            "/v1/distributors/{id}",
+            methods::get().to(distributors::detail),
+        )
+        .route(
+            "/v1/distributors/{id}",
+            methods::patch().to(distributors::update),
+        )
+        .route(
+            "/v1/distributors/{id}/staff",
+            methods::get().to(distributors::staff_list),
+        )
+        .route(
+            "/v1/distributors/{id}/staff",
+            methods::post().to(distributors::staff_add),
+        )
+        .route(
+            "/v1/distributors/{id}/staff/{user_id}",
+            methods::delete().to(distributors::staff_remove),
+        )
+        .route(
+            "/v1/distributors/{id}/organizations",
+            methods::get().to(distributors::organizations),
+        )
+        .route(
+            "/v1/distributors/{id}/report",
+            methods::get().to(distributors::report),
+        );
+    // Billing records: finance reads and claims, staff writes (billing/).
+    cfg.route(
+        "/v1/organizations/{id}/charges",
+        methods::get().to(billing::charges::list),
+    )
+    .route(
+        "/v1/organizations/{id}/invoices",
+        methods::get().to(billing::documents::list),
+    )
+    .route(
+        "/v1/organizations/{id}/invoices/{invoice_id}",
+        methods::get().to(billing::documents::detail),
+    )
+    .route(
+        "/v1/organizations/{id}/invoices/{invoice_id}/html",
+        methods::get().to(billing::documents::html),
+    )
+    .route(
+        "/v1/organizations/{id}/payments",
+        methods::get().to(billing::payments::list),
+    )
+    .route(
+        "/v1/organizations/{id}/payment-claims",
+        methods::get().to(billing::claims::list),
+    )
+    .route(
+        "/v1/organizations/{id}/payment-claims",
+        methods::post().to(billing::claims::create),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/charges",
+        methods::post().to(billing::charges::create),
+    )
+    .route(
+        "/v1/admin/charges/{charge_id}/waive",
+        methods::post().to(billing::charges::waive),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/proformas",
+        methods::post().to(billing::documents::issue_proforma),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/invoices",
+        methods::post().to(billing::documents::issue_invoice),
+    )
+    .route(
+        "/v1/admin/invoices/{invoice_id}",
+        methods::patch().to(billing::documents::update),
+    )
+    .route(
+        "/v1/admin/invoices/{invoice_id}/convert",
+        methods::post().to(billing::documents::convert),
+    )
+    .route(
+        "/v1/admin/invoices/{invoice_id}/void",
+        methods::post().to(billing::documents::void),
+    )
+    .route(
+        "/v1/admin/invoices/{invoice_id}/pay-from-wallet",
+        methods::post().to(billing::payments::pay_from_wallet),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/payments",
+        methods::post().to(billing::payments::record),
+    )
+    .route(
+        "/v1/admin/payment-claims",
+        methods::get().to(billing::claims::queue),
+    )
+    .route(
+        "/v1/admin/payment-claims/{claim_id}/approve",
+        methods::post().to(billing::claims::approve),
+    )
+    .route(
+        "/v1/admin/payment-claims/{claim_id}/reject",
+        methods::post().to(billing::claims::reject),
+    )
+    .route(
+        "/v1/admin/billing-runs",
+        methods::post().to(billing::runs::start),
+    )
+    .route(
+        "/v1/admin/billing-runs/{run_id}",
+        methods::get().to(billing::runs::get),
+    )
+    .route(
+        "/v1/distributors/{id}/invoices",
+        methods::get().to(billing::distributor_invoices),
+    )
+    .route(
+        "/v1/distributors/{id}/payments",
+        methods::get().to(billing::distributor_payments),
+    );
     // Calling services only (`/internal/...`).
     service_kit::assertion::internal(cfg, |c| {
         c.route(

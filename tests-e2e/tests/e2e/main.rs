@@ -13,6 +13,7 @@ mod catalog;
 mod consumers;
 mod contract;
 mod cross_org;
+mod distributors;
 mod gateway;
 mod isolation;
 mod kyc;

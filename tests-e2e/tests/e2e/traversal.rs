@@ -32,6 +32,12 @@ fn internal_routes(org: &str, user: &str) -> Vec<Internal> {
         Internal {
             service: "identity",
             method: "POST",
+            target: "/internal/v1/users".into(),
+            body: json!({ "email": "traversal-made@example.com" }),
+        },
+        Internal {
+            service: "identity",
+            method: "POST",
             target: "/internal/v1/users/timezones".into(),
             body: json!({ "user_ids": [user] }),
         },

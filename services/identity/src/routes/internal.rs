@@ -24,6 +24,33 @@ pub async fn creator_owner(
     Ok(HttpResponse::Ok().json(json!({ "created": inserted })))
 }
 
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserLookup {
+    email: String,
+}
+
+/// POST /internal/v1/users (org-billing): `{email}` to `{user_id, email}`,
+/// the user with that email, created (as a sign-in or a member invitation
+/// would) when there is none yet; for staff adding a distributor observer.
+/// 400 for an address identity would not sign in with.
+pub async fn user_by_email(
+    state: web::Data<AppState>,
+    _peer: Peer<from::OrgBilling>,
+    body: web::Json<UserLookup>,
+) -> ApiResult<HttpResponse> {
+    let email = hub_domain::Email::parse(&body.email)
+        .map_err(|e| service_kit::ApiError::BadRequest(e.to_string()))?;
+    let mut conn = state.pool.acquire().await?;
+    let user_id = crate::users::upsert_by_email(&mut conn, &email).await?;
+    Ok(
+        HttpResponse::Ok().json(event_contracts::internal::UserByEmail {
+            user_id,
+            email: email.as_str().to_owned(),
+        }),
+    )
+}
+
 /// The most users one timezone lookup names.
 pub const MAX_TIMEZONE_LOOKUP: usize = 1000;
 

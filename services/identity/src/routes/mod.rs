@@ -57,6 +57,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/organizations/{id}/owner",
             methods::post().to(internal::creator_owner),
         )
+        .route("/v1/users", methods::post().to(internal::user_by_email))
         .route(
             "/v1/users/timezones",
             methods::post().to(internal::timezones),

@@ -22,7 +22,7 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::web;
 use hub_domain::{Capability, OrgId};
-use service_kit::{assertion::Caller, methods, page, ApiError, ApiResult};
+use service_kit::{assertion::Caller, page, ApiError, ApiResult};
 
 /// The largest single charge, payment or claim, in minor units: a document
 /// of `billing.max_lines` of them still fits an int64 total.
@@ -37,19 +37,6 @@ pub fn authorize_reader(caller: &Caller, org: OrgId) -> ApiResult<()> {
     caller.require(org, Capability::FinanceRead).map(|_| ())
 }
 
-/// A distributor entity's billing reads: staff, and the entity's observers;
-/// anyone else 404 (they are not told it exists).
-pub async fn authorize_distributor(
-    state: &AppState,
-    caller: &Caller,
-    distributor: uuid::Uuid,
-) -> ApiResult<()> {
-    if caller.identity.staff || store::observes(&state.pool, caller.user_id(), distributor).await? {
-        return Ok(());
-    }
-    Err(ApiError::NotFound)
-}
-
 /// GET /v1/distributors/{id}/invoices?kind=&status=&limit=&cursor= (staff,
 /// the entity's observers): the documents of its organizations.
 #[tracing::instrument(skip_all, fields(distributor_id = %path))]
@@ -60,7 +47,7 @@ pub async fn distributor_invoices(
     q: web::Query<documents::ListQuery>,
 ) -> ApiResult<actix_web::HttpResponse> {
     let id = path.into_inner();
-    authorize_distributor(&state, &caller, id).await?;
+    crate::distributors::authorize_read(&state, &caller, id).await?;
     let base = format!("/v1/distributors/{id}/invoices");
     documents::page_of(&state, store::Owner::Distributor(id), &q, &base).await
 }
@@ -75,7 +62,7 @@ pub async fn distributor_payments(
     q: web::Query<payments::ListQuery>,
 ) -> ApiResult<actix_web::HttpResponse> {
     let id = path.into_inner();
-    authorize_distributor(&state, &caller, id).await?;
+    crate::distributors::authorize_read(&state, &caller, id).await?;
     let base = format!("/v1/distributors/{id}/payments");
     payments::page_of(&state, store::Owner::Distributor(id), &q, &base).await
 }
@@ -139,94 +126,4 @@ pub fn one_of<'a>(
         ))),
         v => Ok(v),
     }
-}
-
-/// The billing routes: the organization's (finance reads, claims) and staff's.
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route(
-        "/v1/organizations/{id}/charges",
-        methods::get().to(charges::list),
-    )
-    .route(
-        "/v1/organizations/{id}/invoices",
-        methods::get().to(documents::list),
-    )
-    .route(
-        "/v1/organizations/{id}/invoices/{invoice_id}",
-        methods::get().to(documents::detail),
-    )
-    .route(
-        "/v1/organizations/{id}/invoices/{invoice_id}/html",
-        methods::get().to(documents::html),
-    )
-    .route(
-        "/v1/organizations/{id}/payments",
-        methods::get().to(payments::list),
-    )
-    .route(
-        "/v1/organizations/{id}/payment-claims",
-        methods::get().to(claims::list),
-    )
-    .route(
-        "/v1/organizations/{id}/payment-claims",
-        methods::post().to(claims::create),
-    )
-    .route(
-        "/v1/admin/organizations/{id}/charges",
-        methods::post().to(charges::create),
-    )
-    .route(
-        "/v1/admin/charges/{charge_id}/waive",
-        methods::post().to(charges::waive),
-    )
-    .route(
-        "/v1/admin/organizations/{id}/proformas",
-        methods::post().to(documents::issue_proforma),
-    )
-    .route(
-        "/v1/admin/organizations/{id}/invoices",
-        methods::post().to(documents::issue_invoice),
-    )
-    .route(
-        "/v1/admin/invoices/{invoice_id}",
-        methods::patch().to(documents::update),
-    )
-    .route(
-        "/v1/admin/invoices/{invoice_id}/convert",
-        methods::post().to(documents::convert),
-    )
-    .route(
-        "/v1/admin/invoices/{invoice_id}/void",
-        methods::post().to(documents::void),
-    )
-    .route(
-        "/v1/admin/invoices/{invoice_id}/pay-from-wallet",
-        methods::post().to(payments::pay_from_wallet),
-    )
-    .route(
-        "/v1/admin/organizations/{id}/payments",
-        methods::post().to(payments::record),
-    )
-    .route("/v1/admin/payment-claims", methods::get().to(claims::queue))
-    .route(
-        "/v1/admin/payment-claims/{claim_id}/approve",
-        methods::post().to(claims::approve),
-    )
-    .route(
-        "/v1/admin/payment-claims/{claim_id}/reject",
-        methods::post().to(claims::reject),
-    )
-    .route("/v1/admin/billing-runs", methods::post().to(runs::start))
-    .route(
-        "/v1/admin/billing-runs/{run_id}",
-        methods::get().to(runs::get),
-    )
-    .route(
-        "/v1/distributors/{id}/invoices",
-        methods::get().to(distributor_invoices),
-    )
-    .route(
-        "/v1/distributors/{id}/payments",
-        methods::get().to(distributor_payments),
-    );
 }

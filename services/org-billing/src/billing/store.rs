@@ -871,15 +871,3 @@ pub async fn parties(pool: &PgPool, invoice: Uuid) -> sqlx::Result<Parties> {
     .fetch_one(pool)
     .await
 }
-
-/// Whether `user` observes distributor entity `distributor`.
-pub async fn observes(pool: &PgPool, user: UserId, distributor: Uuid) -> sqlx::Result<bool> {
-    sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM distributor_staff
-                           WHERE distributor_id = $1 AND user_id = $2) AS "e!""#,
-        distributor,
-        user as UserId,
-    )
-    .fetch_one(pool)
-    .await
-}
