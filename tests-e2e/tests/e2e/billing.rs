@@ -1223,3 +1223,85 @@ async fn the_dev_seed_gives_billing_examples_once() {
         Vec::<String>::new()
     );
 }
+
+#[tokio::test]
+async fn an_observer_lists_its_entitys_invoices_and_payments_and_no_others() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("observed@example.com").await;
+    let staff = s.sign_in(STAFF).await;
+    let c = charge(&s, &staff, &org, 700, "x").await;
+    let inv = issue(&s, &staff, &org, "invoice", Some(vec![&c]))
+        .await
+        .body;
+    assert_eq!(
+        pay(&s, &staff, &org, payment(700, "TRY", Some(&inv)))
+            .await
+            .status,
+        201
+    );
+    let tr = s
+        .get(&format!("/v1/organizations/{org}"), Some(&owner))
+        .await
+        .body["distributor_entity_id"]
+        .as_str()
+        .expect("an entity")
+        .to_owned();
+    let (eu_owner, eu_org) = {
+        let t = s.sign_in("observed-eu@example.com").await;
+        let r = s.create_org(&t, "EU GmbH", "DE").await;
+        (t, r.body["id"].as_str().expect("an org").to_owned())
+    };
+    let eu = s
+        .get(&format!("/v1/organizations/{eu_org}"), Some(&eu_owner))
+        .await
+        .body["distributor_entity_id"]
+        .as_str()
+        .expect("an entity")
+        .to_owned();
+    let r = s
+        .post(
+            &format!("/v1/distributors/{tr}/staff"),
+            Some(&staff),
+            json!({"email": "observer@example.com", "role": "observer"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let observer = s.sign_in("observer@example.com").await;
+    let invoices = s
+        .get(&format!("/v1/distributors/{tr}/invoices"), Some(&observer))
+        .await;
+    assert_eq!(invoices.status, 200, "{:?}", invoices.body);
+    assert!(invoices
+        .body
+        .as_array()
+        .expect("a list")
+        .iter()
+        .any(|i| i["id"] == inv["id"]));
+    let payments = s
+        .get(&format!("/v1/distributors/{tr}/payments"), Some(&observer))
+        .await;
+    assert_eq!(payments.body.as_array().map(Vec::len), Some(1));
+    for p in [
+        format!("/v1/distributors/{eu}/invoices"),
+        format!("/v1/distributors/{eu}/payments"),
+    ] {
+        assert_eq!(s.get(&p, Some(&observer)).await.status, 404, "{p}");
+    }
+    for p in [
+        format!("/v1/distributors/{tr}/invoices"),
+        format!("/v1/distributors/{tr}/payments"),
+    ] {
+        assert_eq!(s.get(&p, Some(&owner)).await.status, 404, "{p}");
+        assert_eq!(s.get(&p, Some(&staff)).await.status, 200, "{p}");
+    }
+    // Not a member: the organization's own billing routes stay closed.
+    assert_eq!(
+        s.get(
+            &format!("/v1/organizations/{org}/invoices"),
+            Some(&observer)
+        )
+        .await
+        .status,
+        404
+    );
+}
