@@ -62,14 +62,22 @@ async fn charges(s: &TestStack, org: &str) -> Vec<Charge> {
     .expect("charges")
 }
 
-/// Wait until `org` has `n` charges (the consumer made them), then until the
-/// consumer has handled everything published so far; answer them.
-async fn charged(s: &TestStack, org: &str, n: usize) -> Vec<Charge> {
-    eventually(Duration::from_secs(20), || async {
-        (charges(s, org).await.len() >= n).then_some(())
+/// `org`'s charges once everything server-product committed so far is
+/// handled: its outbox is empty (every usage event is on the stream), then
+/// org-billing's consumer has handled everything on it.
+async fn settled(s: &TestStack, org: &str) -> Vec<Charge> {
+    let published = eventually(Duration::from_secs(20), || async {
+        let n: i64 = sqlx::query_scalar!(r#"SELECT count(*) AS "v!" FROM server_product.outbox"#,)
+            .fetch_one(&s.db)
+            .await
+            .ok()?;
+        (n == 0).then_some(())
     })
-    .await
-    .unwrap_or_else(|| panic!("{org} never got {n} charges"));
+    .await;
+    assert!(
+        published.is_some(),
+        "server-product's outbox was not published"
+    );
     s.consumer_caught_up("PRODUCT", "org-billing-usage").await;
     charges(s, org).await
 }
@@ -195,7 +203,7 @@ async fn a_terminated_server_makes_one_pending_usage_charge() {
     )
     .await;
     terminate(&s, &owner, &id).await;
-    let got = charged(&s, &org, 1).await;
+    let got = settled(&s, &org).await;
     let ps = periods(&s, &id).await;
     assert_eq!(ps.len(), 1, "{ps:?}");
     assert_eq!(got.len(), 1, "{got:?}");
@@ -234,13 +242,9 @@ async fn a_redelivered_usage_event_makes_no_second_charge() {
     .await
     .expect("a usage event");
     assert_eq!(usage["org_id"], org.as_str());
-    let first = charged(&s, &org, 1).await;
+    let first = settled(&s, &org).await;
     assert_eq!(first.len(), 1, "{first:?}");
     let period_id = usage["data"]["usage_period_id"].as_i64().expect("an id");
-    assert_eq!(
-        first[0].source_ref.as_deref(),
-        Some(format!("usage:{period_id}").as_str())
-    );
     // The same event again (a redelivery, a DLQ replay): published without
     // its Nats-Msg-Id, so the stream keeps it as a second message. And an
     // event of an organization org-billing does not know, which must not
@@ -270,6 +274,10 @@ async fn a_redelivered_usage_event_makes_no_second_charge() {
     // The positive marker: the consumer handled both (acknowledged them).
     s.consumer_caught_up("PRODUCT", "org-billing-usage").await;
     assert_eq!(charges(&s, &org).await, first, "no second charge");
+    assert_eq!(
+        first[0].source_ref.as_deref(),
+        Some(format!("usage:{period_id}").as_str())
+    );
     let stranger_charges: i64 = sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!" FROM org_billing.charges WHERE source_ref = $1"#,
         format!("usage:{}", period_id + 1_000_000),
@@ -338,7 +346,7 @@ async fn usage_across_month_boundaries_is_charged_per_month() {
         0
     );
     assert_eq!(periods(&s, &a).await.len(), 2);
-    let got = charged(&s, &org, 1).await;
+    let got = settled(&s, &org).await;
     assert_eq!(got.len(), 1, "last month's piece: {got:?}");
     each_period_charged(&ps[..1], &got, "month-a");
     terminate(&s, &owner, &a).await;
@@ -352,7 +360,7 @@ async fn usage_across_month_boundaries_is_charged_per_month() {
     start_open_period_at(&s, &b, "m - interval '2 months' + interval '20 days'").await;
     terminate(&s, &owner, &b).await;
 
-    let got = charged(&s, &org, 5).await;
+    let got = settled(&s, &org).await;
     assert_eq!(got.len(), 5, "{got:?}");
     let pa = periods(&s, &a).await;
     assert_eq!(pa.len(), 2, "{pa:?}");
@@ -412,7 +420,7 @@ async fn usage_events_never_reach_a_webhook_endpoint() {
     crate::servers::wait_for(&s, &owner, &id, "active").await;
     terminate(&s, &owner, &id).await;
     // The usage event exists (org-billing charged it) ...
-    assert_eq!(charged(&s, &org, 1).await.len(), 1);
+    assert_eq!(settled(&s, &org).await.len(), 1);
     // ... the dispatcher handled every product event, and every delivery it
     // made is done: server.terminated (the positive marker) arrived.
     s.consumer_caught_up("PRODUCT", "webhook-dispatcher-fanout")
