@@ -50,6 +50,13 @@ if ! command -v promtool >/dev/null 2>&1; then
   apt_install --no-install-recommends prometheus
 fi
 
+# The billing test opens an invoice preview in headless Chromium
+# (tests-e2e/tests/e2e/billing.rs).
+if ! command -v chromium >/dev/null 2>&1; then
+  log "installing chromium (the invoice preview test)"
+  apt_install --no-install-recommends chromium
+fi
+
 # --- Postgres ----------------------------------------------------------------
 pg_ok() { psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; }
 if pg_ok; then

@@ -57,19 +57,16 @@ CREATE TABLE document_counters (
     PRIMARY KEY (distributor_id, kind, year)
 );
 
+-- One run per period; its counts are read from the invoices it issued
+-- (invoices.run_id), so replicas working on one run never contend on a row.
 CREATE TABLE billing_runs (
-    id             uuid PRIMARY KEY,
-    period         text NOT NULL UNIQUE CHECK (period ~ '^[0-9]{4}-(0[1-9]|1[0-2])$'),
-    status         text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'done')),
-    organizations  integer NOT NULL DEFAULT 0,
-    invoices       integer NOT NULL DEFAULT 0,
-    charges        integer NOT NULL DEFAULT 0,
-    total_minor    jsonb NOT NULL DEFAULT '{}'::jsonb,
-    started_by     uuid,
-    started_at     timestamptz NOT NULL DEFAULT now(),
-    finished_at    timestamptz
+    id           uuid PRIMARY KEY,
+    period       text NOT NULL UNIQUE CHECK (period ~ '^[0-9]{4}-(0[1-9]|1[0-2])$'),
+    status       text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'done')),
+    started_by   uuid,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz
 );
-CREATE INDEX billing_runs_running ON billing_runs (started_at) WHERE status = 'running';
 
 -- Issued documents. Their status is derived (a generated column): void once
 -- voided_at is set, else from paid_minor against total_minor. Nothing but
@@ -80,7 +77,7 @@ CREATE TABLE invoices (
     org_id              uuid NOT NULL REFERENCES organizations (id),
     distributor_id      uuid NOT NULL REFERENCES distributors (id),
     kind                text NOT NULL CHECK (kind IN ('invoice', 'proforma')),
-    number              text NOT NULL UNIQUE,
+    number              text NOT NULL,
     currency            text NOT NULL CHECK (currency IN ('TRY', 'EUR', 'USD')),
     subtotal_minor      bigint NOT NULL CHECK (subtotal_minor > 0),
     tax_minor           bigint NOT NULL DEFAULT 0 CHECK (tax_minor = 0),
@@ -104,10 +101,13 @@ CREATE TABLE invoices (
     CHECK (paid_minor >= 0 AND paid_minor <= total_minor),
     CHECK ((paid_at IS NOT NULL) = (paid_minor = total_minor)),
     CHECK (voided_at IS NULL OR paid_minor = 0),
-    CHECK (kind = 'proforma' OR converted_to IS NULL)
+    CHECK (kind = 'proforma' OR converted_to IS NULL),
+    -- Each entity numbers its documents in its own sequences.
+    UNIQUE (distributor_id, number)
 );
 CREATE INDEX invoices_by_org ON invoices (org_id, issued_at DESC, id DESC);
 CREATE INDEX invoices_by_distributor ON invoices (distributor_id, issued_at DESC, id DESC);
+CREATE INDEX invoices_by_run ON invoices (run_id) WHERE run_id IS NOT NULL;
 
 CREATE FUNCTION keep_invoice_issued() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -172,11 +172,33 @@ pub enum AuditAction {
     AgentModelSet,
     #[serde(rename = "charge.created")]
     ChargeCreated,
+    #[serde(rename = "charge.waived")]
+    ChargeWaived,
+    #[serde(rename = "invoice.issued")]
+    InvoiceIssued,
+    #[serde(rename = "invoice.converted")]
+    InvoiceConverted,
+    #[serde(rename = "invoice.voided")]
+    InvoiceVoided,
+    #[serde(rename = "invoice.updated")]
+    InvoiceUpdated,
+    #[serde(rename = "payment.recorded")]
+    PaymentRecorded,
+    #[serde(rename = "invoice.paid_from_wallet")]
+    InvoicePaidFromWallet,
+    #[serde(rename = "payment_claim.submitted")]
+    ClaimSubmitted,
+    #[serde(rename = "payment_claim.approved")]
+    ClaimApproved,
+    #[serde(rename = "payment_claim.rejected")]
+    ClaimRejected,
+    #[serde(rename = "billing_run.started")]
+    BillingRunStarted,
 }
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 40] = [
+    pub const ALL: [AuditAction; 51] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -217,6 +239,17 @@ impl AuditAction {
         AuditAction::AgentProfileUpdated,
         AuditAction::AgentModelSet,
         AuditAction::ChargeCreated,
+        AuditAction::ChargeWaived,
+        AuditAction::InvoiceIssued,
+        AuditAction::InvoiceConverted,
+        AuditAction::InvoiceVoided,
+        AuditAction::InvoiceUpdated,
+        AuditAction::PaymentRecorded,
+        AuditAction::InvoicePaidFromWallet,
+        AuditAction::ClaimSubmitted,
+        AuditAction::ClaimApproved,
+        AuditAction::ClaimRejected,
+        AuditAction::BillingRunStarted,
     ];
 
     /// The action's name on the wire and in `audit_log.action`.
@@ -262,6 +295,17 @@ impl AuditAction {
             AuditAction::AgentProfileUpdated => "agent.profile_updated",
             AuditAction::AgentModelSet => "agent.model_set",
             AuditAction::ChargeCreated => "charge.created",
+            AuditAction::ChargeWaived => "charge.waived",
+            AuditAction::InvoiceIssued => "invoice.issued",
+            AuditAction::InvoiceConverted => "invoice.converted",
+            AuditAction::InvoiceVoided => "invoice.voided",
+            AuditAction::InvoiceUpdated => "invoice.updated",
+            AuditAction::PaymentRecorded => "payment.recorded",
+            AuditAction::InvoicePaidFromWallet => "invoice.paid_from_wallet",
+            AuditAction::ClaimSubmitted => "payment_claim.submitted",
+            AuditAction::ClaimApproved => "payment_claim.approved",
+            AuditAction::ClaimRejected => "payment_claim.rejected",
+            AuditAction::BillingRunStarted => "billing_run.started",
         }
     }
 }

@@ -87,13 +87,26 @@ fn replay(status: u16, body: Value) -> HttpResponse {
 /// Finish an operation: commit with its result stored under the key (business
 /// refusals too), or roll back for anything else.
 pub async fn settle(
-    mut tx: Transaction<'_, Postgres>,
+    tx: Transaction<'_, Postgres>,
     key: Option<&str>,
     scope: &str,
     outcome: Result<Value, ApiError>,
 ) -> ApiResult<HttpResponse> {
+    settle_as(tx, key, scope, StatusCode::OK, outcome).await
+}
+
+/// [`settle`] for an operation whose success answers `success` (201 for a
+/// creation); a replay answers the same.
+pub async fn settle_as(
+    mut tx: Transaction<'_, Postgres>,
+    key: Option<&str>,
+    scope: &str,
+    success: StatusCode,
+    outcome: Result<Value, ApiError>,
+) -> ApiResult<HttpResponse> {
+    let ok = success.as_u16();
     let stored = match &outcome {
-        Ok(v) => Some((200, v.clone())),
+        Ok(v) => Some((i32::from(ok), v.clone())),
         Err(ApiError::Conflict(m)) => Some((409, serde_json::json!({ "error": m }))),
         Err(_) => None,
     };
@@ -110,10 +123,10 @@ pub async fn settle(
             .await?;
             tx.commit().await?;
         }
-        (None, Some((200, _))) => tx.commit().await?,
+        (None, Some((status, _))) if status == i32::from(ok) => tx.commit().await?,
         _ => tx.rollback().await?,
     }
-    outcome.map(|v| HttpResponse::Ok().json(v))
+    outcome.map(|v| HttpResponse::build(success).json(v))
 }
 
 /// Start an operation under `key`: `None` to go on, or the response to answer

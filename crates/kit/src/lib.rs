@@ -16,6 +16,7 @@
 //! - [`tls`]: rustls (ring) and the one trust store of every client.
 //! - [`catalog`]: reading the declared catalog file (`catalog.file`).
 //! - [`idempotency`]: `Idempotency-Key` replays, stored with the operation.
+//! - [`page`]: cursor pages (newest first) and their `limit`.
 //! - [`group_commit`]: many requests applied in one transaction (ledgers, journals).
 //! - [`metrics`]: Prometheus metrics, a registry per service on a listener of its own.
 //! - [`shutdown`]: SIGTERM / Ctrl-C into a `CancellationToken`.
@@ -37,6 +38,7 @@ pub mod nats;
 pub mod nats_access;
 pub mod outage;
 pub mod outbox;
+pub mod page;
 pub mod path;
 pub mod peer;
 pub mod sealed;

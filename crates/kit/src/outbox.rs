@@ -40,6 +40,34 @@ pub async fn enqueue<T: Event>(
     Ok(env.id)
 }
 
+/// Write `events` to the outbox inside the caller's transaction, in one
+/// statement (a batch of documents, a billing run).
+pub async fn enqueue_all<T: Event>(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    events: impl IntoIterator<Item = T>,
+) -> anyhow::Result<()> {
+    let mut ids = Vec::new();
+    let mut payloads = Vec::new();
+    for e in events {
+        let env = Envelope::new(e);
+        payloads.push(serde_json::to_string(&env).context("serializing event")?);
+        ids.push(env.id);
+    }
+    sqlx::query!(
+        "INSERT INTO outbox (id, subject, payload, traceparent) \
+         SELECT id, $2, payload, $4 FROM unnest($1::uuid[], $3::text[]) AS e(id, payload)",
+        &ids,
+        naming.subject(T::SUBJECT),
+        &payloads,
+        crate::telemetry::current_traceparent(),
+    )
+    .execute(conn)
+    .await
+    .context("writing outbox rows")?;
+    Ok(())
+}
+
 /// Write an already serialized message (`id` is its `Nats-Msg-Id`) for
 /// `relative_subject` to the outbox, inside the caller's transaction: events
 /// whose wire shape is not the core [`Envelope`] (product events).

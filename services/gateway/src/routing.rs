@@ -173,6 +173,14 @@ mod tests {
             ),
             (&*format!("/v1/organizations/{id}/kyc"), Some("kyc")),
             ("/v1/admin/kyc/x/approve", Some("kyc")),
+            (
+                &*format!("/v1/admin/organizations/{id}/invoices"),
+                Some("org_billing"),
+            ),
+            ("/v1/admin/invoices/x/void", Some("org_billing")),
+            ("/v1/admin/charges/x/waive", Some("org_billing")),
+            ("/v1/admin/payment-claims", Some("org_billing")),
+            ("/v1/admin/billing-runs/x", Some("org_billing")),
             ("/v1/organizations", Some("org_billing")),
             (&*format!("/v1/organizations/{id}"), Some("org_billing")),
             (

@@ -1,6 +1,7 @@
 //! org-billing: organizations, distributor routing, wallets with an append-only
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
+mod billing;
 pub mod catalog;
 pub mod kyc;
 mod ledger;
@@ -53,6 +54,9 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
     }
+    if settings.seed.billing_examples {
+        seed::billing_examples(&pool).await?;
+    }
     if let Some(declared) = declared {
         catalog::apply_declared(&pool, &declared).await?;
     }
@@ -93,6 +97,9 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let outbox = f.outbox.clone();
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
+    }
+    if settings.seed.billing_examples {
+        seed::billing_examples(&pool).await?;
     }
     let writer_db = ledger::WriterDb {
         // Postgres cancels (and rolls back) a batch that runs too long, lock
@@ -136,6 +143,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
         kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
         orgs: settings.orgs.clone(),
+        billing: settings.billing.clone(),
         sealer,
     });
 
@@ -181,6 +189,19 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             move || {
                 let pool = sweep_pool.clone();
                 async move { sweep_once(&pool, keep_secs).await }
+            },
+        ));
+    }
+
+    {
+        let state = state.clone();
+        tasks.push(service_kit::shutdown::spawn_periodic(
+            "org-billing-runs",
+            Duration::from_secs(settings.billing.resume_interval_secs),
+            cancel.clone(),
+            move || {
+                let state = state.clone();
+                async move { billing::runs::resume(&state).await }
             },
         ));
     }

@@ -1,6 +1,6 @@
 //! org-billing's HTTP surface: each area's routes, public and internal.
 
-use crate::{kyc, ledger, members_ai, orgs};
+use crate::{billing, kyc, ledger, members_ai, orgs};
 use actix_web::web;
 use service_kit::methods;
 
@@ -36,6 +36,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/organizations/{id}/members/{user_id}/ai",
             methods::patch().to(members_ai::update),
         );
+    billing::configure(cfg);
     // Calling services only (`/internal/...`).
     service_kit::assertion::internal(cfg, |c| {
         c.route(

@@ -33,6 +33,7 @@ pub struct Settings {
     pub catalog: CatalogSettings,
     pub jobs: JobSettings,
     pub ledger: LedgerSettings,
+    pub billing: BillingSettings,
     /// Seals the verified legal identity of each organization at rest.
     pub sealing: SealingSettings,
     /// Charges made of server-product's usage.
@@ -55,6 +56,17 @@ pub struct LedgerSettings {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+pub struct BillingSettings {
+    pub payment_terms_days: i64,
+    pub max_lines: usize,
+    pub page_default: i64,
+    pub page_max: i64,
+    pub max_pending_claims: i64,
+    pub run_batch: i64,
+    pub resume_interval_secs: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
 pub struct OrgSettings {
     pub max_created_per_day: i64,
     pub max_memberships: usize,
@@ -63,6 +75,7 @@ pub struct OrgSettings {
 #[derive(Debug, Clone, Deserialize)]
 pub struct SeedSettings {
     pub distributors: bool,
+    pub billing_examples: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -18,6 +18,7 @@ pub struct AppState {
     pub outbox: Outbox,
     pub naming: Naming,
     pub orgs: crate::settings::OrgSettings,
+    pub billing: crate::settings::BillingSettings,
     /// identity's internal routes, called with org-billing's own caller key.
     pub identity: Peer,
     /// kyc's internal routes (the KYC state of an organization).

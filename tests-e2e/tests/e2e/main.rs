@@ -8,6 +8,7 @@ mod api_keys;
 mod audit;
 mod auth;
 mod bad_input;
+mod billing;
 mod catalog;
 mod consumers;
 mod contract;

@@ -29,6 +29,8 @@ mod keyed;
 pub mod store;
 pub mod tokens;
 pub mod wallet;
+
+pub use wallet::move_of as wallet_move;
 pub mod writer;
 
 use hub_domain::{Currency, MinorUnits, OrgId, UserId};
@@ -61,6 +63,11 @@ pub enum EntryKind {
     BankTransfer,
     /// A negative wallet move by staff.
     Correction,
+    /// A payment's part not applied to an invoice (an overpayment, or an
+    /// unallocated payment), credited to the wallet.
+    Payment,
+    /// An invoice paid from the wallet (negative).
+    InvoicePayment,
     /// AI tokens granted by staff.
     Grant,
     /// AI tokens spent by a member (through the agent).
@@ -72,6 +79,8 @@ impl EntryKind {
         match self {
             EntryKind::BankTransfer => "bank_transfer",
             EntryKind::Correction => "correction",
+            EntryKind::Payment => "payment",
+            EntryKind::InvoicePayment => "invoice_payment",
             EntryKind::Grant => "grant",
             EntryKind::Spend => "spend",
         }

@@ -6,7 +6,7 @@ use super::{EntryKind, Move, WalletBalance};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use event_contracts::{AuditRecorded, Envelope, Event};
-use hub_domain::{Capability, MinorUnits, OrgId};
+use hub_domain::{MinorUnits, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
@@ -18,14 +18,6 @@ use service_kit::{
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000_000;
 pub const NOTE_MAX: usize = 500;
 
-/// Finance reads: owner or finance of the organization, or staff.
-fn authorize_finance(caller: &Caller, org_id: OrgId) -> ApiResult<()> {
-    if caller.identity.staff {
-        return Ok(());
-    }
-    caller.require(org_id, Capability::FinanceRead).map(|_| ())
-}
-
 /// GET /v1/organizations/{id}/wallet: `{org_id, currency, balance_minor}`.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn get(
@@ -34,7 +26,7 @@ pub async fn get(
     path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
-    authorize_finance(&caller, org_id)?;
+    crate::billing::authorize_reader(&caller, org_id)?;
     let (currency, balance) = super::store::wallet(&state.pool, org_id)
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -50,7 +42,7 @@ pub async fn transactions(
     path: web::Path<OrgId>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
-    authorize_finance(&caller, org_id)?;
+    crate::billing::authorize_reader(&caller, org_id)?;
     let rows = super::store::latest_transactions(&state.pool, org_id).await?;
     // No rows: a new wallet, or (for staff) an organization that does not exist.
     if rows.is_empty() {
@@ -131,7 +123,19 @@ fn wallet_move(
     } else {
         EntryKind::BankTransfer
     };
-    // The writer adds the ledger row's id and the balance after it.
+    move_of(state, caller, org_id, delta, kind, note)
+}
+
+/// A wallet move of `kind` by `caller`, with its audit event (the writer adds
+/// the ledger row's id and the balance after it).
+pub fn move_of(
+    state: &AppState,
+    caller: &Caller,
+    org_id: OrgId,
+    delta: MinorUnits,
+    kind: EntryKind,
+    note: String,
+) -> ApiResult<Move> {
     let event = Envelope::new(service_kit::outbox::audit_event(
         caller,
         event_contracts::AuditAction::WalletCredited,

@@ -1,0 +1,120 @@
+//! Cursor pages of lists ordered newest first by `(timestamp, id)`: the
+//! opaque cursor a page hands out, the `limit` check, and the `x-next-cursor`
+//! and `Link: rel="next"` headers of a page that has more.
+
+use crate::{ApiError, ApiResult};
+use actix_web::HttpResponseBuilder;
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// Where the previous page ended: its last row's `(timestamp, id)`.
+pub type After = (OffsetDateTime, Uuid);
+
+/// The cursor after a row.
+pub fn encode(at: OffsetDateTime, id: Uuid) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}|{id}", at.unix_timestamp_nanos()))
+}
+
+/// A cursor this API handed out, or 400.
+pub fn decode(c: &str) -> ApiResult<After> {
+    let bad = || ApiError::bad_request("cursor is not one this API returned");
+    let raw = URL_SAFE_NO_PAD.decode(c).map_err(|_| bad())?;
+    let s = String::from_utf8(raw).map_err(|_| bad())?;
+    let (ts, id) = s.split_once('|').ok_or_else(bad)?;
+    let ts = OffsetDateTime::from_unix_timestamp_nanos(ts.parse().map_err(|_| bad())?)
+        .map_err(|_| bad())?;
+    Ok((ts, id.parse().map_err(|_| bad())?))
+}
+
+/// `limit` (or `default`) when within 1..=`max`, else 400.
+pub fn limit(asked: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
+    let limit = asked.unwrap_or(default);
+    if !(1..=max).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {max}"
+        )));
+    }
+    Ok(limit)
+}
+
+/// Cut `rows` (fetched with `limit + 1`) to the page and, when there was more,
+/// add the next page's cursor (`x-next-cursor`) and its link (`next(cursor)`
+/// is the next page's path and query) to `resp`.
+pub fn cut<T>(
+    mut rows: Vec<T>,
+    limit: i64,
+    resp: &mut HttpResponseBuilder,
+    key: impl Fn(&T) -> After,
+    next: impl Fn(&str) -> String,
+) -> Vec<T> {
+    let limit = usize::try_from(limit).unwrap_or(0);
+    if rows.len() > limit {
+        rows.truncate(limit);
+        if let Some(last) = rows.last() {
+            let (at, id) = key(last);
+            let c = encode(at, id);
+            resp.insert_header(("link", format!("<{}>; rel=\"next\"", next(&c))));
+            resp.insert_header(("x-next-cursor", c));
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_decodes_to_what_it_encoded_and_garbage_is_a_400() {
+        let at =
+            OffsetDateTime::from_unix_timestamp_nanos(1_700_000_000_123_456_789).expect("present");
+        let id = Uuid::new_v4();
+        assert_eq!(decode(&encode(at, id)).expect("present"), (at, id));
+        for bad in [
+            "",
+            "x",
+            "bm8tcGlwZQ",
+            &URL_SAFE_NO_PAD.encode("1|not-a-uuid"),
+        ] {
+            assert!(matches!(decode(bad), Err(ApiError::BadRequest(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn limits_outside_the_range_are_refused() {
+        assert_eq!(limit(None, 50, 200).expect("present"), 50);
+        assert_eq!(limit(Some(200), 50, 200).expect("present"), 200);
+        assert!(limit(Some(0), 50, 200).is_err());
+        assert!(limit(Some(201), 50, 200).is_err());
+    }
+
+    #[test]
+    fn a_full_page_carries_the_cursor_of_its_last_row() {
+        let at = OffsetDateTime::UNIX_EPOCH;
+        let rows: Vec<(OffsetDateTime, Uuid)> = (0..3).map(|_| (at, Uuid::new_v4())).collect();
+        let mut resp = actix_web::HttpResponse::Ok();
+        let page = cut(
+            rows.clone(),
+            2,
+            &mut resp,
+            |r| *r,
+            |c| format!("/x?cursor={c}"),
+        );
+        assert_eq!(page, rows[..2]);
+        let resp = resp.finish();
+        let c = resp
+            .headers()
+            .get("x-next-cursor")
+            .expect("present")
+            .to_str()
+            .expect("present");
+        assert_eq!(decode(c).expect("present"), rows[1]);
+        let mut last = actix_web::HttpResponse::Ok();
+        assert_eq!(
+            cut(rows.clone(), 3, &mut last, |r| *r, |c| c.into()).len(),
+            3
+        );
+        assert!(last.finish().headers().get("x-next-cursor").is_none());
+    }
+}

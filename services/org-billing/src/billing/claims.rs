@@ -1,0 +1,269 @@
+//! Payment claims: a finance member says they made a transfer; staff approve
+//! it (the payment is recorded in the same transaction as the decision, so two
+//! approvals make one payment) or reject it with notes the customer sees.
+
+use super::{
+    model::PaymentClaim,
+    payments::{self, Received, NOTE_MAX, REFERENCE_MAX},
+    store,
+};
+use crate::state::AppState;
+use actix_web::{web, HttpResponse};
+use event_contracts::AuditAction;
+use hub_domain::{Capability, OrgId};
+use serde::Deserialize;
+use serde_json::json;
+use service_kit::{
+    assertion::{Caller, StaffCaller},
+    outbox, page, ApiError, ApiResult,
+};
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+pub const REVIEW_NOTES_MAX: usize = 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewClaim {
+    #[serde(deserialize_with = "hub_domain::integer::exact")]
+    amount_minor: i64,
+    currency: String,
+    reference: String,
+    #[serde(default)]
+    note: String,
+    invoice_id: Option<Uuid>,
+}
+
+/// POST /v1/organizations/{id}/payment-claims (owner or finance): 201
+/// PaymentClaim. The invoice, when named, must be this organization's and in
+/// the claim's currency (422); at most `billing.max_pending_claims` pending.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<OrgId>,
+    body: web::Json<NewClaim>,
+) -> ApiResult<HttpResponse> {
+    let org = path.into_inner();
+    caller.require(org, Capability::FinanceRead)?;
+    let amount = super::amount("amount_minor", body.amount_minor)?;
+    let currency = super::currency(&body.currency)?;
+    let reference = super::text("reference", &body.reference, REFERENCE_MAX, true)?;
+    let note = super::text("note", &body.note, NOTE_MAX, false)?;
+    let mut tx = state.pool.begin().await?;
+    let billed = store::lock_org(&mut tx, org)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    if let Some(id) = body.invoice_id {
+        let doc = store::invoice(&mut tx, id, Some(org))
+            .await?
+            .ok_or_else(|| {
+                ApiError::Unprocessable("invoice_id is not an invoice of this organization".into())
+            })?;
+        if doc.currency != currency.as_str() {
+            return Err(ApiError::Unprocessable(format!(
+                "the claim is in {} but the invoice is in {}",
+                currency.as_str(),
+                doc.currency
+            )));
+        }
+    } else if billed.currency != currency.as_str() {
+        return Err(ApiError::Unprocessable(format!(
+            "a claim without an invoice goes to the wallet, which is in {}",
+            billed.currency
+        )));
+    }
+    let max = state.billing.max_pending_claims;
+    if store::pending_claims_of(&mut tx, org).await? >= max {
+        return Err(ApiError::Conflict(format!(
+            "the organization already has {max} pending payment claims"
+        )));
+    }
+    let claim = store::insert_claim(
+        &mut tx,
+        &store::NewClaim {
+            org_id: org,
+            invoice_id: body.invoice_id,
+            amount_minor: amount,
+            currency: currency.as_str(),
+            reference: &reference,
+            note: &note,
+            created_by: caller.user_id(),
+        },
+    )
+    .await?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        AuditAction::ClaimSubmitted,
+        org,
+        json!({"claim_id": claim.id, "invoice_id": claim.invoice_id,
+               "amount_minor": amount, "currency": claim.currency}),
+    )
+    .await?;
+    state.outbox.commit(tx).await?;
+    Ok(HttpResponse::Created().json(claim))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// GET /v1/organizations/{id}/payment-claims (finance): newest first.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<OrgId>,
+    q: web::Query<ListQuery>,
+) -> ApiResult<HttpResponse> {
+    let org = path.into_inner();
+    super::authorize_reader(&caller, org)?;
+    let (limit, after) = super::page_of(&state, q.limit, q.cursor.as_deref())?;
+    store::org_currency(&state.pool, org)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let rows = store::claims_of(&state.pool, org, after, limit + 1).await?;
+    let mut resp = HttpResponse::Ok();
+    let page = page::cut(
+        rows,
+        limit,
+        &mut resp,
+        |c| (c.created_at, c.id),
+        |c| format!("/v1/organizations/{org}/payment-claims?limit={limit}&cursor={c}"),
+    );
+    Ok(resp.json(page))
+}
+
+#[derive(Deserialize)]
+pub struct QueueQuery {
+    limit: Option<i64>,
+}
+
+/// GET /v1/admin/payment-claims (staff): pending claims, oldest first, with
+/// the organization's name.
+#[tracing::instrument(skip_all)]
+pub async fn queue(
+    _caller: StaffCaller,
+    state: web::Data<AppState>,
+    q: web::Query<QueueQuery>,
+) -> ApiResult<HttpResponse> {
+    let (limit, _) = super::page_of(&state, q.limit, None)?;
+    Ok(HttpResponse::Ok().json(store::claim_queue(&state.pool, limit).await?))
+}
+
+/// Lock claim `id` (its organization first): 404 when there is none, 409 when
+/// it was already decided.
+async fn pending(tx: &mut PgConnection, id: Uuid) -> ApiResult<(PaymentClaim, store::Billed)> {
+    let org = store::claim_org(tx, id).await?.ok_or(ApiError::NotFound)?;
+    let billed = store::lock_org(tx, org).await?.ok_or(ApiError::NotFound)?;
+    let claim = store::lock_claim(tx, id).await?.ok_or(ApiError::NotFound)?;
+    if claim.status != "pending" {
+        return Err(ApiError::Conflict(format!(
+            "the claim was already {}",
+            claim.status
+        )));
+    }
+    Ok((claim, billed))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    /// The day the transfer arrived (`YYYY-MM-DD`); default today (UTC).
+    received_at: Option<String>,
+    #[serde(default)]
+    review_notes: String,
+}
+
+/// POST /v1/admin/payment-claims/{claim_id}/approve (staff): records the
+/// payment (bank transfer, the claim's reference) and the decision in one
+/// transaction; 409 on a second decision. The claim as it is now.
+#[tracing::instrument(skip_all, fields(claim_id = %path))]
+pub async fn approve(
+    caller: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<Uuid>,
+    body: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    let id = path.into_inner();
+    let body: Approval = super::documents::optional_body(&body)?;
+    let received_at = match &body.received_at {
+        Some(d) => super::model::date(d)
+            .ok_or_else(|| ApiError::bad_request("received_at must be a date YYYY-MM-DD"))?,
+        None => OffsetDateTime::now_utc().date(),
+    };
+    let notes = super::text("review_notes", &body.review_notes, REVIEW_NOTES_MAX, false)?;
+    let mut tx = state.pool.begin().await?;
+    let (claim, billed) = pending(&mut tx, id).await?;
+    let r = Received {
+        invoice_id: claim.invoice_id,
+        amount_minor: claim.amount_minor,
+        currency: &claim.currency,
+        method: "bank_transfer",
+        reference: &claim.reference,
+        received_at,
+        note: &claim.note,
+        claim_id: Some(id),
+    };
+    let payment = payments::record_in(&state, &mut tx, &caller, claim.org_id, &billed, r).await?;
+    let claim = store::decide_claim(
+        &mut tx,
+        id,
+        "approved",
+        &notes,
+        Some(payment),
+        caller.user_id(),
+    )
+    .await?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        AuditAction::ClaimApproved,
+        claim.org_id,
+        json!({"claim_id": id, "payment_id": payment, "amount_minor": claim.amount_minor,
+               "currency": claim.currency}),
+    )
+    .await?;
+    state.outbox.commit(tx).await?;
+    Ok(HttpResponse::Ok().json(claim))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rejection {
+    review_notes: String,
+}
+
+/// POST /v1/admin/payment-claims/{claim_id}/reject (staff): `review_notes`
+/// (required) tell the customer why; 409 on a second decision.
+#[tracing::instrument(skip_all, fields(claim_id = %path))]
+pub async fn reject(
+    caller: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<Uuid>,
+    body: web::Json<Rejection>,
+) -> ApiResult<HttpResponse> {
+    let id = path.into_inner();
+    let notes = super::text("review_notes", &body.review_notes, REVIEW_NOTES_MAX, true)?;
+    let mut tx = state.pool.begin().await?;
+    pending(&mut tx, id).await?;
+    let claim =
+        store::decide_claim(&mut tx, id, "rejected", &notes, None, caller.user_id()).await?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        AuditAction::ClaimRejected,
+        claim.org_id,
+        json!({"claim_id": id, "amount_minor": claim.amount_minor, "currency": claim.currency}),
+    )
+    .await?;
+    state.outbox.commit(tx).await?;
+    Ok(HttpResponse::Ok().json(claim))
+}

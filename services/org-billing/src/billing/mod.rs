@@ -1,0 +1,232 @@
+//! Billing records: usage and staff charges become proformas and numbered
+//! invoices, staff record the bank transfers that pay them (or a finance
+//! member claims one and staff approve it), invoices are paid from the wallet,
+//! and billing runs invoice a month of usage for every organization. The
+//! state machines and the numbering rule are in proto-docs/billing.md.
+//!
+//! Money: every amount is in minor units of one currency, and an amount never
+//! meets another currency (422). Every movement is on an invoice
+//! (`paid_minor`, from payments and wallet settlements) or in the wallet's
+//! ledger (the unapplied part of each payment, and each settlement's debit),
+//! written in the same transaction as the record that explains it.
+
+pub mod charges;
+pub mod claims;
+pub mod documents;
+mod html;
+pub mod model;
+pub mod payments;
+pub mod runs;
+pub mod store;
+
+use crate::state::AppState;
+use actix_web::web;
+use hub_domain::{Capability, OrgId};
+use service_kit::{assertion::Caller, methods, page, ApiError, ApiResult};
+
+/// The largest single charge, payment or claim, in minor units: a document
+/// of `billing.max_lines` of them still fits an int64 total.
+pub const MAX_AMOUNT: i64 = 1_000_000_000_000_000;
+
+/// Billing reads of an organization: its owner and finance members, and
+/// staff. Other members get 403 naming the roles; anyone else 404.
+pub fn authorize_reader(caller: &Caller, org: OrgId) -> ApiResult<()> {
+    if caller.identity.staff {
+        return Ok(());
+    }
+    caller.require(org, Capability::FinanceRead).map(|_| ())
+}
+
+/// A distributor entity's billing reads: staff, and the entity's observers;
+/// anyone else 404 (they are not told it exists).
+pub async fn authorize_distributor(
+    state: &AppState,
+    caller: &Caller,
+    distributor: uuid::Uuid,
+) -> ApiResult<()> {
+    if caller.identity.staff || store::observes(&state.pool, caller.user_id(), distributor).await? {
+        return Ok(());
+    }
+    Err(ApiError::NotFound)
+}
+
+/// GET /v1/distributors/{id}/invoices?kind=&status=&limit=&cursor= (staff,
+/// the entity's observers): the documents of its organizations.
+#[tracing::instrument(skip_all, fields(distributor_id = %path))]
+pub async fn distributor_invoices(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<uuid::Uuid>,
+    q: web::Query<documents::ListQuery>,
+) -> ApiResult<actix_web::HttpResponse> {
+    let id = path.into_inner();
+    authorize_distributor(&state, &caller, id).await?;
+    let base = format!("/v1/distributors/{id}/invoices");
+    documents::page_of(&state, store::Owner::Distributor(id), &q, &base).await
+}
+
+/// GET /v1/distributors/{id}/payments?limit=&cursor= (staff, the entity's
+/// observers): the payments of its organizations.
+#[tracing::instrument(skip_all, fields(distributor_id = %path))]
+pub async fn distributor_payments(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<uuid::Uuid>,
+    q: web::Query<payments::ListQuery>,
+) -> ApiResult<actix_web::HttpResponse> {
+    let id = path.into_inner();
+    authorize_distributor(&state, &caller, id).await?;
+    let base = format!("/v1/distributors/{id}/payments");
+    payments::page_of(&state, store::Owner::Distributor(id), &q, &base).await
+}
+
+/// A text field: trimmed, at most `max` characters, no control characters;
+/// empty only when not `required`.
+pub fn text(field: &str, value: &str, max: usize, required: bool) -> ApiResult<String> {
+    let v = value.trim();
+    if (required && v.is_empty())
+        || v.chars().count() > max
+        || v.chars().any(|c| c.is_control() && c != '\n')
+    {
+        let need = if required {
+            "is required, "
+        } else {
+            "must be "
+        };
+        return Err(ApiError::BadRequest(format!(
+            "{field} {need}at most {max} characters, without control characters"
+        )));
+    }
+    Ok(v.to_owned())
+}
+
+/// A positive amount of at most [`MAX_AMOUNT`] minor units.
+pub fn amount(field: &str, v: i64) -> ApiResult<i64> {
+    if v <= 0 || v > MAX_AMOUNT {
+        return Err(ApiError::BadRequest(format!(
+            "{field} must be a positive integer of at most {MAX_AMOUNT}"
+        )));
+    }
+    Ok(v)
+}
+
+/// A currency code of the API (TRY, EUR, USD).
+pub fn currency(v: &str) -> ApiResult<hub_domain::Currency> {
+    hub_domain::Currency::parse(v)
+        .ok_or_else(|| ApiError::bad_request("currency must be TRY, EUR or USD"))
+}
+
+/// A list's `limit` (default and maximum from `[billing]`) and `cursor`.
+pub fn page_of(
+    state: &AppState,
+    limit: Option<i64>,
+    cursor: Option<&str>,
+) -> ApiResult<(i64, Option<page::After>)> {
+    let limit = page::limit(limit, state.billing.page_default, state.billing.page_max)?;
+    Ok((limit, cursor.map(page::decode).transpose()?))
+}
+
+/// `value` if it is one of `allowed`, else 400 naming them.
+pub fn one_of<'a>(
+    field: &str,
+    value: Option<&'a str>,
+    allowed: &[&str],
+) -> ApiResult<Option<&'a str>> {
+    match value {
+        Some(v) if !allowed.contains(&v) => Err(ApiError::BadRequest(format!(
+            "{field} must be one of {}",
+            allowed.join(", ")
+        ))),
+        v => Ok(v),
+    }
+}
+
+/// The billing routes: the organization's (finance reads, claims) and staff's.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route(
+        "/v1/organizations/{id}/charges",
+        methods::get().to(charges::list),
+    )
+    .route(
+        "/v1/organizations/{id}/invoices",
+        methods::get().to(documents::list),
+    )
+    .route(
+        "/v1/organizations/{id}/invoices/{invoice_id}",
+        methods::get().to(documents::detail),
+    )
+    .route(
+        "/v1/organizations/{id}/invoices/{invoice_id}/html",
+        methods::get().to(documents::html),
+    )
+    .route(
+        "/v1/organizations/{id}/payments",
+        methods::get().to(payments::list),
+    )
+    .route(
+        "/v1/organizations/{id}/payment-claims",
+        methods::get().to(claims::list),
+    )
+    .route(
+        "/v1/organizations/{id}/payment-claims",
+        methods::post().to(claims::create),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/charges",
+        methods::post().to(charges::create),
+    )
+    .route(
+        "/v1/admin/charges/{charge_id}/waive",
+        methods::post().to(charges::waive),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/proformas",
+        methods::post().to(documents::issue_proforma),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/invoices",
+        methods::post().to(documents::issue_invoice),
+    )
+    .route(
+        "/v1/admin/invoices/{invoice_id}",
+        methods::patch().to(documents::update),
+    )
+    .route(
+        "/v1/admin/invoices/{invoice_id}/convert",
+        methods::post().to(documents::convert),
+    )
+    .route(
+        "/v1/admin/invoices/{invoice_id}/void",
+        methods::post().to(documents::void),
+    )
+    .route(
+        "/v1/admin/invoices/{invoice_id}/pay-from-wallet",
+        methods::post().to(payments::pay_from_wallet),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/payments",
+        methods::post().to(payments::record),
+    )
+    .route("/v1/admin/payment-claims", methods::get().to(claims::queue))
+    .route(
+        "/v1/admin/payment-claims/{claim_id}/approve",
+        methods::post().to(claims::approve),
+    )
+    .route(
+        "/v1/admin/payment-claims/{claim_id}/reject",
+        methods::post().to(claims::reject),
+    )
+    .route("/v1/admin/billing-runs", methods::post().to(runs::start))
+    .route(
+        "/v1/admin/billing-runs/{run_id}",
+        methods::get().to(runs::get),
+    )
+    .route(
+        "/v1/distributors/{id}/invoices",
+        methods::get().to(distributor_invoices),
+    )
+    .route(
+        "/v1/distributors/{id}/payments",
+        methods::get().to(distributor_payments),
+    );
+}

@@ -1,0 +1,222 @@
+//! The billing resources as the API shows them (the spec's tables, plus the
+//! currency of a charge and what a payment was applied to), and the values a
+//! request names: document kinds, statuses, payment methods, periods.
+
+use hub_domain::OrgId;
+use serde::Serialize;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// Something an organization owes: `pending`, `quoted` (on a proforma),
+/// `invoiced` (final) or `waived` (final).
+#[derive(Debug, Clone, Serialize)]
+pub struct Charge {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub description: String,
+    pub brand: String,
+    pub qty: i32,
+    pub unit_minor: i64,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub status: String,
+    /// `usage` (from server-product) or `staff`.
+    pub source: String,
+    /// Usage charges: the month a billing run invoices them in.
+    pub period: Option<String>,
+    /// The proforma or invoice holding it.
+    pub invoice_id: Option<Uuid>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// An issued invoice or proforma; `status` is derived by Postgres.
+#[derive(Debug, Clone, Serialize)]
+pub struct Invoice {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub distributor_id: Uuid,
+    pub number: String,
+    pub kind: String,
+    pub status: String,
+    pub currency: String,
+    pub subtotal_minor: i64,
+    pub tax_minor: i64,
+    pub total_minor: i64,
+    pub paid_minor: i64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub issued_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub due_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub paid_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub voided_at: Option<OffsetDateTime>,
+    pub legal_document_url: Option<String>,
+    /// A converted proforma: the invoice made from it.
+    pub converted_to: Option<Uuid>,
+    /// The billing run that issued it, if one did.
+    pub run_id: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InvoiceLine {
+    pub position: i32,
+    pub charge_id: Option<Uuid>,
+    pub description: String,
+    pub brand: String,
+    pub qty: i32,
+    pub unit_minor: i64,
+    pub amount_minor: i64,
+}
+
+/// Money received. `applied_minor` paid the invoice; the rest
+/// (`amount_minor - applied_minor`) was credited to the wallet.
+#[derive(Debug, Clone, Serialize)]
+pub struct Payment {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub invoice_id: Option<Uuid>,
+    pub invoice_number: Option<String>,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub method: String,
+    pub reference: String,
+    /// `YYYY-MM-DD`.
+    pub received_at: String,
+    pub note: String,
+    pub applied_minor: i64,
+    pub wallet_transaction_id: Option<i64>,
+    pub claim_id: Option<Uuid>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PaymentClaim {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    /// Only in the staff queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub org_name: Option<String>,
+    pub invoice_id: Option<Uuid>,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub reference: String,
+    pub note: String,
+    pub status: String,
+    pub review_notes: String,
+    pub payment_id: Option<Uuid>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub reviewed_at: Option<OffsetDateTime>,
+}
+
+/// A document kind, and what it does to the charges it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Invoice,
+    Proforma,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Invoice => "invoice",
+            Kind::Proforma => "proforma",
+        }
+    }
+
+    /// The number's prefix: `INV-<year>-NNNNNN`, `PF-<year>-NNNNNN`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Kind::Invoice => "INV",
+            Kind::Proforma => "PF",
+        }
+    }
+
+    /// The status its charges take.
+    pub fn charge_status(self) -> &'static str {
+        match self {
+            Kind::Invoice => "invoiced",
+            Kind::Proforma => "quoted",
+        }
+    }
+}
+
+/// A document number: sequential per distributor entity, kind and year.
+pub fn number(kind: Kind, year: i32, n: i64) -> String {
+    format!("{}-{year}-{n:06}", kind.prefix())
+}
+
+pub const CHARGE_STATUSES: [&str; 4] = ["pending", "quoted", "invoiced", "waived"];
+pub const INVOICE_STATUSES: [&str; 5] = ["draft", "issued", "partially_paid", "paid", "void"];
+pub const METHODS: [&str; 3] = ["bank_transfer", "manual", "other"];
+
+/// A month `YYYY-MM` (billing runs, reports), or None.
+pub fn period(s: &str) -> Option<(i32, time::Month)> {
+    let (y, m) = s.split_once('-')?;
+    if y.len() != 4 || m.len() != 2 || !y.bytes().chain(m.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let month = time::Month::try_from(m.parse::<u8>().ok()?).ok()?;
+    Some((y.parse().ok()?, month))
+}
+
+/// A date `YYYY-MM-DD`, or None.
+pub fn date(s: &str) -> Option<time::Date> {
+    let mut parts = s.splitn(3, '-');
+    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
+    if y.len() != 4 || m.len() != 2 || d.len() != 2 {
+        return None;
+    }
+    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if !(digits(y) && digits(m) && digits(d)) {
+        return None;
+    }
+    let month = time::Month::try_from(m.parse::<u8>().ok()?).ok()?;
+    time::Date::from_calendar_date(y.parse().ok()?, month, d.parse().ok()?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_zero_padded_per_kind_and_year() {
+        assert_eq!(number(Kind::Invoice, 2026, 1), "INV-2026-000001");
+        assert_eq!(number(Kind::Proforma, 2027, 123_456), "PF-2027-123456");
+        assert_eq!(number(Kind::Invoice, 2026, 1_234_567), "INV-2026-1234567");
+    }
+
+    #[test]
+    fn periods_and_dates_are_strict() {
+        assert_eq!(period("2026-11"), Some((2026, time::Month::November)));
+        for bad in [
+            "2026-13",
+            "2026-00",
+            "26-11",
+            "2026-1",
+            "2026/11",
+            "2026-11-01",
+            "",
+            "２０２６-11",
+        ] {
+            assert_eq!(period(bad), None, "{bad}");
+        }
+        assert_eq!(
+            date("2026-02-28"),
+            time::Date::from_calendar_date(2026, time::Month::February, 28).ok()
+        );
+        for bad in [
+            "2026-02-30",
+            "2026-2-01",
+            "2026-02-01T00:00",
+            "x",
+            "2026-02",
+        ] {
+            assert_eq!(date(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Payments: bank transfers staff record (directly, or by approving a claim),
+//! applied to an invoice up to what it still owes, the rest credited to the
+//! wallet in the same transaction; and invoices paid from the wallet.
+
+use super::{
+    model::{Invoice, Kind, METHODS},
+    store::{self, Billed, Owner},
+};
+use crate::{
+    ledger::{self, EntryKind, Wallet},
+    state::AppState,
+};
+use actix_web::{http::StatusCode, web, HttpRequest, HttpResponse};
+use event_contracts::AuditAction;
+use hub_domain::{MinorUnits, OrgId};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use service_kit::{
+    assertion::{Caller, StaffCaller},
+    idempotency, outbox, page, ApiError, ApiResult,
+};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+pub const REFERENCE_MAX: usize = 200;
+pub const NOTE_MAX: usize = 1000;
+
+/// Money received, as a payment records it.
+pub struct Received<'a> {
+    pub invoice_id: Option<Uuid>,
+    pub amount_minor: i64,
+    pub currency: &'a str,
+    pub method: &'a str,
+    pub reference: &'a str,
+    pub received_at: time::Date,
+    pub note: &'a str,
+    pub claim_id: Option<Uuid>,
+}
+
+/// Record `r` for the organization `org` (locked by the caller, `billed`):
+/// the invoice's remainder is paid first, anything left is credited to the
+/// wallet through the ledger. Returns the payment's id. Every refusal comes
+/// before the first write.
+pub async fn record_in(
+    state: &AppState,
+    tx: &mut PgConnection,
+    caller: &Caller,
+    org: OrgId,
+    billed: &Billed,
+    r: Received<'_>,
+) -> ApiResult<Uuid> {
+    let mut applied = 0;
+    let mut invoice = None;
+    if let Some(id) = r.invoice_id {
+        let doc = payable(tx, org, id).await?;
+        if doc.currency != r.currency {
+            return Err(ApiError::Unprocessable(format!(
+                "the payment is in {} but the invoice is in {}",
+                r.currency, doc.currency
+            )));
+        }
+        applied = r.amount_minor.min(doc.total_minor - doc.paid_minor);
+        invoice = Some(doc);
+    }
+    let rest = r.amount_minor - applied;
+    if rest > 0 && billed.currency != r.currency {
+        return Err(ApiError::Unprocessable(format!(
+            "the payment is in {} but the wallet, which receives what no invoice takes, is in {}",
+            r.currency, billed.currency
+        )));
+    }
+    let id = Uuid::now_v7();
+    let wallet_transaction_id = if rest > 0 {
+        let m = ledger::wallet_move(
+            state,
+            caller,
+            org,
+            MinorUnits(rest),
+            EntryKind::Payment,
+            format!("payment {id}"),
+        )?;
+        let credited = ledger::apply_one::<Wallet>(tx, &m)
+            .await?
+            .map_err(ApiError::from)?;
+        Some(credited.transaction_id)
+    } else {
+        None
+    };
+    if let Some(doc) = invoice.as_ref().filter(|_| applied > 0) {
+        store::add_paid(tx, doc.id, applied).await?;
+    }
+    store::insert_payment(
+        tx,
+        &store::NewPayment {
+            id,
+            org_id: org,
+            invoice_id: r.invoice_id,
+            amount_minor: r.amount_minor,
+            currency: r.currency,
+            method: r.method,
+            reference: r.reference,
+            received_at: r.received_at,
+            note: r.note,
+            applied_minor: applied,
+            wallet_transaction_id,
+            claim_id: r.claim_id,
+            created_by: caller.user_id(),
+        },
+    )
+    .await?;
+    outbox::audit(
+        tx,
+        &state.naming,
+        caller,
+        AuditAction::PaymentRecorded,
+        org,
+        json!({"payment_id": id, "invoice_id": r.invoice_id,
+               "invoice_number": invoice.map(|i| i.number), "amount_minor": r.amount_minor,
+               "applied_minor": applied, "wallet_credit_minor": rest, "currency": r.currency,
+               "method": r.method, "claim_id": r.claim_id}),
+    )
+    .await?;
+    Ok(id)
+}
+
+/// The organization's invoice `id`, locked, that a payment may go to: 404 for
+/// another organization's, 422 for a proforma, 409 when void.
+async fn payable(tx: &mut PgConnection, org: OrgId, id: Uuid) -> ApiResult<Invoice> {
+    let doc = store::lock_invoice(tx, id)
+        .await?
+        .filter(|d| d.org_id == org)
+        .ok_or_else(|| {
+            ApiError::Unprocessable("invoice_id is not an invoice of this organization".into())
+        })?;
+    if doc.kind != Kind::Invoice.as_str() {
+        return Err(ApiError::Unprocessable(
+            "payments apply to invoices: convert the proforma first".into(),
+        ));
+    }
+    if doc.voided_at.is_some() {
+        return Err(ApiError::conflict("the invoice is void"));
+    }
+    Ok(doc)
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewPayment {
+    #[serde(deserialize_with = "hub_domain::integer::exact")]
+    amount_minor: i64,
+    currency: String,
+    method: String,
+    #[serde(default)]
+    reference: String,
+    /// `YYYY-MM-DD`.
+    received_at: String,
+    #[serde(default)]
+    note: String,
+    invoice_id: Option<Uuid>,
+}
+
+/// POST /v1/admin/organizations/{id}/payments (staff): 201 Payment. With an
+/// `Idempotency-Key`, a retry answers the first result and records nothing.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn record(
+    caller: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<OrgId>,
+    req: HttpRequest,
+    body: web::Json<NewPayment>,
+) -> ApiResult<HttpResponse> {
+    let org = path.into_inner();
+    let amount = super::amount("amount_minor", body.amount_minor)?;
+    let currency = super::currency(&body.currency)?;
+    let method = super::one_of("method", Some(&body.method), &METHODS)?.unwrap_or_default();
+    let reference = super::text("reference", &body.reference, REFERENCE_MAX, false)?;
+    let note = super::text("note", &body.note, NOTE_MAX, false)?;
+    let received_at = super::model::date(&body.received_at)
+        .ok_or_else(|| ApiError::bad_request("received_at must be a date YYYY-MM-DD"))?;
+    let key = idempotency::key_of(&req)?;
+    let scope = format!("payment:{org}");
+    let mut tx = state.pool.begin().await?;
+    if let Some(k) = &key {
+        if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &*body).await? {
+            return Ok(replayed);
+        }
+    }
+    let outcome = async {
+        let billed = store::lock_org(&mut tx, org)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        let r = Received {
+            invoice_id: body.invoice_id,
+            amount_minor: amount,
+            currency: currency.as_str(),
+            method,
+            reference: &reference,
+            received_at,
+            note: &note,
+            claim_id: None,
+        };
+        let id = record_in(&state, &mut tx, &caller, org, &billed, r).await?;
+        let p = store::payment(&mut tx, id).await?;
+        Ok::<Value, ApiError>(serde_json::to_value(p).map_err(anyhow::Error::from)?)
+    }
+    .await;
+    let resp =
+        idempotency::settle_as(tx, key.as_deref(), &scope, StatusCode::CREATED, outcome).await;
+    state.outbox.kick();
+    resp
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FromWallet {
+    #[serde(deserialize_with = "hub_domain::integer::exact")]
+    amount_minor: i64,
+}
+
+/// POST /v1/admin/invoices/{invoice_id}/pay-from-wallet (staff): debit the
+/// wallet through the ledger (409 below zero) and apply it to the invoice (at
+/// most what it still owes: 422 beyond). The invoice as it is now.
+#[tracing::instrument(skip_all, fields(invoice_id = %path))]
+pub async fn pay_from_wallet(
+    caller: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<Uuid>,
+    req: HttpRequest,
+    body: web::Json<FromWallet>,
+) -> ApiResult<HttpResponse> {
+    let id = path.into_inner();
+    let amount = super::amount("amount_minor", body.amount_minor)?;
+    let key = idempotency::key_of(&req)?;
+    let scope = format!("pay_from_wallet:{id}");
+    let mut tx = state.pool.begin().await?;
+    if let Some(k) = &key {
+        if let Some(replayed) = idempotency::start(&mut tx, &scope, k, &*body).await? {
+            return Ok(replayed);
+        }
+    }
+    let outcome = async {
+        let org = store::invoice_org(&mut tx, id)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        let billed = store::lock_org(&mut tx, org)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        let doc = payable(&mut tx, org, id).await?;
+        if doc.currency != billed.currency {
+            return Err(ApiError::Unprocessable(format!(
+                "the invoice is in {} but the wallet is in {}",
+                doc.currency, billed.currency
+            )));
+        }
+        let owed = doc.total_minor - doc.paid_minor;
+        if amount > owed {
+            return Err(ApiError::Unprocessable(format!(
+                "amount_minor is more than the {owed} the invoice still owes"
+            )));
+        }
+        let m = ledger::wallet_move(
+            &state,
+            &caller,
+            org,
+            MinorUnits(-amount),
+            EntryKind::InvoicePayment,
+            format!("invoice {}", doc.number),
+        )?;
+        let debited = ledger::apply_one::<Wallet>(&mut tx, &m)
+            .await?
+            .map_err(ApiError::from)?;
+        store::insert_settlement(
+            &mut tx,
+            id,
+            org,
+            amount,
+            debited.transaction_id,
+            caller.user_id(),
+        )
+        .await?;
+        store::add_paid(&mut tx, id, amount).await?;
+        outbox::audit(
+            &mut tx,
+            &state.naming,
+            &caller,
+            AuditAction::InvoicePaidFromWallet,
+            org,
+            json!({"invoice_id": id, "number": doc.number, "amount_minor": amount,
+                   "currency": doc.currency, "transaction_id": debited.transaction_id}),
+        )
+        .await?;
+        let doc = store::invoice(&mut tx, id, None)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        Ok::<Value, ApiError>(serde_json::to_value(doc).map_err(anyhow::Error::from)?)
+    }
+    .await;
+    let resp = idempotency::settle_as(tx, key.as_deref(), &scope, StatusCode::OK, outcome).await;
+    state.outbox.kick();
+    resp
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// Payments of `owner`, newest first, in cursor pages.
+pub async fn page_of(
+    state: &AppState,
+    owner: Owner,
+    q: &ListQuery,
+    base: &str,
+) -> ApiResult<HttpResponse> {
+    let (limit, after) = super::page_of(state, q.limit, q.cursor.as_deref())?;
+    let rows = store::payments(&state.pool, owner, after, limit + 1).await?;
+    let mut resp = HttpResponse::Ok();
+    let page = page::cut(
+        rows,
+        limit,
+        &mut resp,
+        |p| (p.created_at, p.id),
+        |c| format!("{base}?limit={limit}&cursor={c}"),
+    );
+    Ok(resp.json(page))
+}
+
+/// GET /v1/organizations/{id}/payments?limit=&cursor= (finance).
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<OrgId>,
+    q: web::Query<ListQuery>,
+) -> ApiResult<HttpResponse> {
+    let org = path.into_inner();
+    super::authorize_reader(&caller, org)?;
+    store::org_currency(&state.pool, org)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    page_of(
+        &state,
+        Owner::Org(org),
+        &q,
+        &format!("/v1/organizations/{org}/payments"),
+    )
+    .await
+}

@@ -1,0 +1,885 @@
+//! The SQL of the billing records, checked at compile time. Every write
+//! transaction on an organization's billing takes that organization's row
+//! first ([`lock_org`]), then documents, then charges, then counters, then
+//! the wallet: one order everywhere, so they never deadlock.
+
+use super::model::{Charge, Invoice, InvoiceLine, Kind, Payment, PaymentClaim};
+use hub_domain::{OrgId, UserId};
+use service_kit::page::After;
+use sqlx::{PgConnection, PgPool};
+use std::collections::BTreeMap;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// What billing needs of an organization: its entity and wallet currency.
+pub struct Billed {
+    pub distributor_id: Uuid,
+    pub currency: String,
+}
+
+/// Lock the organization's row (`FOR NO KEY UPDATE`: rows referencing it can
+/// still be inserted) for the rest of the transaction; None when there is none.
+pub async fn lock_org(conn: &mut PgConnection, org: OrgId) -> sqlx::Result<Option<Billed>> {
+    sqlx::query_as!(
+        Billed,
+        "SELECT o.distributor_id, w.currency FROM organizations o \
+         JOIN wallets w ON w.org_id = o.id WHERE o.id = $1 FOR NO KEY UPDATE OF o",
+        org as OrgId,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The organization's wallet currency (a read; None when there is none).
+pub async fn org_currency(pool: &PgPool, org: OrgId) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(
+        "SELECT currency FROM wallets WHERE org_id = $1",
+        org as OrgId
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+// ---- charges ---------------------------------------------------------------
+
+pub struct NewCharge<'a> {
+    pub org_id: OrgId,
+    pub description: &'a str,
+    pub brand: &'a str,
+    pub qty: i32,
+    pub unit_minor: i64,
+    pub amount_minor: i64,
+    pub currency: &'a str,
+    pub created_by: UserId,
+}
+
+pub async fn insert_charge(conn: &mut PgConnection, c: &NewCharge<'_>) -> sqlx::Result<Charge> {
+    sqlx::query_as!(
+        Charge,
+        r#"INSERT INTO charges (id, org_id, description, brand, qty, unit_minor, amount_minor,
+                                currency, source, created_by)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'staff', $9)
+           RETURNING id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
+                     amount_minor, currency, status, source, period, invoice_id, created_at"#,
+        Uuid::now_v7(),
+        c.org_id as OrgId,
+        c.description,
+        c.brand,
+        c.qty,
+        c.unit_minor,
+        c.amount_minor,
+        c.currency,
+        c.created_by as UserId,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The organization's charges, newest first, optionally of one status.
+pub async fn charges_of(
+    pool: &PgPool,
+    org: OrgId,
+    status: Option<&str>,
+    after: Option<After>,
+    limit: i64,
+) -> sqlx::Result<Vec<Charge>> {
+    let (at, id) = after.unzip();
+    sqlx::query_as!(
+        Charge,
+        r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
+                  amount_minor, currency, status, source, period, invoice_id, created_at
+             FROM charges
+            WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
+              AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
+            ORDER BY created_at DESC, id DESC LIMIT $5"#,
+        org as OrgId,
+        status,
+        at,
+        id,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Waive a pending charge: the charge as it is now, or None when it is not
+/// pending (or not there: [`charge_org`] tells which).
+pub async fn waive(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Charge>> {
+    sqlx::query_as!(
+        Charge,
+        r#"UPDATE charges SET status = 'waived' WHERE id = $1 AND status = 'pending'
+           RETURNING id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
+                     amount_minor, currency, status, source, period, invoice_id, created_at"#,
+        id,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The organization a charge belongs to.
+pub async fn charge_org(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<OrgId>> {
+    sqlx::query_scalar!(
+        r#"SELECT org_id AS "o: OrgId" FROM charges WHERE id = $1"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Lock the charges a document is issued from: the organization's pending
+/// ones (oldest first, at most `max`), or exactly `ids` (whatever their state,
+/// for the caller to check). Call with the organization locked.
+pub async fn lock_charges(
+    conn: &mut PgConnection,
+    org: OrgId,
+    ids: Option<&[Uuid]>,
+    max: i64,
+) -> sqlx::Result<Vec<Charge>> {
+    match ids {
+        None => {
+            sqlx::query_as!(
+                Charge,
+                r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
+                          amount_minor, currency, status, source, period, invoice_id, created_at
+                     FROM charges WHERE org_id = $1 AND status = 'pending'
+                    ORDER BY created_at, id LIMIT $2 FOR UPDATE"#,
+                org as OrgId,
+                max,
+            )
+            .fetch_all(conn)
+            .await
+        }
+        Some(ids) => {
+            sqlx::query_as!(
+                Charge,
+                r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
+                          amount_minor, currency, status, source, period, invoice_id, created_at
+                     FROM charges WHERE org_id = $1 AND id = ANY($2)
+                    ORDER BY created_at, id FOR UPDATE"#,
+                org as OrgId,
+                ids,
+            )
+            .fetch_all(conn)
+            .await
+        }
+    }
+}
+
+/// The charges on document `invoice`, locked, in line order.
+pub async fn lock_charges_of(conn: &mut PgConnection, invoice: Uuid) -> sqlx::Result<Vec<Charge>> {
+    sqlx::query_as!(
+        Charge,
+        r#"SELECT c.id, c.org_id AS "org_id: OrgId", c.description, c.brand, c.qty, c.unit_minor,
+                  c.amount_minor, c.currency, c.status, c.source, c.period, c.invoice_id, c.created_at
+             FROM invoice_lines l JOIN charges c ON c.id = l.charge_id
+            WHERE l.invoice_id = $1 ORDER BY l.position FOR UPDATE OF c"#,
+        invoice,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// A voided proforma's charges go back to pending.
+pub async fn release_quoted(conn: &mut PgConnection, invoice: Uuid) -> sqlx::Result<u64> {
+    Ok(sqlx::query!(
+        "UPDATE charges SET status = 'pending', invoice_id = NULL \
+         WHERE invoice_id = $1 AND status = 'quoted'",
+        invoice,
+    )
+    .execute(conn)
+    .await?
+    .rows_affected())
+}
+
+// ---- documents -------------------------------------------------------------
+
+/// A document to issue from `charges` (its lines, in order).
+pub struct NewDocument {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub distributor_id: Uuid,
+    pub kind: Kind,
+    pub currency: String,
+    pub charges: Vec<Charge>,
+    pub subtotal_minor: i64,
+    pub run_id: Option<Uuid>,
+    pub created_by: Option<UserId>,
+}
+
+/// Take `n` numbers of `(distributor, kind, year)`: the first of them. The
+/// counter row stays locked until the transaction ends, and a rollback gives
+/// the numbers back, so numbers have no gaps.
+async fn take_numbers(
+    conn: &mut PgConnection,
+    distributor: Uuid,
+    kind: Kind,
+    year: i32,
+    n: i64,
+) -> sqlx::Result<i64> {
+    let last = sqlx::query_scalar!(
+        "INSERT INTO document_counters (distributor_id, kind, year, last) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (distributor_id, kind, year) \
+         DO UPDATE SET last = document_counters.last + EXCLUDED.last RETURNING last",
+        distributor,
+        kind.as_str(),
+        year,
+        n,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(last - n + 1)
+}
+
+/// Issue `docs` at `issued_at` (due `due_days` later) in the caller's
+/// transaction, their charges already locked: numbers taken per counter (in
+/// key order, so concurrent issuers lock counters in one order), then one
+/// statement each for the documents, their lines and their charges' new
+/// state. Returns each document's number, in order.
+pub async fn issue(
+    conn: &mut PgConnection,
+    docs: &[NewDocument],
+    issued_at: OffsetDateTime,
+    due_days: i64,
+) -> sqlx::Result<Vec<String>> {
+    let year = issued_at.year();
+    let mut counters: BTreeMap<(Uuid, Kind), Vec<usize>> = BTreeMap::new();
+    for (i, d) in docs.iter().enumerate() {
+        counters
+            .entry((d.distributor_id, d.kind))
+            .or_default()
+            .push(i);
+    }
+    let mut numbers = vec![String::new(); docs.len()];
+    for ((distributor, kind), which) in &counters {
+        let first = take_numbers(&mut *conn, *distributor, *kind, year, which.len() as i64).await?;
+        for (k, &i) in which.iter().enumerate() {
+            numbers[i] = super::model::number(*kind, year, first + k as i64);
+        }
+    }
+    let due_at = issued_at + time::Duration::days(due_days);
+    sqlx::query!(
+        r#"INSERT INTO invoices (id, org_id, distributor_id, kind, number, currency,
+                                 subtotal_minor, total_minor, issued_at, due_at, run_id, created_by)
+           SELECT d.id, d.org, d.dist, d.kind, d.number, d.currency, d.subtotal, d.subtotal,
+                  $8, $9, d.run, d.by
+             FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[],
+                         $7::bigint[], $10::uuid[], $11::uuid[])
+                  AS d(id, org, dist, kind, number, currency, subtotal, run, by)"#,
+        &docs.iter().map(|d| d.id).collect::<Vec<_>>(),
+        &docs.iter().map(|d| d.org_id.as_uuid()).collect::<Vec<_>>(),
+        &docs.iter().map(|d| d.distributor_id).collect::<Vec<_>>(),
+        &docs.iter().map(|d| d.kind.as_str()).collect::<Vec<_>>() as &[&str],
+        &numbers,
+        &docs.iter().map(|d| d.currency.as_str()).collect::<Vec<_>>() as &[&str],
+        &docs.iter().map(|d| d.subtotal_minor).collect::<Vec<_>>(),
+        issued_at,
+        due_at,
+        &docs.iter().map(|d| d.run_id).collect::<Vec<_>>() as &[Option<Uuid>],
+        &docs
+            .iter()
+            .map(|d| d.created_by.map(|u| u.as_uuid()))
+            .collect::<Vec<_>>() as &[Option<Uuid>],
+    )
+    .execute(&mut *conn)
+    .await?;
+    let lines = docs
+        .iter()
+        .flat_map(|d| d.charges.iter().enumerate().map(move |(i, c)| (d, i, c)));
+    let (mut inv, mut pos, mut charge, mut status) = (vec![], vec![], vec![], vec![]);
+    let (mut desc, mut brand, mut qty, mut unit, mut amount) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for (d, i, c) in lines {
+        inv.push(d.id);
+        pos.push(i as i32 + 1);
+        charge.push(c.id);
+        status.push(d.kind.charge_status());
+        desc.push(c.description.as_str());
+        brand.push(c.brand.as_str());
+        qty.push(c.qty);
+        unit.push(c.unit_minor);
+        amount.push(c.amount_minor);
+    }
+    sqlx::query!(
+        r#"INSERT INTO invoice_lines (invoice_id, position, charge_id, description, brand, qty,
+                                      unit_minor, amount_minor)
+           SELECT * FROM unnest($1::uuid[], $2::int[], $3::uuid[], $4::text[], $5::text[],
+                                $6::int[], $7::bigint[], $8::bigint[])"#,
+        &inv,
+        &pos,
+        &charge,
+        &desc as &[&str],
+        &brand as &[&str],
+        &qty,
+        &unit,
+        &amount,
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        "UPDATE charges c SET status = u.status, invoice_id = u.inv \
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(id, inv, status) WHERE c.id = u.id",
+        &charge,
+        &inv,
+        &status as &[&str],
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(numbers)
+}
+
+/// A document (of `org`, when given: another organization's is None).
+pub async fn invoice(
+    conn: &mut PgConnection,
+    id: Uuid,
+    org: Option<OrgId>,
+) -> sqlx::Result<Option<Invoice>> {
+    sqlx::query_as!(
+        Invoice,
+        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind, status AS "status!",
+                  currency, subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+                  paid_at, voided_at, legal_document_url, converted_to, run_id
+             FROM invoices WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2)"#,
+        id,
+        org.map(|o| o.as_uuid()),
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The document, locked for the rest of the transaction.
+pub async fn lock_invoice(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Invoice>> {
+    sqlx::query_as!(
+        Invoice,
+        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind, status AS "status!",
+                  currency, subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+                  paid_at, voided_at, legal_document_url, converted_to, run_id
+             FROM invoices WHERE id = $1 FOR UPDATE"#,
+        id,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Which organization a document belongs to (to lock it first).
+pub async fn invoice_org(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<OrgId>> {
+    sqlx::query_scalar!(
+        r#"SELECT org_id AS "o: OrgId" FROM invoices WHERE id = $1"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn lines(pool: &PgPool, invoice: Uuid) -> sqlx::Result<Vec<InvoiceLine>> {
+    sqlx::query_as!(
+        InvoiceLine,
+        "SELECT position, charge_id, description, brand, qty, unit_minor, amount_minor \
+         FROM invoice_lines WHERE invoice_id = $1 ORDER BY position",
+        invoice,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Which documents a list shows: one organization's, or one entity's.
+#[derive(Clone, Copy)]
+pub enum Owner {
+    Org(OrgId),
+    Distributor(Uuid),
+}
+
+impl Owner {
+    fn split(self) -> (Option<Uuid>, Option<Uuid>) {
+        match self {
+            Owner::Org(o) => (Some(o.as_uuid()), None),
+            Owner::Distributor(d) => (None, Some(d)),
+        }
+    }
+}
+
+/// Documents newest first, optionally of one kind and status.
+pub async fn invoices(
+    pool: &PgPool,
+    owner: Owner,
+    kind: Option<&str>,
+    status: Option<&str>,
+    after: Option<After>,
+    limit: i64,
+) -> sqlx::Result<Vec<Invoice>> {
+    let (org, dist) = owner.split();
+    let (at, id) = after.unzip();
+    sqlx::query_as!(
+        Invoice,
+        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind, status AS "status!",
+                  currency, subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+                  paid_at, voided_at, legal_document_url, converted_to, run_id
+             FROM invoices
+            WHERE ($1::uuid IS NULL OR org_id = $1) AND ($2::uuid IS NULL OR distributor_id = $2)
+              AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR status = $4)
+              AND ($5::timestamptz IS NULL OR (issued_at, id) < ($5, $6))
+            ORDER BY issued_at DESC, id DESC LIMIT $7"#,
+        org,
+        dist,
+        kind,
+        status,
+        at,
+        id,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Void a document (its paid_minor is 0: the caller checked, and Postgres
+/// refuses otherwise); `converted_to` when a conversion voids a proforma.
+pub async fn void(
+    conn: &mut PgConnection,
+    id: Uuid,
+    converted_to: Option<Uuid>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE invoices SET voided_at = now(), converted_to = $2 WHERE id = $1",
+        id,
+        converted_to,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn set_legal_document(
+    conn: &mut PgConnection,
+    id: Uuid,
+    url: Option<&str>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE invoices SET legal_document_url = $2 WHERE id = $1",
+        id,
+        url
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Apply `amount` to a locked document's paid_minor (the caller checked it
+/// fits); paid_at is set when that pays it in full.
+pub async fn add_paid(conn: &mut PgConnection, id: Uuid, amount: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE invoices SET paid_minor = paid_minor + $2, \
+         paid_at = CASE WHEN paid_minor + $2 = total_minor THEN now() ELSE NULL END WHERE id = $1",
+        id,
+        amount,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+// ---- payments --------------------------------------------------------------
+
+pub struct NewPayment<'a> {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub invoice_id: Option<Uuid>,
+    pub amount_minor: i64,
+    pub currency: &'a str,
+    pub method: &'a str,
+    pub reference: &'a str,
+    pub received_at: time::Date,
+    pub note: &'a str,
+    pub applied_minor: i64,
+    pub wallet_transaction_id: Option<i64>,
+    pub claim_id: Option<Uuid>,
+    pub created_by: UserId,
+}
+
+pub async fn insert_payment(conn: &mut PgConnection, p: &NewPayment<'_>) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO payments (id, org_id, invoice_id, amount_minor, currency, method, reference, \
+                               received_at, note, applied_minor, wallet_transaction_id, claim_id, \
+                               created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        p.id,
+        p.org_id as OrgId,
+        p.invoice_id,
+        p.amount_minor,
+        p.currency,
+        p.method,
+        p.reference,
+        p.received_at,
+        p.note,
+        p.applied_minor,
+        p.wallet_transaction_id,
+        p.claim_id,
+        p.created_by as UserId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn payment(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Payment> {
+    sqlx::query_as!(
+        Payment,
+        r#"SELECT p.id, p.org_id AS "org_id: OrgId", p.invoice_id, i.number AS "invoice_number?",
+                  p.amount_minor, p.currency, p.method, p.reference,
+                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor,
+                  p.wallet_transaction_id, p.claim_id, p.created_at
+             FROM payments p LEFT JOIN invoices i ON i.id = p.invoice_id WHERE p.id = $1"#,
+        id,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Payments newest first (by date received, then recorded).
+pub async fn payments(
+    pool: &PgPool,
+    owner: Owner,
+    after: Option<After>,
+    limit: i64,
+) -> sqlx::Result<Vec<Payment>> {
+    let (org, dist) = owner.split();
+    let (at, id) = after.unzip();
+    sqlx::query_as!(
+        Payment,
+        r#"SELECT p.id, p.org_id AS "org_id: OrgId", p.invoice_id, i.number AS "invoice_number?",
+                  p.amount_minor, p.currency, p.method, p.reference,
+                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor,
+                  p.wallet_transaction_id, p.claim_id, p.created_at
+             FROM payments p LEFT JOIN invoices i ON i.id = p.invoice_id
+            WHERE ($1::uuid IS NULL OR p.org_id = $1)
+              AND ($2::uuid IS NULL OR p.org_id IN
+                     (SELECT o.id FROM organizations o WHERE o.distributor_id = $2))
+              AND ($3::timestamptz IS NULL OR (p.created_at, p.id) < ($3, $4))
+            ORDER BY p.created_at DESC, p.id DESC LIMIT $5"#,
+        org,
+        dist,
+        at,
+        id,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+pub async fn insert_settlement(
+    conn: &mut PgConnection,
+    invoice: Uuid,
+    org: OrgId,
+    amount: i64,
+    wallet_transaction_id: i64,
+    by: UserId,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO wallet_settlements (id, invoice_id, org_id, amount_minor, \
+                                         wallet_transaction_id, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        Uuid::now_v7(),
+        invoice,
+        org as OrgId,
+        amount,
+        wallet_transaction_id,
+        by as UserId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+// ---- claims ----------------------------------------------------------------
+
+pub struct NewClaim<'a> {
+    pub org_id: OrgId,
+    pub invoice_id: Option<Uuid>,
+    pub amount_minor: i64,
+    pub currency: &'a str,
+    pub reference: &'a str,
+    pub note: &'a str,
+    pub created_by: UserId,
+}
+
+pub async fn pending_claims_of(conn: &mut PgConnection, org: OrgId) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM payment_claims WHERE org_id = $1 AND status = 'pending'"#,
+        org as OrgId,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn insert_claim(conn: &mut PgConnection, c: &NewClaim<'_>) -> sqlx::Result<PaymentClaim> {
+    sqlx::query_as!(
+        PaymentClaim,
+        r#"INSERT INTO payment_claims (id, org_id, invoice_id, amount_minor, currency, reference,
+                                       note, created_by)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+           RETURNING id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id,
+                     amount_minor, currency, reference, note, status, review_notes, payment_id,
+                     created_at, reviewed_at"#,
+        Uuid::now_v7(),
+        c.org_id as OrgId,
+        c.invoice_id,
+        c.amount_minor,
+        c.currency,
+        c.reference,
+        c.note,
+        c.created_by as UserId,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn claims_of(
+    pool: &PgPool,
+    org: OrgId,
+    after: Option<After>,
+    limit: i64,
+) -> sqlx::Result<Vec<PaymentClaim>> {
+    let (at, id) = after.unzip();
+    sqlx::query_as!(
+        PaymentClaim,
+        r#"SELECT id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
+                  currency, reference, note, status, review_notes, payment_id, created_at,
+                  reviewed_at
+             FROM payment_claims WHERE org_id = $1
+              AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+            ORDER BY created_at DESC, id DESC LIMIT $4"#,
+        org as OrgId,
+        at,
+        id,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// The staff queue: pending claims, oldest first, with the organization's name.
+pub async fn claim_queue(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<PaymentClaim>> {
+    sqlx::query_as!(
+        PaymentClaim,
+        r#"SELECT c.id, c.org_id AS "org_id: OrgId", o.name AS "org_name?", c.invoice_id,
+                  c.amount_minor, c.currency, c.reference, c.note, c.status, c.review_notes,
+                  c.payment_id, c.created_at, c.reviewed_at
+             FROM payment_claims c JOIN organizations o ON o.id = c.org_id
+            WHERE c.status = 'pending' ORDER BY c.created_at, c.id LIMIT $1"#,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+pub async fn claim_org(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<OrgId>> {
+    sqlx::query_scalar!(
+        r#"SELECT org_id AS "o: OrgId" FROM payment_claims WHERE id = $1"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn lock_claim(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<PaymentClaim>> {
+    sqlx::query_as!(
+        PaymentClaim,
+        r#"SELECT id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
+                  currency, reference, note, status, review_notes, payment_id, created_at,
+                  reviewed_at
+             FROM payment_claims WHERE id = $1 FOR UPDATE"#,
+        id,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Decide a pending claim (locked by the caller): approved with its payment,
+/// or rejected with notes. The claim as it is now.
+pub async fn decide_claim(
+    conn: &mut PgConnection,
+    id: Uuid,
+    status: &str,
+    review_notes: &str,
+    payment_id: Option<Uuid>,
+    by: UserId,
+) -> sqlx::Result<PaymentClaim> {
+    sqlx::query_as!(
+        PaymentClaim,
+        r#"UPDATE payment_claims SET status = $2, review_notes = $3, payment_id = $4,
+                  reviewed_by = $5, reviewed_at = now()
+            WHERE id = $1
+        RETURNING id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
+                  currency, reference, note, status, review_notes, payment_id, created_at,
+                  reviewed_at"#,
+        id,
+        status,
+        review_notes,
+        payment_id,
+        by as UserId,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+// ---- billing runs ----------------------------------------------------------
+
+/// A billing run with its counts (read from the invoices it issued).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Run {
+    pub id: Uuid,
+    pub period: String,
+    pub status: String,
+    pub organizations: i64,
+    pub invoices: i64,
+    pub charges: i64,
+    /// Issued totals by currency.
+    pub totals: serde_json::Value,
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub finished_at: Option<OffsetDateTime>,
+}
+
+/// Create the run of `period`, or find it: `(id, created)`.
+pub async fn start_run(pool: &PgPool, period: &str, by: UserId) -> sqlx::Result<(Uuid, bool)> {
+    let created = sqlx::query_scalar!(
+        "INSERT INTO billing_runs (id, period, started_by) VALUES ($1, $2, $3) \
+         ON CONFLICT (period) DO NOTHING RETURNING id",
+        Uuid::now_v7(),
+        period,
+        by as UserId,
+    )
+    .fetch_optional(pool)
+    .await?;
+    if let Some(id) = created {
+        return Ok((id, true));
+    }
+    let id = sqlx::query_scalar!("SELECT id FROM billing_runs WHERE period = $1", period)
+        .fetch_one(pool)
+        .await?;
+    Ok((id, false))
+}
+
+pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Run>> {
+    sqlx::query_as!(
+        Run,
+        r#"SELECT r.id, r.period, r.status, r.started_at, r.finished_at,
+                  (SELECT count(DISTINCT org_id) FROM invoices WHERE run_id = r.id) AS "organizations!",
+                  (SELECT count(*) FROM invoices WHERE run_id = r.id) AS "invoices!",
+                  (SELECT count(*) FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id
+                    WHERE i.run_id = r.id) AS "charges!",
+                  (SELECT COALESCE(jsonb_object_agg(currency, total), '{}'::jsonb) FROM
+                     (SELECT currency, sum(total_minor)::bigint AS total FROM invoices
+                       WHERE run_id = r.id GROUP BY currency) t) AS "totals!"
+             FROM billing_runs r WHERE r.id = $1"#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Up to `max` organizations with pending usage charges of `period` that no
+/// other transaction holds, locked: `(org, distributor)`, in id order.
+pub async fn lock_run_orgs(
+    conn: &mut PgConnection,
+    period: &str,
+    max: i64,
+) -> sqlx::Result<Vec<(OrgId, Uuid)>> {
+    Ok(sqlx::query!(
+        r#"SELECT o.id AS "id: OrgId", o.distributor_id FROM organizations o
+            WHERE o.id IN (SELECT DISTINCT org_id FROM charges
+                            WHERE period = $1 AND status = 'pending' AND source = 'usage')
+            ORDER BY o.id LIMIT $2 FOR NO KEY UPDATE OF o SKIP LOCKED"#,
+        period,
+        max,
+    )
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.distributor_id))
+    .collect())
+}
+
+/// The pending usage charges of `period` of `orgs` (locked by the caller),
+/// locked, by organization then age.
+pub async fn lock_run_charges(
+    conn: &mut PgConnection,
+    period: &str,
+    orgs: &[OrgId],
+) -> sqlx::Result<Vec<Charge>> {
+    sqlx::query_as!(
+        Charge,
+        r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
+                  amount_minor, currency, status, source, period, invoice_id, created_at
+             FROM charges
+            WHERE org_id = ANY($2) AND period = $1 AND status = 'pending' AND source = 'usage'
+            ORDER BY org_id, currency, created_at, id FOR UPDATE"#,
+        period,
+        orgs as &[OrgId],
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Mark the run done once nothing of its period is left to invoice.
+pub async fn finish_run(pool: &PgPool, id: Uuid, period: &str) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE billing_runs SET status = 'done', finished_at = now() \
+          WHERE id = $1 AND status = 'running' AND NOT EXISTS \
+            (SELECT 1 FROM charges WHERE period = $2 AND status = 'pending' AND source = 'usage')",
+        id,
+        period,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Runs left running (a replica stopped mid-run): `(id, period)`.
+pub async fn running_runs(pool: &PgPool) -> sqlx::Result<Vec<(Uuid, String)>> {
+    Ok(
+        sqlx::query!("SELECT id, period FROM billing_runs WHERE status = 'running'")
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r.period))
+            .collect(),
+    )
+}
+
+/// Who a document is from and to, for its preview.
+pub struct Parties {
+    pub org_name: String,
+    pub issuer_name: String,
+    pub issuer_legal_name: String,
+    pub issuer_address: String,
+    pub issuer_tax_id: String,
+    pub bank_name: String,
+    pub bank_iban: String,
+    pub bank_swift: String,
+}
+
+pub async fn parties(pool: &PgPool, invoice: Uuid) -> sqlx::Result<Parties> {
+    sqlx::query_as!(
+        Parties,
+        "SELECT o.name AS org_name, d.name AS issuer_name, d.legal_name AS issuer_legal_name, \
+                d.address AS issuer_address, d.tax_id AS issuer_tax_id, d.bank_name, d.bank_iban, \
+                d.bank_swift \
+           FROM invoices i JOIN organizations o ON o.id = i.org_id \
+           JOIN distributors d ON d.id = i.distributor_id WHERE i.id = $1",
+        invoice,
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// Whether `user` observes distributor entity `distributor`.
+pub async fn observes(pool: &PgPool, user: UserId, distributor: Uuid) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM distributor_staff
+                           WHERE distributor_id = $1 AND user_id = $2) AS "e!""#,
+        distributor,
+        user as UserId,
+    )
+    .fetch_one(pool)
+    .await
+}
