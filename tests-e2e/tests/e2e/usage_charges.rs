@@ -386,6 +386,38 @@ async fn usage_across_month_boundaries_is_charged_per_month() {
         (whole.qty, whole.unit_minor, whole.amount_minor),
         (1, MONTHLY, MONTHLY)
     );
+
+    // Last month's billing run invoices last month's usage (A's first piece
+    // and B's middle one), and nothing of this month's.
+    let staff = s.sign_in("staff@example.com").await;
+    let last = month(this - time::Duration::days(1));
+    let run = s
+        .post(
+            "/v1/admin/billing-runs",
+            Some(&staff),
+            serde_json::json!({"period": last}),
+        )
+        .await;
+    assert_eq!(run.status, 201, "{:?}", run.body);
+    assert_eq!(
+        run.body["totals"]["TRY"].as_i64(),
+        Some(
+            got.iter()
+                .filter(|c| c.period.as_deref() == Some(last.as_str()))
+                .map(|c| c.amount_minor)
+                .sum::<i64>()
+        ),
+        "{:?}",
+        run.body
+    );
+    for c in charges(&s, &org).await {
+        let want = if c.period.as_deref() == Some(last.as_str()) {
+            "invoiced"
+        } else {
+            "pending"
+        };
+        assert_eq!(c.status, want, "{c:?}");
+    }
 }
 
 #[tokio::test]
