@@ -8,7 +8,7 @@
 //! so a re-published outbox row is dropped by the server's de-duplication.
 //! proto-docs/events.md is the catalogue.
 
-use hub_domain::{OrgId, UserId};
+use hub_domain::{Currency, MinorUnits, OrgId, UserId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -388,6 +388,64 @@ pub fn product_subject(kind: &str) -> String {
     format!("product.v1.{kind}")
 }
 
+/// The product event kinds webhook endpoints receive (the spec's Events
+/// table). Every other kind on the PRODUCT stream is internal (usage for
+/// billing) and never leaves the hub.
+pub const WEBHOOK_KINDS: [&str; 3] = [SERVER_CREATED, SERVER_ACTIVE, SERVER_TERMINATED];
+
+/// Whether product events of `kind` are delivered to webhook endpoints.
+pub fn is_webhook_kind(kind: &str) -> bool {
+    WEBHOOK_KINDS.contains(&kind)
+}
+
+/// A server's billable usage over one piece of a usage period, priced:
+/// kind [`USAGE_RECORDED`], subject [`USAGE_SUBJECT`], in a
+/// [`ProductEvent`] whose `org_id` is the organization that used it.
+/// server-product writes one whenever a usage period closes (termination,
+/// resize, transfer, and at each calendar month's first instant, UTC), in the
+/// closing transaction; `[started_at, ended_at)` always lies within one
+/// calendar month (UTC), `period`. org-billing turns it into a pending charge,
+/// once per `usage_period_id`. A piece that costs nothing (a free SKU, no
+/// time) has no event. Pricing: proto-docs/decisions.md, "Usage charges".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageRecorded {
+    /// server-product's `usage_periods.id`: one event, and one charge, per piece.
+    pub usage_period_id: i64,
+    pub server_id: Uuid,
+    pub hostname: String,
+    pub sku_id: String,
+    pub sku_name: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub ended_at: OffsetDateTime,
+    /// The calendar month (UTC) of the piece, `YYYY-MM`.
+    pub period: String,
+    /// Billable hours, or 1 for a whole month (or a piece capped at the
+    /// monthly price).
+    pub qty: i32,
+    pub unit_minor: MinorUnits,
+    /// Always `qty * unit_minor`, more than zero.
+    pub amount_minor: MinorUnits,
+    pub currency: Currency,
+}
+
+/// Usage of a server, for billing (internal: never a webhook).
+pub const USAGE_RECORDED: &str = "usage.recorded";
+/// The subject of [`UsageRecorded`] (relative to the deployment's prefix).
+pub const USAGE_SUBJECT: &str = "product.v1.usage.recorded";
+
+/// Hours billed for `[started_at, ended_at)`: every hour begun counts
+/// (ceil of the length over 3,600 s); none for an empty or negative span.
+pub fn billable_hours(started_at: OffsetDateTime, ended_at: OffsetDateTime) -> i64 {
+    let nanos = (ended_at - started_at).whole_nanoseconds();
+    if nanos <= 0 {
+        return 0;
+    }
+    let hour = 3_600_000_000_000i128;
+    i64::try_from((nanos + hour - 1) / hour).unwrap_or(i64::MAX)
+}
+
 /// Bodies of internal (service-to-service) calls, shared by both sides.
 pub mod internal {
     use hub_domain::KycStatus;
@@ -646,6 +704,31 @@ mod tests {
         for k in [SERVER_CREATED, SERVER_ACTIVE, SERVER_TERMINATED] {
             assert!(product_subject(k).starts_with(SERVER_EVENTS.trim_end_matches('>')));
         }
+    }
+
+    #[test]
+    fn usage_is_a_product_event_but_no_webhook_kind() {
+        assert_eq!(product_subject(USAGE_RECORDED), USAGE_SUBJECT);
+        assert!(!is_webhook_kind(USAGE_RECORDED));
+        for k in [SERVER_CREATED, SERVER_ACTIVE, SERVER_TERMINATED] {
+            assert!(is_webhook_kind(k), "{k}");
+        }
+        assert!(STREAMS
+            .iter()
+            .any(|(_, pat)| USAGE_SUBJECT.starts_with(pat.trim_end_matches('>'))));
+    }
+
+    #[test]
+    fn every_hour_begun_is_billed() {
+        let t = OffsetDateTime::UNIX_EPOCH;
+        let h = |secs: i64| billable_hours(t, t + time::Duration::seconds(secs));
+        assert_eq!((h(0), h(1), h(3600), h(3601), h(7200)), (0, 1, 1, 2, 2));
+        assert_eq!(billable_hours(t + time::Duration::SECOND, t), 0);
+        assert_eq!(
+            billable_hours(t, t + time::Duration::milliseconds(1)),
+            1,
+            "a part of a second is a part of an hour"
+        );
     }
 
     #[test]

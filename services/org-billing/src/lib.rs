@@ -13,6 +13,7 @@ mod routes;
 pub mod seed;
 pub mod settings;
 mod state;
+mod usage;
 
 pub use routes::configure;
 pub use settings::Settings;
@@ -159,6 +160,17 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             async move { kyc::on_changed(&state, env).await }
         },
     ));
+    tasks.push(usage::spawn(
+        js.clone(),
+        settings.nats.clone(),
+        usage::Usage {
+            pool: pool.clone(),
+            outbox: outbox.clone(),
+            naming: naming.clone(),
+            brand: settings.usage.brand.clone(),
+        },
+        cancel.clone(),
+    ));
     tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(
         js,
         settings.nats.clone(),
@@ -218,7 +230,8 @@ impl service_kit::service::Service for OrgBilling {
         (hub_domain::ServiceName::Kyc.as_str(), "kyc"),
     ];
     const EMITS: &'static [&'static str] = &[AuditRecorded::SUBJECT, OrgCreated::SUBJECT];
-    const CONSUMES: &'static [nats::Durable] = &[KYC_CONSUMER, MEMBERSHIPS_CONSUMER];
+    const CONSUMES: &'static [nats::Durable] =
+        &[KYC_CONSUMER, MEMBERSHIPS_CONSUMER, usage::CONSUMER];
     type Settings = Settings;
 
     async fn migrate(s: &Settings) -> anyhow::Result<()> {

@@ -36,6 +36,13 @@ pub struct Settings {
     pub billing: BillingSettings,
     /// Seals the verified legal identity of each organization at rest.
     pub sealing: SealingSettings,
+    /// Charges made of server-product's usage.
+    pub usage: UsageSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageSettings {
+    pub brand: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]

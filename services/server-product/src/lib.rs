@@ -1,9 +1,10 @@
 //! server-product: the product API for ordering servers. SKUs, servers with
 //! one lifecycle ([`lifecycle`]), provisioning through a provider driver
 //! ([`provider`], durable jobs run by [`worker`]) or a staff fulfilment queue,
-//! power and termination, usage, and the service-contract surface. Owns the
-//! Postgres schema `server_product`; emits `server.created`, `server.active`
-//! and `server.terminated` to the PRODUCT stream through its outbox.
+//! power and termination, usage and its billing data ([`usage`]), and the
+//! service-contract surface. Owns the Postgres schema `server_product`; emits
+//! `server.created`, `server.active`, `server.terminated` and (internal, for
+//! org-billing) `usage.recorded` to the PRODUCT stream through its outbox.
 
 pub mod catalog;
 pub mod lifecycle;
@@ -15,6 +16,7 @@ mod servers;
 pub mod settings;
 mod skus;
 mod state;
+pub mod usage;
 pub mod worker;
 
 pub use routes::configure;
@@ -111,6 +113,28 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             cancel.clone(),
         ));
     }
+    {
+        // Open usage periods are closed and continued at each month's first
+        // instant (UTC), so that every piece billed lies in one month.
+        let (pool, naming, outbox) = (pool.clone(), state.naming.clone(), outbox.clone());
+        let clock = rt.clock.clone();
+        tasks.push(service_kit::shutdown::spawn_periodic(
+            "server-product-usage-months",
+            Duration::from_secs(settings.usage.month_split_interval_secs),
+            cancel.clone(),
+            move || {
+                let (pool, naming, outbox, now) =
+                    (pool.clone(), naming.clone(), outbox.clone(), clock.now());
+                async move {
+                    let pieces = usage::split_months(&pool, &naming, now).await?;
+                    if pieces > 0 {
+                        outbox.kick();
+                    }
+                    Ok(pieces)
+                }
+            },
+        ));
+    }
     f.tasks.extend(tasks);
     f.serve(&settings.http, state, configure)
 }
@@ -123,11 +147,12 @@ impl service_kit::service::Service for ServerProduct {
     const AUDIENCE: &'static str = SERVICE;
     const TARGET: &'static str = module_path!();
     const SCHEMA: &'static str = SCHEMA;
-    /// Its audit events and its product events (`product.v1.server.<kind>`,
-    /// `servers::emit`).
+    /// Its audit events, its product events (`product.v1.server.<kind>`,
+    /// `servers::emit`) and usage for billing (`usage::close`).
     const EMITS: &'static [&'static str] = &[
         <event_contracts::AuditRecorded as event_contracts::Event>::SUBJECT,
         event_contracts::SERVER_EVENTS,
+        event_contracts::USAGE_SUBJECT,
     ];
     type Settings = Settings;
 

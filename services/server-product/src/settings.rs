@@ -26,6 +26,12 @@ pub struct Settings {
     #[serde(default)]
     pub catalog: CatalogSettings,
     pub jobs: RelaySettings,
+    pub usage: UsageSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageSettings {
+    pub month_split_interval_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,7 +1,12 @@
 //! Fan-out: each product event on the PRODUCT stream becomes one delivery per
 //! endpoint of its organization that existed when the event was committed (a
 //! durable consumer; one INSERT per batch of events; idempotent by
-//! (endpoint, event), so a redelivered event adds nothing).
+//! (endpoint, event), so a redelivered event adds nothing). Only the webhook
+//! kinds ([`event_contracts::WEBHOOK_KINDS`]) go out: the stream also carries
+//! internal events (`usage.recorded`, billing data for org-billing), which
+//! every endpoint would otherwise receive (endpoints have no event filter), so
+//! they are acknowledged and skipped here rather than by narrowing the durable
+//! consumer's subject on deployments that have it.
 
 use crate::state::AppState;
 use event_contracts::ProductEvent;
@@ -18,6 +23,9 @@ pub async fn store(state: &AppState, msgs: Vec<RawMessage>) -> anyhow::Result<()
     let mut at: Vec<OffsetDateTime> = Vec::with_capacity(msgs.len());
     for m in msgs {
         match serde_json::from_slice::<ProductEvent<serde_json::Value>>(&m.payload) {
+            Ok(e) if !event_contracts::is_webhook_kind(&e.kind) => {
+                tracing::debug!(kind = %e.kind, "internal product event; not for webhooks")
+            }
             Ok(e) => {
                 ids.push(e.id);
                 orgs.push(e.org_id);

@@ -38,4 +38,5 @@ pub mod servers;
 mod sessions;
 mod tls;
 mod traversal;
+mod usage_charges;
 mod webhooks;

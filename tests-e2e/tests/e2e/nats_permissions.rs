@@ -245,7 +245,8 @@ async fn the_whole_stack_works_with_every_service_as_its_own_nats_user() {
     assert_eq!(ep.status, 201, "{:?}", ep.body);
     let r = crate::servers::order(&s, &owner, &org, "vps-small", "nats-users").await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    crate::servers::wait_for(&s, &owner, &crate::servers::sid(&r), "active").await;
+    let server = crate::servers::sid(&r);
+    crate::servers::wait_for(&s, &owner, &server, "active").await;
     let arrived = eventually(Duration::from_secs(20), || async {
         (delivered.load(std::sync::atomic::Ordering::SeqCst) >= 2).then_some(())
     })
@@ -265,6 +266,28 @@ async fn the_whole_stack_works_with_every_service_as_its_own_nats_user() {
         )
         .await;
     assert_eq!(kyc.status, 201, "{:?}", kyc.body);
+    // server-product's usage event and org-billing's consumer of it (a charge).
+    let ended = crate::servers::p_call(
+        &s,
+        "POST",
+        &format!("/v1/servers/{server}/terminate"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(ended.status, 200, "{:?}", ended.body);
+    let charged = eventually(Duration::from_secs(20), || async {
+        let n: i64 = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM org_billing.charges WHERE org_id = $1 AND source = 'usage'"#,
+            uuid::Uuid::parse_str(&org).ok()?,
+        )
+        .fetch_one(&s.db)
+        .await
+        .ok()?;
+        (n == 1).then_some(())
+    })
+    .await;
+    assert!(charged.is_some(), "the usage was not charged");
 
     // Every consumer handled everything, every outbox was published.
     for e in hub_stack::SERVICES {

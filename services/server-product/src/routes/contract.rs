@@ -9,6 +9,7 @@ use crate::{
     servers::{self, store, Row, Status},
     skus,
     state::AppState,
+    usage,
 };
 use actix_web::{web, HttpResponse};
 use hub_domain::{Capability, OrgId, ServerId};
@@ -185,8 +186,9 @@ pub async fn resize(
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     lifecycle::transition(&mut tx, row.org_id, id, Action::Resize, now).await??;
+    // The period closing is on the old plan (it names its SKU).
+    usage::close(&mut tx, &state.naming, &row, now).await?;
     let resized = store::set_sku(&mut tx, id, &body.plan).await?;
-    servers::close_usage(&mut tx, id, now).await?;
     servers::open_usage(&mut tx, &resized, now).await?;
     service_kit::outbox::audit(
         &mut tx,
@@ -237,7 +239,8 @@ pub async fn transfer(
             ))
         })?;
     if store::has_open_usage(&mut tx, id).await? {
-        servers::close_usage(&mut tx, id, now).await?;
+        // The period closing is the giving organization's (it names it).
+        usage::close(&mut tx, &state.naming, &moved, now).await?;
         servers::open_usage(&mut tx, &moved, now).await?;
     }
     for org in [row.org_id, body.to_org_id] {

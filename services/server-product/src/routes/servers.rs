@@ -14,6 +14,7 @@ use crate::{
     },
     skus,
     state::AppState,
+    usage,
 };
 use actix_web::{web, HttpResponse};
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
@@ -270,7 +271,7 @@ pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> Ap
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     let done = lifecycle::transition(&mut tx, row.org_id, id, Action::Terminate, now).await??;
-    servers::close_usage(&mut tx, id, now).await?;
+    usage::close(&mut tx, &state.naming, &done, now).await?;
     store::drop_job(&mut tx, id).await?;
     servers::emit(&mut tx, state, SERVER_TERMINATED, &done).await?;
     service_kit::outbox::audit(

@@ -5,7 +5,7 @@
 
 pub mod store;
 
-pub use store::{close_usage, open_usage};
+pub use store::open_usage;
 
 use crate::state::AppState;
 use event_contracts::{product_subject, ProductEvent};

@@ -345,23 +345,6 @@ pub async fn open_usage(
     Ok(())
 }
 
-/// Close `server`'s open usage period at `at`, if any (termination, resize,
-/// transfer out).
-pub async fn close_usage(
-    conn: &mut PgConnection,
-    server: Uuid,
-    at: OffsetDateTime,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "UPDATE usage_periods SET ended_at = $2 WHERE server_id = $1 AND ended_at IS NULL",
-        server,
-        at,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// Whether server `id` has an open usage period.
 pub async fn has_open_usage(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
     sqlx::query_scalar!(
