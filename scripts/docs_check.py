@@ -1,8 +1,8 @@
 """proto-docs/openapi.yaml is OpenAPI 3.1.0, version 0.1.0, and is the code's
 contract, both ways:
 
-- every route the services register (read from their routes modules) is
-  documented, and every documented operation is served: by the service the
+- every route the services register (read from their sources: the routes
+  modules and the route tables of the areas they call) is documented, and every documented operation is served: by the service the
   gateway's route table (services/gateway/defaults.toml) sends its path to, or
   by the gateway itself (the probes);
 - each path documents the servers that serve it: core paths the core host and
@@ -64,26 +64,27 @@ def service_dir(name):
 # (method, path) -> the service directories that register it publicly.
 served = {}
 internal_registered = 0
-for f in root.glob("services/*/src/routes*"):
-    for g in [f] if f.is_file() else f.glob("**/*.rs"):
-        text = g.read_text()
-        service = g.relative_to(root).parts[1]
-        for m in bare_verb.finditer(text):
-            failures.append(
-                f"{m.group(2).upper()} {m.group(1)} ({g.relative_to(root)}) is registered with "
-                f"web::{m.group(2)}(): use service_kit::methods::{m.group(2)}() (405 with Allow "
-                f"for the other methods)"
-            )
-        spans = internal_spans(text)
-        for m in route.finditer(text):
-            registered += 1
-            path, method = m.group(1), m.group(2)
-            if path.startswith("/internal/") or any(a <= m.start() <= b for a, b in spans):
-                internal_registered += 1
-                continue  # service-to-service only; documented in decisions.md
-            served.setdefault((method, path), set()).add(service)
-            if method not in paths.get(path, {}):
-                failures.append(f"{method.upper()} {path} ({g.relative_to(root)}) is not in openapi.yaml")
+# Every source file of every service: the routes modules, and the route
+# tables of areas they call (e.g. org-billing's billing::configure).
+for g in sorted(root.glob("services/*/src/**/*.rs")):
+    text = g.read_text()
+    service = g.relative_to(root).parts[1]
+    for m in bare_verb.finditer(text):
+        failures.append(
+            f"{m.group(2).upper()} {m.group(1)} ({g.relative_to(root)}) is registered with "
+            f"web::{m.group(2)}(): use service_kit::methods::{m.group(2)}() (405 with Allow "
+            f"for the other methods)"
+        )
+    spans = internal_spans(text)
+    for m in route.finditer(text):
+        registered += 1
+        path, method = m.group(1), m.group(2)
+        if path.startswith("/internal/") or any(a <= m.start() <= b for a, b in spans):
+            internal_registered += 1
+            continue  # service-to-service only; documented in decisions.md
+        served.setdefault((method, path), set()).add(service)
+        if method not in paths.get(path, {}):
+            failures.append(f"{method.upper()} {path} ({g.relative_to(root)}) is not in openapi.yaml")
 
 
 def owner(table, path):

@@ -13,7 +13,9 @@
 #   HUB_TOKEN                           a session bearer (staff, owner of HUB_ORG_ID)
 #   HUB_ORG_ID, HUB_USER_ID, HUB_MEMBER_ID, HUB_KEY_ID, HUB_SESSION_ID,
 #   HUB_SUBMISSION_ID, HUB_SERVER_ID, HUB_MANUAL_SERVER_ID, HUB_WEBHOOK_ID,
-#   HUB_CONVERSATION_ID, HUB_SKU_ID    ids made beforehand (see the toml)
+#   HUB_CONVERSATION_ID, HUB_SKU_ID,   ids made beforehand (see the toml)
+#   HUB_CHARGE_ID, HUB_PROFORMA_ID, HUB_INVOICE_ID, HUB_VOID_INVOICE_ID,
+#   HUB_CLAIM_ID, HUB_REJECT_CLAIM_ID, HUB_RUN_ID, HUB_DISTRIBUTOR_ID
 #
 # Tools, pinned, installed once into ~/.cache/hub-schemathesis-venv
 # (HUB_SCHEMATHESIS_VENV).

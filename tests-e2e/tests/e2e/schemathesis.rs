@@ -16,6 +16,32 @@ fn id(v: &serde_json::Value, key: &str) -> String {
     s
 }
 
+/// A pending staff charge of `org`: its id.
+async fn charge(s: &TestStack, staff: &str, org: &str) -> String {
+    let c = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/charges"),
+            Some(staff),
+            json!({"description": "Contract setup", "brand": "Hub", "amount_minor": 10000}),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{:?}", c.body);
+    id(&c.body, "id")
+}
+
+/// A document (`proformas` or `invoices`) of `org` holding `charge`: its id.
+async fn document(s: &TestStack, staff: &str, org: &str, kind: &str, charge: &str) -> String {
+    let d = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/{kind}"),
+            Some(staff),
+            json!({"charge_ids": [charge]}),
+        )
+        .await;
+    assert_eq!(d.status, 201, "{:?}", d.body);
+    id(&d.body, "id")
+}
+
 #[tokio::test]
 async fn the_api_answers_as_documented() {
     let s = TestStack::spawn().await;
@@ -34,6 +60,7 @@ async fn the_api_answers_as_documented() {
         .expect("the second session");
     let org = s.create_org(&staff, "Contract", "TR").await;
     assert_eq!(org.status, 201, "{:?}", org.body);
+    let distributor = id(&org.body, "distributor_entity_id");
     let org = id(&org.body, "id");
     let member = s
         .add_member(&staff, &org, "contract-member@example.com", "developer")
@@ -84,6 +111,46 @@ async fn the_api_answers_as_documented() {
     )
     .await;
     assert_eq!(sku.status, 201, "{:?}", sku.body);
+    // Billing records: a pending charge (waived by the run), a proforma (converted),
+    // an invoice (paid, claimed, updated) and another (voided), each from a charge
+    // of its own, two pending payment claims (one approved, one rejected), a wallet
+    // with money to pay from, and a billing run.
+    let pending_charge = charge(&s, &staff, &org).await;
+    let proforma = charge(&s, &staff, &org).await;
+    let proforma = document(&s, &staff, &org, "proformas", &proforma).await;
+    let invoice = charge(&s, &staff, &org).await;
+    let invoice = document(&s, &staff, &org, "invoices", &invoice).await;
+    let void_invoice = charge(&s, &staff, &org).await;
+    let void_invoice = document(&s, &staff, &org, "invoices", &void_invoice).await;
+    let mut claims = Vec::new();
+    for reference in ["contract-approve", "contract-reject"] {
+        let claim = s
+            .post(
+                &format!("/v1/organizations/{org}/payment-claims"),
+                Some(&staff),
+                json!({"amount_minor": 500, "currency": "TRY", "reference": reference,
+                       "invoice_id": invoice}),
+            )
+            .await;
+        assert_eq!(claim.status, 201, "{:?}", claim.body);
+        claims.push(id(&claim.body, "id"));
+    }
+    let credit = s
+        .post(
+            &format!("/v1/organizations/{org}/wallet/credit"),
+            Some(&staff),
+            json!({"amount_minor": 1_000_000}),
+        )
+        .await;
+    assert_eq!(credit.status, 200, "{:?}", credit.body);
+    let run = s
+        .post(
+            "/v1/admin/billing-runs",
+            Some(&staff),
+            json!({"period": "2020-01"}),
+        )
+        .await;
+    assert_eq!(run.status, 201, "{:?}", run.body);
 
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/schemathesis.sh");
     let mut command = std::process::Command::new(script);
@@ -104,7 +171,15 @@ async fn the_api_answers_as_documented() {
             "HUB_CONVERSATION_ID",
             id(&conversation.body, "conversation_id"),
         )
-        .env("HUB_SKU_ID", id(&sku.body, "id"));
+        .env("HUB_SKU_ID", id(&sku.body, "id"))
+        .env("HUB_CHARGE_ID", &pending_charge)
+        .env("HUB_PROFORMA_ID", &proforma)
+        .env("HUB_INVOICE_ID", &invoice)
+        .env("HUB_VOID_INVOICE_ID", &void_invoice)
+        .env("HUB_CLAIM_ID", &claims[0])
+        .env("HUB_REJECT_CLAIM_ID", &claims[1])
+        .env("HUB_RUN_ID", id(&run.body, "id"))
+        .env("HUB_DISTRIBUTOR_ID", &distributor);
     // The stack serves on this runtime meanwhile.
     let out = tokio::task::spawn_blocking(move || command.output())
         .await

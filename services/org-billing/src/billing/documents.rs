@@ -379,10 +379,11 @@ pub async fn update(
     Ok(HttpResponse::Ok().json(doc))
 }
 
-/// An absolute https URL with a host, at most [`URL_MAX`] characters.
+/// An absolute https URL of a DNS host, at most [`URL_MAX`] characters, as
+/// [`url_shape`] spells it (the pattern of the OpenAPI description).
 fn legal_url(raw: &str) -> ApiResult<String> {
     let bad = || ApiError::bad_request("legal_document_url must be an https URL");
-    if raw.len() > URL_MAX {
+    if raw.len() > URL_MAX || !url_shape(raw) {
         return Err(bad());
     }
     let u = reqwest::Url::parse(raw).map_err(|_| bad())?;
@@ -390,6 +391,45 @@ fn legal_url(raw: &str) -> ApiResult<String> {
         return Err(bad());
     }
     Ok(u.to_string())
+}
+
+/// `https://` then a host of dot-separated labels (letters and digits, single
+/// hyphens inside; the last label starts with a letter, so that it is never
+/// read as an IP address), an optional port of 1 to 4 digits, and an optional
+/// path, query or fragment of URL characters (`[A-Za-z0-9._~!$&'()*+,;=:@%/?#-]`).
+/// The OpenAPI pattern of `legal_document_url` is this rule, so the URL parser
+/// sees only what the description admits.
+fn url_shape(raw: &str) -> bool {
+    let Some(rest) = raw.strip_prefix("https://") else {
+        return false;
+    };
+    let end = rest.find([':', '/', '?', '#']).unwrap_or(rest.len());
+    let (host, rest) = rest.split_at(end);
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.split('-')
+                .all(|run| !run.is_empty() && run.bytes().all(|b| b.is_ascii_alphanumeric()))
+    };
+    let labels: Vec<&str> = host.split('.').collect();
+    if !labels.iter().all(|l| label(l))
+        || !labels
+            .last()
+            .is_some_and(|l| l.starts_with(|c: char| c.is_ascii_alphabetic()))
+    {
+        return false;
+    }
+    let rest = match rest.strip_prefix(':') {
+        Some(port) => {
+            let digits = port.find(['/', '?', '#']).unwrap_or(port.len());
+            if !(1..=4).contains(&digits) || !port[..digits].bytes().all(|b| b.is_ascii_digit()) {
+                return false;
+            }
+            &port[digits..]
+        }
+        None => rest,
+    };
+    rest.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._~!$&'()*+,;=:@%/?#-".contains(&b))
 }
 
 #[derive(Deserialize)]
@@ -503,4 +543,41 @@ pub async fn html(
         ))
         .insert_header(("x-content-type-options", "nosniff"))
         .body(super::html::render(&invoice, &lines, &parties)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_legal_document_url_is_an_https_url_of_a_dns_host() {
+        for good in [
+            "https://e-fatura.example/a.pdf",
+            "https://A.b2.Example:8443/x/y?z=1&w=%20#top",
+            "https://x",
+            "https://1.2.3.a/",
+        ] {
+            assert!(url_shape(good), "{good}");
+            assert!(legal_url(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "http://x.example/a.pdf",
+            "https://",
+            "https://t.x.z*",
+            "https://1.2.3.4/",
+            "https://a..b/",
+            "https://-a.b/",
+            "https://a--b.c/",
+            "https://a.b:/",
+            "https://a.b:12345/",
+            "https://a.b/ c",
+            "https://user@a.b/",
+            "https://a.b/\\c",
+            " https://a.b/",
+            "https://a.b/\u{e9}",
+        ] {
+            assert!(!url_shape(bad), "{bad}");
+            assert!(legal_url(bad).is_err(), "{bad}");
+        }
+    }
 }
