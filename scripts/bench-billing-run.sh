@@ -28,7 +28,7 @@ wait_http() { for _ in $(seq 1 500); do curl -fs "$1" >/dev/null 2>&1 && return 
 export HUB_PROFILE=dev RUST_LOG=warn
 export IDENTITY__DATABASE__URL="postgres://hub_identity@$PGH:$PGP/$DB" ORG_BILLING__DATABASE__URL="postgres://hub_org_billing@$PGH:$PGP/$DB"
 export IDENTITY__DATABASE__ADMIN_URL="postgres://postgres@$PGH:$PGP/$DB" ORG_BILLING__DATABASE__ADMIN_URL="postgres://postgres@$PGH:$PGP/$DB"
-export CORE_API_GATEWAY__PROXY__UPSTREAM_TIMEOUT_MS=600000
+export CORE_API_GATEWAY__PROXY__UPSTREAM_TIMEOUT_MS=600000 ORG_BILLING__SEED__BILLING_EXAMPLES=false
 for v in IDENTITY ORG_BILLING CORE_API_GATEWAY; do
   export "${v}__NATS__SUBJECT_PREFIX=benchb." "${v}__NATS__STREAM_SUFFIX=_benchb" "${v}__TELEMETRY__LOG_FORMAT=json"
 done
