@@ -61,6 +61,19 @@ pub fn cut<T>(
     rows
 }
 
+/// A page of `rows` (fetched with `limit + 1`) as the 200 answer, with the
+/// next page's cursor and link when there is more ([`cut`]).
+pub fn respond<T: serde::Serialize>(
+    rows: Vec<T>,
+    limit: i64,
+    key: impl Fn(&T) -> After,
+    next: impl Fn(&str) -> String,
+) -> actix_web::HttpResponse {
+    let mut resp = actix_web::HttpResponse::Ok();
+    let page = cut(rows, limit, &mut resp, key, next);
+    resp.json(page)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

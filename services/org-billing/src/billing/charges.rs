@@ -35,25 +35,17 @@ pub async fn list(
     q: web::Query<ListQuery>,
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
-    super::authorize_reader(&caller, org)?;
+    super::readable(&state, &caller, org).await?;
     let status = super::one_of("status", q.status.as_deref(), &CHARGE_STATUSES)?;
     let (limit, after) = super::page_of(&state, q.limit, q.cursor.as_deref())?;
-    store::org_currency(&state.pool, org)
-        .await?
-        .ok_or(ApiError::NotFound)?;
     let rows = store::charges_of(&state.pool, org, status, after, limit + 1).await?;
-    let mut resp = HttpResponse::Ok();
-    let page = page::cut(
+    let s = status.map(|s| format!("&status={s}")).unwrap_or_default();
+    Ok(page::respond(
         rows,
         limit,
-        &mut resp,
         |c| (c.created_at, c.id),
-        |c| {
-            let s = status.map(|s| format!("&status={s}")).unwrap_or_default();
-            format!("/v1/organizations/{org}/charges?limit={limit}{s}&cursor={c}")
-        },
-    );
-    Ok(resp.json(page))
+        |c| format!("/v1/organizations/{org}/charges?limit={limit}{s}&cursor={c}"),
+    ))
 }
 
 #[derive(Deserialize, serde::Serialize)]

@@ -122,21 +122,15 @@ pub async fn list(
     q: web::Query<ListQuery>,
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
-    super::authorize_reader(&caller, org)?;
+    super::readable(&state, &caller, org).await?;
     let (limit, after) = super::page_of(&state, q.limit, q.cursor.as_deref())?;
-    store::org_currency(&state.pool, org)
-        .await?
-        .ok_or(ApiError::NotFound)?;
     let rows = store::claims_of(&state.pool, org, after, limit + 1).await?;
-    let mut resp = HttpResponse::Ok();
-    let page = page::cut(
+    Ok(page::respond(
         rows,
         limit,
-        &mut resp,
         |c| (c.created_at, c.id),
         |c| format!("/v1/organizations/{org}/payment-claims?limit={limit}&cursor={c}"),
-    );
-    Ok(resp.json(page))
+    ))
 }
 
 #[derive(Deserialize)]

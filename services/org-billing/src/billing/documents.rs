@@ -452,19 +452,16 @@ pub async fn page_of(
     let status = super::one_of("status", q.status.as_deref(), &INVOICE_STATUSES)?;
     let (limit, after) = super::page_of(state, q.limit, q.cursor.as_deref())?;
     let rows = store::invoices(&state.pool, owner, kind, status, after, limit + 1).await?;
-    let mut resp = HttpResponse::Ok();
     let filters: String = [("kind", kind), ("status", status)]
         .iter()
         .filter_map(|(k, v)| v.map(|v| format!("&{k}={v}")))
         .collect();
-    let page = page::cut(
+    Ok(page::respond(
         rows,
         limit,
-        &mut resp,
         |i| (i.issued_at, i.id),
         |c| format!("{base}?limit={limit}{filters}&cursor={c}"),
-    );
-    Ok(resp.json(page))
+    ))
 }
 
 /// GET /v1/organizations/{id}/invoices?kind=&status=&limit=&cursor= (finance).
@@ -476,10 +473,7 @@ pub async fn list(
     q: web::Query<ListQuery>,
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
-    super::authorize_reader(&caller, org)?;
-    store::org_currency(&state.pool, org)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    super::readable(&state, &caller, org).await?;
     page_of(
         &state,
         Owner::Org(org),

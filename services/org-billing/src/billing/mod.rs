@@ -67,6 +67,16 @@ pub async fn distributor_payments(
     payments::page_of(&state, store::Owner::Distributor(id), &q, &base).await
 }
 
+/// [`authorize_reader`], then 404 when the organization does not exist
+/// (staff pass the role check for any id).
+pub async fn readable(state: &AppState, caller: &Caller, org: OrgId) -> ApiResult<()> {
+    authorize_reader(caller, org)?;
+    store::org_currency(&state.pool, org)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(())
+}
+
 /// A text field: trimmed, at most `max` characters, no control characters;
 /// empty only when not `required`.
 pub fn text(field: &str, value: &str, max: usize, required: bool) -> ApiResult<String> {

@@ -315,15 +315,12 @@ pub async fn page_of(
 ) -> ApiResult<HttpResponse> {
     let (limit, after) = super::page_of(state, q.limit, q.cursor.as_deref())?;
     let rows = store::payments(&state.pool, owner, after, limit + 1).await?;
-    let mut resp = HttpResponse::Ok();
-    let page = page::cut(
+    Ok(page::respond(
         rows,
         limit,
-        &mut resp,
         |p| (p.created_at, p.id),
         |c| format!("{base}?limit={limit}&cursor={c}"),
-    );
-    Ok(resp.json(page))
+    ))
 }
 
 /// GET /v1/organizations/{id}/payments?limit=&cursor= (finance).
@@ -335,10 +332,7 @@ pub async fn list(
     q: web::Query<ListQuery>,
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
-    super::authorize_reader(&caller, org)?;
-    store::org_currency(&state.pool, org)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    super::readable(&state, &caller, org).await?;
     page_of(
         &state,
         Owner::Org(org),

@@ -22,14 +22,13 @@ pub mod store;
 
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use event_contracts::{internal::UserByEmail, AuditAction};
 use hub_domain::{catalog, Email, KycStatus, LegalType, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
     assertion::{Caller, StaffCaller},
-    outbox, ApiError, ApiResult,
+    outbox, page, ApiError, ApiResult,
 };
 use time::{Date, OffsetDateTime};
 use uuid::Uuid;
@@ -581,21 +580,6 @@ pub struct PageQuery {
     cursor: Option<String>,
 }
 
-/// base64url of `<created_at ns>|<id>` (the cursors of `GET /v1/servers`).
-fn encode_cursor(o: &OrgRow) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}|{}", o.created_at.unix_timestamp_nanos(), o.id))
-}
-
-fn decode_cursor(c: &str) -> ApiResult<(OffsetDateTime, Uuid)> {
-    let bad = || ApiError::bad_request("cursor is not one this API returned");
-    let raw = URL_SAFE_NO_PAD.decode(c).map_err(|_| bad())?;
-    let s = String::from_utf8(raw).map_err(|_| bad())?;
-    let (ts, id) = s.split_once('|').ok_or_else(bad)?;
-    let ts = OffsetDateTime::from_unix_timestamp_nanos(ts.parse().map_err(|_| bad())?)
-        .map_err(|_| bad())?;
-    Ok((ts, id.parse().map_err(|_| bad())?))
-}
-
 /// GET /v1/distributors/{id}/organizations?limit=&cursor= (staff, or an
 /// observer of the entity): the organizations routed to it, newest first, a
 /// page at a time; `x-next-cursor` (and `Link: rel="next"`) when there is more.
@@ -608,32 +592,17 @@ pub async fn organizations(
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     let q = query.into_inner();
-    let limit = q.limit.unwrap_or(PAGE_DEFAULT);
-    if !(1..=PAGE_MAX).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {PAGE_MAX}"
-        )));
-    }
-    let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
+    let limit = page::limit(q.limit, PAGE_DEFAULT, PAGE_MAX)?;
+    let after = q.cursor.as_deref().map(page::decode).transpose()?;
     authorize_read(&state, &caller, id).await?;
     let mut conn = state.pool.acquire().await?;
-    let mut rows = store::organizations(&mut conn, id, after, limit + 1).await?;
-    let more = rows.len() as i64 > limit;
-    rows.truncate(limit as usize);
-    let mut resp = HttpResponse::Ok();
-    if more {
-        if let Some(last) = rows.last() {
-            let c = encode_cursor(last);
-            resp.insert_header(("x-next-cursor", c.clone()));
-            resp.insert_header((
-                "link",
-                format!(
-                    "</v1/distributors/{id}/organizations?limit={limit}&cursor={c}>; rel=\"next\""
-                ),
-            ));
-        }
-    }
-    Ok(resp.json(rows))
+    let rows = store::organizations(&mut conn, id, after, limit + 1).await?;
+    Ok(page::respond(
+        rows,
+        limit,
+        |o| (o.created_at, o.id.as_uuid()),
+        |c| format!("/v1/distributors/{id}/organizations?limit={limit}&cursor={c}"),
+    ))
 }
 
 #[derive(Deserialize)]

@@ -17,12 +17,11 @@ use crate::{
     usage,
 };
 use actix_web::{web, HttpResponse};
-use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use event_contracts::{SERVER_CREATED, SERVER_TERMINATED};
 use hub_domain::{Capability, OrgId, ServerId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use service_kit::{assertion::Caller, ApiError, ApiResult, OnConstraint};
+use service_kit::{assertion::Caller, page, ApiError, ApiResult, OnConstraint};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -112,20 +111,6 @@ pub struct ListQuery {
     cursor: Option<String>,
 }
 
-fn encode_cursor(r: &Row) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}|{}", r.created_at.unix_timestamp_nanos(), r.id))
-}
-
-fn decode_cursor(c: &str) -> ApiResult<(OffsetDateTime, Uuid)> {
-    let bad = || ApiError::bad_request("cursor is not one this API returned");
-    let raw = URL_SAFE_NO_PAD.decode(c).map_err(|_| bad())?;
-    let s = String::from_utf8(raw).map_err(|_| bad())?;
-    let (ts, id) = s.split_once('|').ok_or_else(bad)?;
-    let ts = OffsetDateTime::from_unix_timestamp_nanos(ts.parse().map_err(|_| bad())?)
-        .map_err(|_| bad())?;
-    Ok((ts, id.parse().map_err(|_| bad())?))
-}
-
 /// GET /v1/servers?org_id=&limit=&cursor= (any member): newest first, a page
 /// at a time; `x-next-cursor` (and a `Link: rel="next"`) when there is more.
 #[tracing::instrument(skip_all)]
@@ -136,32 +121,23 @@ pub async fn list(
 ) -> ApiResult<HttpResponse> {
     let q = query.into_inner();
     caller.require(q.org_id, Capability::Read)?;
-    let limit = q.limit.unwrap_or(state.pages.default_limit);
-    if !(1..=state.pages.max_limit).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {}",
-            state.pages.max_limit
-        )));
-    }
-    let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
+    let limit = page::limit(q.limit, state.pages.default_limit, state.pages.max_limit)?;
+    let after = q.cursor.as_deref().map(page::decode).transpose()?;
     let rows = store::page_of_org(&state.pool, q.org_id, after, limit + 1).await?;
-    let more = rows.len() as i64 > limit;
-    let page: Vec<&Row> = rows.iter().take(limit as usize).collect();
+    let rows: Vec<(Server, (OffsetDateTime, Uuid))> = rows
+        .iter()
+        .map(|r| (r.server(), (r.created_at, r.id)))
+        .collect();
+    let org = q.org_id;
     let mut resp = HttpResponse::Ok();
-    if more {
-        if let Some(last) = page.last() {
-            let c = encode_cursor(last);
-            resp.insert_header(("x-next-cursor", c.clone()));
-            resp.insert_header((
-                "link",
-                format!(
-                    "</v1/servers?org_id={}&limit={limit}&cursor={c}>; rel=\"next\"",
-                    q.org_id
-                ),
-            ));
-        }
-    }
-    Ok(resp.json(page.into_iter().map(Row::server).collect::<Vec<Server>>()))
+    let page = page::cut(
+        rows,
+        limit,
+        &mut resp,
+        |r| r.1,
+        |c| format!("/v1/servers?org_id={org}&limit={limit}&cursor={c}"),
+    );
+    Ok(resp.json(page.into_iter().map(|r| r.0).collect::<Vec<Server>>()))
 }
 
 #[derive(Serialize)]
