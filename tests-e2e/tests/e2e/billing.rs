@@ -557,42 +557,62 @@ async fn payments_apply_partially_exactly_and_over_and_the_rest_reaches_the_wall
 /// settlements and wallet ledger (empty when everything does).
 async fn reconciliation_faults(s: &TestStack, org: &str) -> Vec<String> {
     let org = Uuid::parse_str(org).expect("a uuid");
-    let checks: [(&str, &str); 6] = [
-        ("an invoice's paid_minor is not what its payments and settlements applied",
-         "SELECT count(*) FROM org_billing.invoices i WHERE i.org_id = $1 AND i.paid_minor <>
-            COALESCE((SELECT sum(applied_minor) FROM org_billing.payments p WHERE p.invoice_id = i.id), 0)
-          + COALESCE((SELECT sum(amount_minor) FROM org_billing.wallet_settlements w WHERE w.invoice_id = i.id), 0)"),
-        ("a payment's unapplied part is not its wallet credit",
-         "SELECT count(*) FROM org_billing.payments p LEFT JOIN org_billing.wallet_transactions t
-             ON t.id = p.wallet_transaction_id
-           WHERE p.org_id = $1 AND (p.amount_minor - p.applied_minor) <> COALESCE(t.delta_minor, 0)
-              OR (p.org_id = $1 AND t.id IS NOT NULL AND (t.kind <> 'payment' OR t.org_id <> p.org_id))"),
-        ("a settlement is not its wallet debit",
-         "SELECT count(*) FROM org_billing.wallet_settlements w JOIN org_billing.wallet_transactions t
-             ON t.id = w.wallet_transaction_id
-           WHERE w.org_id = $1 AND (t.delta_minor <> -w.amount_minor OR t.kind <> 'invoice_payment')"),
-        ("a wallet row of a payment or settlement that no record explains",
-         "SELECT count(*) FROM org_billing.wallet_transactions t WHERE t.org_id = $1
-             AND t.kind IN ('payment', 'invoice_payment')
-             AND NOT EXISTS (SELECT 1 FROM org_billing.payments p WHERE p.wallet_transaction_id = t.id)
-             AND NOT EXISTS (SELECT 1 FROM org_billing.wallet_settlements w WHERE w.wallet_transaction_id = t.id)"),
-        ("the wallet's balance is not the sum of its ledger",
-         "SELECT count(*) FROM org_billing.wallets w WHERE w.org_id = $1 AND w.balance_minor <>
-            COALESCE((SELECT sum(delta_minor) FROM org_billing.wallet_transactions t WHERE t.org_id = w.org_id), 0)"),
-        ("money in is not wallet plus invoices paid",
-         "SELECT count(*) FROM org_billing.wallets w WHERE w.org_id = $1 AND
-            w.balance_minor + COALESCE((SELECT sum(paid_minor) FROM org_billing.invoices i WHERE i.org_id = $1), 0)
-            <> COALESCE((SELECT sum(amount_minor) FROM org_billing.payments p WHERE p.org_id = $1), 0)
-             + COALESCE((SELECT sum(delta_minor) FROM org_billing.wallet_transactions t
-                          WHERE t.org_id = $1 AND t.kind IN ('bank_transfer', 'correction')), 0)"),
+    let r = sqlx::query!(
+        r#"SELECT
+         (SELECT count(*) FROM org_billing.invoices i WHERE i.org_id = $1 AND i.paid_minor <>
+             COALESCE((SELECT sum(applied_minor) FROM org_billing.payments p WHERE p.invoice_id = i.id), 0)
+           + COALESCE((SELECT sum(amount_minor) FROM org_billing.wallet_settlements w
+                        WHERE w.invoice_id = i.id), 0)) AS "paid!",
+         (SELECT count(*) FROM org_billing.payments p LEFT JOIN org_billing.wallet_transactions t
+              ON t.id = p.wallet_transaction_id
+           WHERE p.org_id = $1 AND ((p.amount_minor - p.applied_minor) <> COALESCE(t.delta_minor, 0)
+              OR (t.id IS NOT NULL AND (t.kind <> 'payment' OR t.org_id <> p.org_id)))) AS "credits!",
+         (SELECT count(*) FROM org_billing.wallet_settlements w JOIN org_billing.wallet_transactions t
+              ON t.id = w.wallet_transaction_id
+           WHERE w.org_id = $1 AND (t.delta_minor <> -w.amount_minor OR t.kind <> 'invoice_payment'))
+           AS "debits!",
+         (SELECT count(*) FROM org_billing.wallet_transactions t WHERE t.org_id = $1
+              AND t.kind IN ('payment', 'invoice_payment')
+              AND NOT EXISTS (SELECT 1 FROM org_billing.payments p WHERE p.wallet_transaction_id = t.id)
+              AND NOT EXISTS (SELECT 1 FROM org_billing.wallet_settlements w
+                               WHERE w.wallet_transaction_id = t.id)) AS "unexplained!",
+         (SELECT count(*) FROM org_billing.wallets w WHERE w.org_id = $1 AND w.balance_minor <>
+             COALESCE((SELECT sum(delta_minor) FROM org_billing.wallet_transactions t
+                        WHERE t.org_id = w.org_id), 0)) AS "balance!",
+         (SELECT count(*) FROM org_billing.wallets w WHERE w.org_id = $1 AND
+             w.balance_minor + COALESCE((SELECT sum(paid_minor) FROM org_billing.invoices i
+                                          WHERE i.org_id = $1), 0)
+             <> COALESCE((SELECT sum(amount_minor) FROM org_billing.payments p WHERE p.org_id = $1), 0)
+              + COALESCE((SELECT sum(delta_minor) FROM org_billing.wallet_transactions t
+                           WHERE t.org_id = $1 AND t.kind IN ('bank_transfer', 'correction')), 0))
+           AS "money_in!""#,
+        org,
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("the reconciliation query");
+    let checks = [
+        (
+            "an invoice's paid_minor is not what its payments and settlements applied",
+            r.paid,
+        ),
+        (
+            "a payment's unapplied part is not its wallet credit",
+            r.credits,
+        ),
+        ("a settlement is not its wallet debit", r.debits),
+        (
+            "a wallet row of a payment or settlement that no record explains",
+            r.unexplained,
+        ),
+        (
+            "the wallet's balance is not the sum of its ledger",
+            r.balance,
+        ),
+        ("money in is not wallet plus invoices paid", r.money_in),
     ];
     let mut faults = Vec::new();
-    for (what, sql) in checks {
-        let n: i64 = sqlx::query_scalar(sql)
-            .bind(org)
-            .fetch_one(&s.db)
-            .await
-            .expect(what);
+    for (what, n) in checks {
         if n != 0 {
             faults.push(format!("{what}: {n}"));
         }
@@ -732,12 +752,13 @@ async fn claims_are_approved_once_or_rejected_with_notes_the_customer_sees() {
     assert_eq!(statuses, [200, 409], "{:?} {:?}", a.body, b.body);
     let approved = if a.status == 200 { a.body } else { b.body };
     assert_eq!(approved["status"], "approved");
-    let paid: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM org_billing.payments WHERE claim_id = $1")
-            .bind(Uuid::parse_str(id).expect("present"))
-            .fetch_one(&s.db)
-            .await
-            .expect("present");
+    let paid: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM org_billing.payments WHERE claim_id = $1"#,
+        Uuid::parse_str(id).expect("present"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("present");
     assert_eq!(paid, 1);
     let d = s
         .get(
@@ -918,27 +939,27 @@ async fn the_html_preview_opened_in_chromium_shows_the_number_and_total() {
 /// leave behind.
 async fn usage_orgs(s: &TestStack, n: i64, per_org: i64, period: &str) -> Vec<Uuid> {
     let ids: Vec<Uuid> = (0..n).map(|_| Uuid::new_v4()).collect();
-    sqlx::query(
+    sqlx::query!(
         "WITH d AS (SELECT distributor_id FROM org_billing.distributor_coverage WHERE country = 'TR'),
               o AS (INSERT INTO org_billing.organizations (id, name, legal_type, country, distributor_id, created_by)
                     SELECT id, 'run ' || id, 'corporate', 'TR', d.distributor_id, gen_random_uuid()
                       FROM unnest($1::uuid[]) AS id, d RETURNING id)
          INSERT INTO org_billing.wallets (org_id, currency) SELECT id, 'TRY' FROM o",
+        &ids,
     )
-    .bind(&ids)
     .execute(&s.db)
     .await
     .expect("organizations");
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO org_billing.charges (id, org_id, description, brand, qty, unit_minor, amount_minor,
                                           currency, source, source_ref, period)
-         SELECT gen_random_uuid(), o, 'usage ' || k, 'Servers', k, 100, 100 * k, 'TRY', 'usage',
-                'test:' || o || ':' || k || ':' || $3, $3
+         SELECT gen_random_uuid(), o, 'usage ' || k, 'Servers', k::int, 100, 100 * k, 'TRY', 'usage',
+                'test:' || o || ':' || k || ':' || $3::text, $3::text
            FROM unnest($1::uuid[]) AS o, generate_series(1, $2::bigint) AS k",
+        &ids,
+        per_org,
+        period,
     )
-    .bind(&ids)
-    .bind(per_org)
-    .bind(period)
     .execute(&s.db)
     .await
     .expect("charges");
@@ -995,13 +1016,17 @@ async fn a_billing_run_invoices_a_period_once_even_on_two_replicas() {
     );
     assert_eq!(run["totals"]["TRY"], 40 * 600);
     // One invoice per organization, numbers 1..=40 without gaps.
-    let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
-        "SELECT org_id, number, total_minor FROM org_billing.invoices WHERE run_id = $1::uuid ORDER BY number",
+    let rows: Vec<(Uuid, String, i64)> = sqlx::query!(
+        "SELECT org_id, number, total_minor FROM org_billing.invoices \
+         WHERE run_id = $1::text::uuid ORDER BY number",
+        run_id,
     )
-    .bind(&run_id)
     .fetch_all(&s.db)
     .await
-    .expect("present");
+    .expect("present")
+    .into_iter()
+    .map(|r| (r.org_id, r.number, r.total_minor))
+    .collect();
     let y = year();
     assert_eq!(
         rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
@@ -1020,15 +1045,15 @@ async fn a_billing_run_invoices_a_period_once_even_on_two_replicas() {
         (again.status, again.body["invoices"].as_i64()),
         (200, Some(40))
     );
-    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM org_billing.invoices")
+    let total = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM org_billing.invoices"#)
         .fetch_one(&s.db)
         .await
         .expect("present");
     assert_eq!(total, 40);
-    let pending: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM org_billing.charges WHERE status = 'pending' AND org_id = ANY($1)",
+    let pending = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM org_billing.charges WHERE status = 'pending' AND org_id = ANY($1)"#,
+        &later,
     )
-    .bind(&later)
     .fetch_one(&s.db)
     .await
     .expect("present");

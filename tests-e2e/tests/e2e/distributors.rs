@@ -557,25 +557,25 @@ struct Invoice<'a> {
 }
 
 async fn insert(s: &TestStack, n: usize, i: Invoice<'_>) {
-    let sql =
+    sqlx::query!(
         "INSERT INTO org_billing.invoices (id, org_id, distributor_id, kind, number, currency, \
                    subtotal_minor, total_minor, paid_minor, issued_at, paid_at, voided_at) \
-               VALUES ($1, $2::uuid, $3::uuid, $4, $5, $6, $7, $7, $8, '2026-01-15T00:00:00Z', \
-                   $9::timestamptz, $10::timestamptz)";
-    sqlx::query(sql)
-        .bind(Uuid::new_v4())
-        .bind(i.org)
-        .bind(i.distributor)
-        .bind(i.kind)
-        .bind(format!("TEST-{n:06}"))
-        .bind(i.currency)
-        .bind(i.total)
-        .bind(i.paid)
-        .bind(i.paid_at)
-        .bind(i.voided_at)
-        .execute(&s.db)
-        .await
-        .unwrap_or_else(|e| panic!("invoice {n}: {e}"));
+               VALUES ($1, $2::text::uuid, $3::text::uuid, $4, $5, $6, $7, $7, $8, \
+                   '2026-01-15T00:00:00Z', $9::text::timestamptz, $10::text::timestamptz)",
+        Uuid::new_v4(),
+        i.org,
+        i.distributor,
+        i.kind,
+        format!("TEST-{n:06}"),
+        i.currency,
+        i.total,
+        i.paid,
+        i.paid_at,
+        i.voided_at,
+    )
+    .execute(&s.db)
+    .await
+    .unwrap_or_else(|e| panic!("invoice {n}: {e}"));
 }
 
 #[tokio::test]

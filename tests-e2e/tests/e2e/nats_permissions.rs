@@ -297,17 +297,20 @@ async fn the_whole_stack_works_with_every_service_as_its_own_nats_user() {
         }
     }
     let pending = eventually(Duration::from_secs(20), || async {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT 'identity', count(*) FROM identity.outbox
+        let rows: Vec<(String, i64)> = sqlx::query!(
+            r#"SELECT 'identity' AS "schema!", count(*) AS "n!" FROM identity.outbox
              UNION ALL SELECT 'org_billing', count(*) FROM org_billing.outbox
              UNION ALL SELECT 'kyc', count(*) FROM kyc.outbox
              UNION ALL SELECT 'server_product', count(*) FROM server_product.outbox
              UNION ALL SELECT 'webhook_dispatcher', count(*) FROM webhook_dispatcher.outbox
-             UNION ALL SELECT 'agent', count(*) FROM agent.outbox",
+             UNION ALL SELECT 'agent', count(*) FROM agent.outbox"#,
         )
         .fetch_all(&s.db)
         .await
-        .ok()?;
+        .ok()?
+        .into_iter()
+        .map(|r| (r.schema, r.n))
+        .collect();
         rows.iter().all(|(_, n)| *n == 0).then_some(rows)
     })
     .await;
