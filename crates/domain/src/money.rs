@@ -29,6 +29,12 @@ impl Currency {
     }
 }
 
+impl fmt::Display for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 crate::text::sqlx_text!(Currency, "currency");
 
 /// A signed count of minor currency units (int64), with checked arithmetic only.

@@ -278,6 +278,22 @@ pub fn audit_event_on(
     }
 }
 
+/// The audit event of something the service did on its own (a consumed
+/// event, a scheduled job): no actor, no IP.
+pub fn system_audit_event(
+    action: event_contracts::AuditAction,
+    org_id: hub_domain::OrgId,
+    detail: serde_json::Value,
+) -> event_contracts::AuditRecorded {
+    event_contracts::AuditRecorded {
+        actor_user_id: None,
+        action: action.as_str().to_owned(),
+        subject: format!("org:{org_id}"),
+        detail,
+        ip: String::new(),
+    }
+}
+
 /// Write [`audit_event`] to the outbox in the caller's transaction.
 pub async fn audit(
     conn: &mut PgConnection,

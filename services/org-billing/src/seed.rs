@@ -40,6 +40,8 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     let Some((distributor, currency)) = crate::orgs::store::route(&mut tx, country).await? else {
         anyhow::bail!("billing examples: no distributor entity covers TR (seed.distributors)");
     };
+    let currency = hub_domain::Currency::parse(&currency)
+        .ok_or_else(|| anyhow::anyhow!("billing examples: the TR entity's currency {currency}"))?;
     crate::orgs::store::insert(
         &mut tx,
         &crate::orgs::store::NewOrg {
@@ -48,7 +50,7 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             legal_type: LegalType::Corporate,
             country,
             distributor_id: distributor,
-            currency: &currency,
+            currency: currency.as_str(),
             creator: user,
         },
     )
@@ -67,7 +69,7 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             qty: 1,
             unit_minor: amount,
             amount_minor: amount,
-            currency: &currency,
+            currency,
             created_by: user,
         };
         charges.push(b::insert_charge(&mut tx, &c).await?);
@@ -90,8 +92,8 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             org_id: org,
             invoice_id: Some(inv.id),
             amount_minor: paid,
-            currency: &currency,
-            method: "bank_transfer",
+            currency,
+            method: crate::billing::model::Method::BankTransfer,
             reference: "EFT demo 0001",
             received_at: now.date(),
             note: "seeded example",
@@ -108,7 +110,7 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             org_id: org,
             invoice_id: Some(inv.id),
             amount_minor: inv.subtotal_minor - paid,
-            currency: &currency,
+            currency,
             reference: "EFT demo 0002",
             note: "the rest of the October invoice",
             created_by: user,

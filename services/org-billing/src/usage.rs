@@ -10,9 +10,7 @@
 //! made. An event for an organization org-billing does not have is logged and
 //! acknowledged without a charge: it must not hold the stream up.
 
-use event_contracts::{
-    billable_hours, AuditAction, AuditRecorded, ProductEvent, UsageRecorded, USAGE_SUBJECT,
-};
+use event_contracts::{billable_hours, AuditAction, ProductEvent, UsageRecorded, USAGE_SUBJECT};
 use hub_domain::OrgId;
 use serde_json::json;
 use service_kit::{
@@ -119,11 +117,10 @@ pub async fn on_recorded(usage: &Usage, m: &RawMessage) -> anyhow::Result<Outcom
     outbox::enqueue(
         &mut tx,
         &usage.naming,
-        AuditRecorded {
-            actor_user_id: None,
-            action: AuditAction::ChargeCreated.as_str().to_owned(),
-            subject: format!("org:{org_id}"),
-            detail: json!({
+        outbox::system_audit_event(
+            AuditAction::ChargeCreated,
+            org_id,
+            json!({
                 "charge_id": id,
                 "source": "usage",
                 "source_ref": source_ref,
@@ -132,8 +129,7 @@ pub async fn on_recorded(usage: &Usage, m: &RawMessage) -> anyhow::Result<Outcom
                 "currency": u.currency,
                 "server_id": u.server_id,
             }),
-            ip: String::new(),
-        },
+        ),
     )
     .await?;
     usage.outbox.commit(tx).await?;

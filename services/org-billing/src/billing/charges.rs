@@ -2,7 +2,7 @@
 //! charges arrive from server-product ([`crate::usage`]); staff add others and
 //! waive pending ones.
 
-use super::{model::CHARGE_STATUSES, store};
+use super::{model::ChargeStatus, store};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
@@ -36,7 +36,7 @@ pub async fn list(
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
     super::readable(&state, &caller, org).await?;
-    let status = super::one_of("status", q.status.as_deref(), &CHARGE_STATUSES)?;
+    let status = ChargeStatus::param("status", q.status.as_deref())?;
     let (limit, after) = super::page_of(&state, q.limit, q.cursor.as_deref())?;
     let rows = store::charges_of(&state.pool, org, status, after, limit + 1).await?;
     let s = status.map(|s| format!("&status={s}")).unwrap_or_default();
@@ -83,7 +83,7 @@ pub async fn create(
             qty: 1,
             unit_minor: amount,
             amount_minor: amount,
-            currency: &billed.currency,
+            currency: billed.currency,
             created_by: caller.user_id(),
         },
     )

@@ -3,7 +3,7 @@
 //! approvals make one payment) or reject it with notes the customer sees.
 
 use super::{
-    model::PaymentClaim,
+    model::{ClaimStatus, Method, PaymentClaim},
     payments::{self, Received, NOTE_MAX, REFERENCE_MAX},
     store,
 };
@@ -61,14 +61,14 @@ pub async fn create(
             .ok_or_else(|| {
                 ApiError::Unprocessable("invoice_id is not an invoice of this organization".into())
             })?;
-        if doc.currency != currency.as_str() {
+        if doc.currency != currency {
             return Err(ApiError::Unprocessable(format!(
                 "the claim is in {} but the invoice is in {}",
                 currency.as_str(),
                 doc.currency
             )));
         }
-    } else if billed.currency != currency.as_str() {
+    } else if billed.currency != currency {
         return Err(ApiError::Unprocessable(format!(
             "a claim without an invoice goes to the wallet, which is in {}",
             billed.currency
@@ -86,7 +86,7 @@ pub async fn create(
             org_id: org,
             invoice_id: body.invoice_id,
             amount_minor: amount,
-            currency: currency.as_str(),
+            currency,
             reference: &reference,
             note: &note,
             created_by: caller.user_id(),
@@ -156,7 +156,7 @@ async fn pending(tx: &mut PgConnection, id: Uuid) -> ApiResult<(PaymentClaim, st
     let org = store::claim_org(tx, id).await?.ok_or(ApiError::NotFound)?;
     let billed = store::lock_org(tx, org).await?.ok_or(ApiError::NotFound)?;
     let claim = store::lock_claim(tx, id).await?.ok_or(ApiError::NotFound)?;
-    if claim.status != "pending" {
+    if claim.status != ClaimStatus::Pending {
         return Err(ApiError::Conflict(format!(
             "the claim was already {}",
             claim.status
@@ -197,8 +197,8 @@ pub async fn approve(
     let r = Received {
         invoice_id: claim.invoice_id,
         amount_minor: claim.amount_minor,
-        currency: &claim.currency,
-        method: "bank_transfer",
+        currency: claim.currency,
+        method: Method::BankTransfer,
         reference: &claim.reference,
         received_at,
         note: &claim.note,
@@ -208,7 +208,7 @@ pub async fn approve(
     let claim = store::decide_claim(
         &mut tx,
         id,
-        "approved",
+        ClaimStatus::Approved,
         &notes,
         Some(payment),
         caller.user_id(),
@@ -247,8 +247,15 @@ pub async fn reject(
     let notes = super::text("review_notes", &body.review_notes, REVIEW_NOTES_MAX, true)?;
     let mut tx = state.pool.begin().await?;
     pending(&mut tx, id).await?;
-    let claim =
-        store::decide_claim(&mut tx, id, "rejected", &notes, None, caller.user_id()).await?;
+    let claim = store::decide_claim(
+        &mut tx,
+        id,
+        ClaimStatus::Rejected,
+        &notes,
+        None,
+        caller.user_id(),
+    )
+    .await?;
     outbox::audit(
         &mut tx,
         &state.naming,

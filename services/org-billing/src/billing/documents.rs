@@ -4,7 +4,7 @@
 //! or voided while nothing is paid.
 
 use super::{
-    model::{Charge, Invoice, Kind, INVOICE_STATUSES},
+    model::{Charge, ChargeStatus, Invoice, InvoiceStatus, Kind},
     store::{self, NewDocument, Owner},
 };
 use crate::state::AppState;
@@ -46,7 +46,7 @@ pub fn documents(
                 org_id: c.org_id,
                 distributor_id,
                 kind,
-                currency: c.currency.clone(),
+                currency: c.currency,
                 charges: Vec::new(),
                 subtotal_minor: 0,
                 run_id,
@@ -80,13 +80,7 @@ pub fn issued_events(
                                 "charges": d.charges.len(), "run_id": d.run_id});
             match actor {
                 Some(c) => outbox::audit_event(c, action, d.org_id, detail),
-                None => AuditRecorded {
-                    actor_user_id: None,
-                    action: action.as_str().to_owned(),
-                    subject: format!("org:{}", d.org_id),
-                    detail,
-                    ip: String::new(),
-                },
+                None => outbox::system_audit_event(action, d.org_id, detail),
             }
         })
         .collect()
@@ -161,7 +155,7 @@ async fn issue(
                 "charge_ids must name charges of this organization".into(),
             ));
         }
-        if let Some(c) = charges.iter().find(|c| c.status != "pending") {
+        if let Some(c) = charges.iter().find(|c| c.status != ChargeStatus::Pending) {
             return Err(ApiError::Conflict(format!(
                 "charge {} is {}, not pending",
                 c.id, c.status
@@ -236,7 +230,7 @@ pub async fn convert(
     let id = path.into_inner();
     let mut tx = state.pool.begin().await?;
     let proforma = lock(&mut tx, id).await?;
-    if proforma.kind != Kind::Proforma.as_str() {
+    if proforma.kind != Kind::Proforma {
         return Err(ApiError::conflict("only a proforma can be converted"));
     }
     if proforma.voided_at.is_some() {
@@ -313,7 +307,7 @@ pub async fn void(
         ));
     }
     store::void(&mut tx, id, None).await?;
-    let released = if doc.kind == Kind::Proforma.as_str() {
+    let released = if doc.kind == Kind::Proforma {
         store::release_quoted(&mut tx, id).await?
     } else {
         0
@@ -448,14 +442,17 @@ pub async fn page_of(
     q: &ListQuery,
     base: &str,
 ) -> ApiResult<HttpResponse> {
-    let kind = super::one_of("kind", q.kind.as_deref(), &["invoice", "proforma"])?;
-    let status = super::one_of("status", q.status.as_deref(), &INVOICE_STATUSES)?;
+    let kind = Kind::param("kind", q.kind.as_deref())?;
+    let status = InvoiceStatus::param("status", q.status.as_deref())?;
     let (limit, after) = super::page_of(state, q.limit, q.cursor.as_deref())?;
     let rows = store::invoices(&state.pool, owner, kind, status, after, limit + 1).await?;
-    let filters: String = [("kind", kind), ("status", status)]
-        .iter()
-        .filter_map(|(k, v)| v.map(|v| format!("&{k}={v}")))
-        .collect();
+    let filters: String = [
+        ("kind", kind.map(Kind::as_str)),
+        ("status", status.map(InvoiceStatus::as_str)),
+    ]
+    .iter()
+    .filter_map(|(k, v)| v.map(|v| format!("&{k}={v}")))
+    .collect();
     Ok(page::respond(
         rows,
         limit,

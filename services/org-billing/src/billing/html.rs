@@ -36,13 +36,13 @@ fn date(t: Option<time::OffsetDateTime>) -> String {
 }
 
 pub fn render(doc: &Invoice, lines: &[InvoiceLine], p: &Parties) -> String {
-    let title = if doc.kind == "proforma" {
+    let title = if doc.kind == super::model::Kind::Proforma {
         "Proforma invoice"
     } else {
         "Invoice"
     };
     let e = escape;
-    let cur = &doc.currency;
+    let cur = doc.currency.as_str();
     let mut rows = String::new();
     for l in lines {
         let _ = write!(
@@ -79,7 +79,7 @@ td,th{{border-bottom:1px solid #ccc;padding:.4em;text-align:left}}.n{{text-align
 <tr><td>Paid</td><td class=n>{paid}</td></tr></table>\
 <p>Bank transfer: {bank} IBAN {iban} SWIFT {swift}, reference {number}</p>{legal}</body></html>\n",
         number = e(&doc.number),
-        status = e(&doc.status),
+        status = doc.status,
         issuer = e(&p.issuer_name),
         issuer_legal = e(&p.issuer_legal_name),
         address = e(&p.issuer_address),

@@ -71,9 +71,9 @@ pub async fn distributor_payments(
 /// (staff pass the role check for any id).
 pub async fn readable(state: &AppState, caller: &Caller, org: OrgId) -> ApiResult<()> {
     authorize_reader(caller, org)?;
-    store::org_currency(&state.pool, org)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    if !store::org_exists(&state.pool, org).await? {
+        return Err(ApiError::NotFound);
+    }
     Ok(())
 }
 
@@ -121,19 +121,4 @@ pub fn page_of(
 ) -> ApiResult<(i64, Option<page::After>)> {
     let limit = page::limit(limit, state.billing.page_default, state.billing.page_max)?;
     Ok((limit, cursor.map(page::decode).transpose()?))
-}
-
-/// `value` if it is one of `allowed`, else 400 naming them.
-pub fn one_of<'a>(
-    field: &str,
-    value: Option<&'a str>,
-    allowed: &[&str],
-) -> ApiResult<Option<&'a str>> {
-    match value {
-        Some(v) if !allowed.contains(&v) => Err(ApiError::BadRequest(format!(
-            "{field} must be one of {}",
-            allowed.join(", ")
-        ))),
-        v => Ok(v),
-    }
 }

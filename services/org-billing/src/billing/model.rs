@@ -2,8 +2,9 @@
 //! currency of a charge and what a payment was applied to), and the values a
 //! request names: document kinds, statuses, payment methods, periods.
 
-use hub_domain::OrgId;
+use hub_domain::{Currency, OrgId};
 use serde::Serialize;
+use service_kit::{ApiError, ApiResult};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -18,10 +19,9 @@ pub struct Charge {
     pub qty: i32,
     pub unit_minor: i64,
     pub amount_minor: i64,
-    pub currency: String,
-    pub status: String,
-    /// `usage` (from server-product) or `staff`.
-    pub source: String,
+    pub currency: Currency,
+    pub status: ChargeStatus,
+    pub source: Source,
     /// Usage charges: the month a billing run invoices them in.
     pub period: Option<String>,
     /// The proforma or invoice holding it.
@@ -37,9 +37,9 @@ pub struct Invoice {
     pub org_id: OrgId,
     pub distributor_id: Uuid,
     pub number: String,
-    pub kind: String,
-    pub status: String,
-    pub currency: String,
+    pub kind: Kind,
+    pub status: InvoiceStatus,
+    pub currency: Currency,
     pub subtotal_minor: i64,
     pub tax_minor: i64,
     pub total_minor: i64,
@@ -79,8 +79,8 @@ pub struct Payment {
     pub invoice_id: Option<Uuid>,
     pub invoice_number: Option<String>,
     pub amount_minor: i64,
-    pub currency: String,
-    pub method: String,
+    pub currency: Currency,
+    pub method: Method,
     pub reference: String,
     /// `YYYY-MM-DD`.
     pub received_at: String,
@@ -101,10 +101,10 @@ pub struct PaymentClaim {
     pub org_name: Option<String>,
     pub invoice_id: Option<Uuid>,
     pub amount_minor: i64,
-    pub currency: String,
+    pub currency: Currency,
     pub reference: String,
     pub note: String,
-    pub status: String,
+    pub status: ClaimStatus,
     pub review_notes: String,
     pub payment_id: Option<Uuid>,
     #[serde(with = "time::serde::rfc3339")]
@@ -113,21 +113,85 @@ pub struct PaymentClaim {
     pub reviewed_at: Option<OffsetDateTime>,
 }
 
-/// A document kind, and what it does to the charges it holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
-    Invoice,
-    Proforma,
+/// An enum stored as `text` (with a CHECK) and shown as its `as_str()`:
+/// decoded strictly (hub_domain's `sqlx_text_enum!`), and parsed from a
+/// request with a 400 that names the values.
+macro_rules! text_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal { $($v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        pub enum $name {
+            $(#[serde(rename = $s)] $v),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$v => $s),+
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<$name> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+
+            /// The value of request field `field`, if given: 400 naming
+            /// the values when it is none of them (not every enum is a
+            /// request field).
+            #[allow(dead_code)]
+            pub fn param(field: &str, s: Option<&str>) -> ApiResult<Option<$name>> {
+                s.map(|s| {
+                    Self::parse(s).ok_or_else(|| {
+                        let all: Vec<&str> = Self::ALL.iter().map(|v| v.as_str()).collect();
+                        ApiError::BadRequest(format!("{field} must be one of {}", all.join(", ")))
+                    })
+                })
+                .transpose()
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        hub_domain::sqlx_text_enum!($name, $what);
+    };
 }
 
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Invoice => "invoice",
-            Kind::Proforma => "proforma",
-        }
+text_enum!(
+    /// A document kind.
+    Kind, "document kind" { Invoice = "invoice", Proforma = "proforma" }
+);
+text_enum!(
+    /// `pending`, `quoted` (on a proforma), `invoiced` (final), `waived` (final).
+    ChargeStatus, "charge status" {
+        Pending = "pending", Quoted = "quoted", Invoiced = "invoiced", Waived = "waived",
     }
+);
+text_enum!(
+    /// Where a charge came from.
+    Source, "charge source" { Usage = "usage", Staff = "staff" }
+);
+text_enum!(
+    /// Derived by Postgres from paid_minor and voided_at (`draft` is never stored).
+    InvoiceStatus, "invoice status" {
+        Draft = "draft", Issued = "issued", PartiallyPaid = "partially_paid", Paid = "paid",
+        Void = "void",
+    }
+);
+text_enum!(
+    ClaimStatus, "claim status" { Pending = "pending", Approved = "approved", Rejected = "rejected" }
+);
+text_enum!(
+    /// How staff learned of a payment (payments are bank transfers).
+    Method, "payment method" { BankTransfer = "bank_transfer", Manual = "manual", Other = "other" }
+);
 
+impl Kind {
     /// The number's prefix: `INV-<year>-NNNNNN`, `PF-<year>-NNNNNN`.
     pub fn prefix(self) -> &'static str {
         match self {
@@ -137,10 +201,10 @@ impl Kind {
     }
 
     /// The status its charges take.
-    pub fn charge_status(self) -> &'static str {
+    pub fn charge_status(self) -> ChargeStatus {
         match self {
-            Kind::Invoice => "invoiced",
-            Kind::Proforma => "quoted",
+            Kind::Invoice => ChargeStatus::Invoiced,
+            Kind::Proforma => ChargeStatus::Quoted,
         }
     }
 }
@@ -149,10 +213,6 @@ impl Kind {
 pub fn number(kind: Kind, year: i32, n: i64) -> String {
     format!("{}-{year}-{n:06}", kind.prefix())
 }
-
-pub const CHARGE_STATUSES: [&str; 4] = ["pending", "quoted", "invoiced", "waived"];
-pub const INVOICE_STATUSES: [&str; 5] = ["draft", "issued", "partially_paid", "paid", "void"];
-pub const METHODS: [&str; 3] = ["bank_transfer", "manual", "other"];
 
 /// A month `YYYY-MM` (billing runs, reports), or None.
 pub fn period(s: &str) -> Option<(i32, time::Month)> {
@@ -188,6 +248,20 @@ mod tests {
         assert_eq!(number(Kind::Invoice, 2026, 1), "INV-2026-000001");
         assert_eq!(number(Kind::Proforma, 2027, 123_456), "PF-2027-123456");
         assert_eq!(number(Kind::Invoice, 2026, 1_234_567), "INV-2026-1234567");
+    }
+
+    #[test]
+    fn text_enums_round_trip_and_refuse_other_values() {
+        for s in InvoiceStatus::ALL {
+            assert_eq!(InvoiceStatus::parse(s.as_str()), Some(*s));
+        }
+        assert_eq!(
+            Method::param("method", Some("cash"))
+                .map_err(|e| e.to_string())
+                .err(),
+            Some("method must be one of bank_transfer, manual, other".into())
+        );
+        assert_eq!(ChargeStatus::param("status", None).ok(), Some(None));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! wallet in the same transaction; and invoices paid from the wallet.
 
 use super::{
-    model::{Invoice, Kind, METHODS},
+    model::{Invoice, Kind, Method},
     store::{self, Billed, Owner},
 };
 use crate::{
@@ -12,7 +12,7 @@ use crate::{
 };
 use actix_web::{http::StatusCode, web, HttpRequest, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::{MinorUnits, OrgId};
+use hub_domain::{Currency, MinorUnits, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
@@ -29,8 +29,8 @@ pub const NOTE_MAX: usize = 1000;
 pub struct Received<'a> {
     pub invoice_id: Option<Uuid>,
     pub amount_minor: i64,
-    pub currency: &'a str,
-    pub method: &'a str,
+    pub currency: Currency,
+    pub method: Method,
     pub reference: &'a str,
     pub received_at: time::Date,
     pub note: &'a str,
@@ -132,7 +132,7 @@ async fn payable(tx: &mut PgConnection, org: OrgId, id: Uuid) -> ApiResult<Invoi
         .ok_or_else(|| {
             ApiError::Unprocessable("invoice_id is not an invoice of this organization".into())
         })?;
-    if doc.kind != Kind::Invoice.as_str() {
+    if doc.kind != Kind::Invoice {
         return Err(ApiError::Unprocessable(
             "payments apply to invoices: convert the proforma first".into(),
         ));
@@ -172,7 +172,7 @@ pub async fn record(
     let org = path.into_inner();
     let amount = super::amount("amount_minor", body.amount_minor)?;
     let currency = super::currency(&body.currency)?;
-    let method = super::one_of("method", Some(&body.method), &METHODS)?.unwrap_or_default();
+    let method = Method::param("method", Some(&body.method))?.unwrap_or(Method::Other);
     let reference = super::text("reference", &body.reference, REFERENCE_MAX, false)?;
     let note = super::text("note", &body.note, NOTE_MAX, false)?;
     let received_at = super::model::date(&body.received_at)
@@ -192,7 +192,7 @@ pub async fn record(
         let r = Received {
             invoice_id: body.invoice_id,
             amount_minor: amount,
-            currency: currency.as_str(),
+            currency,
             method,
             reference: &reference,
             received_at,

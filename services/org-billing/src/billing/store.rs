@@ -3,8 +3,11 @@
 //! first ([`lock_org`]), then documents, then charges, then counters, then
 //! the wallet: one order everywhere, so they never deadlock.
 
-use super::model::{Charge, Invoice, InvoiceLine, Kind, Payment, PaymentClaim};
-use hub_domain::{OrgId, UserId};
+use super::model::{
+    Charge, ChargeStatus, ClaimStatus, Invoice, InvoiceLine, InvoiceStatus, Kind, Method, Payment,
+    PaymentClaim, Source,
+};
+use hub_domain::{Currency, OrgId, UserId};
 use service_kit::page::After;
 use sqlx::{PgConnection, PgPool};
 use std::collections::BTreeMap;
@@ -14,7 +17,7 @@ use uuid::Uuid;
 /// What billing needs of an organization: its entity and wallet currency.
 pub struct Billed {
     pub distributor_id: Uuid,
-    pub currency: String,
+    pub currency: Currency,
 }
 
 /// Lock the organization's row (`FOR NO KEY UPDATE`: rows referencing it can
@@ -22,21 +25,21 @@ pub struct Billed {
 pub async fn lock_org(conn: &mut PgConnection, org: OrgId) -> sqlx::Result<Option<Billed>> {
     sqlx::query_as!(
         Billed,
-        "SELECT o.distributor_id, w.currency FROM organizations o \
-         JOIN wallets w ON w.org_id = o.id WHERE o.id = $1 FOR NO KEY UPDATE OF o",
+        r#"SELECT o.distributor_id, w.currency AS "currency: Currency" FROM organizations o
+         JOIN wallets w ON w.org_id = o.id WHERE o.id = $1 FOR NO KEY UPDATE OF o"#,
         org as OrgId,
     )
     .fetch_optional(conn)
     .await
 }
 
-/// The organization's wallet currency (a read; None when there is none).
-pub async fn org_currency(pool: &PgPool, org: OrgId) -> sqlx::Result<Option<String>> {
+/// Whether the organization exists.
+pub async fn org_exists(pool: &PgPool, org: OrgId) -> sqlx::Result<bool> {
     sqlx::query_scalar!(
-        "SELECT currency FROM wallets WHERE org_id = $1",
+        r#"SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1) AS "e!""#,
         org as OrgId
     )
-    .fetch_optional(pool)
+    .fetch_one(pool)
     .await
 }
 
@@ -49,7 +52,7 @@ pub struct NewCharge<'a> {
     pub qty: i32,
     pub unit_minor: i64,
     pub amount_minor: i64,
-    pub currency: &'a str,
+    pub currency: Currency,
     pub created_by: UserId,
 }
 
@@ -60,7 +63,8 @@ pub async fn insert_charge(conn: &mut PgConnection, c: &NewCharge<'_>) -> sqlx::
                                 currency, source, created_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'staff', $9)
            RETURNING id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                     amount_minor, currency, status, source, period, invoice_id, created_at"#,
+                     amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id, created_at"#,
         Uuid::now_v7(),
         c.org_id as OrgId,
         c.description,
@@ -68,7 +72,7 @@ pub async fn insert_charge(conn: &mut PgConnection, c: &NewCharge<'_>) -> sqlx::
         c.qty,
         c.unit_minor,
         c.amount_minor,
-        c.currency,
+        c.currency as Currency,
         c.created_by as UserId,
     )
     .fetch_one(conn)
@@ -79,7 +83,7 @@ pub async fn insert_charge(conn: &mut PgConnection, c: &NewCharge<'_>) -> sqlx::
 pub async fn charges_of(
     pool: &PgPool,
     org: OrgId,
-    status: Option<&str>,
+    status: Option<ChargeStatus>,
     after: Option<After>,
     limit: i64,
 ) -> sqlx::Result<Vec<Charge>> {
@@ -87,13 +91,14 @@ pub async fn charges_of(
     sqlx::query_as!(
         Charge,
         r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                  amount_minor, currency, status, source, period, invoice_id, created_at
+                  amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id, created_at
              FROM charges
             WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
               AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
             ORDER BY created_at DESC, id DESC LIMIT $5"#,
         org as OrgId,
-        status,
+        status as Option<ChargeStatus>,
         at,
         id,
         limit,
@@ -109,7 +114,8 @@ pub async fn waive(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Cha
         Charge,
         r#"UPDATE charges SET status = 'waived' WHERE id = $1 AND status = 'pending'
            RETURNING id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                     amount_minor, currency, status, source, period, invoice_id, created_at"#,
+                     amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id, created_at"#,
         id,
     )
     .fetch_optional(conn)
@@ -140,7 +146,8 @@ pub async fn lock_charges(
             sqlx::query_as!(
                 Charge,
                 r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                          amount_minor, currency, status, source, period, invoice_id, created_at
+                          amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id, created_at
                      FROM charges WHERE org_id = $1 AND status = 'pending'
                     ORDER BY created_at, id LIMIT $2 FOR UPDATE"#,
                 org as OrgId,
@@ -153,7 +160,8 @@ pub async fn lock_charges(
             sqlx::query_as!(
                 Charge,
                 r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                          amount_minor, currency, status, source, period, invoice_id, created_at
+                          amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id, created_at
                      FROM charges WHERE org_id = $1 AND id = ANY($2)
                     ORDER BY created_at, id FOR UPDATE"#,
                 org as OrgId,
@@ -170,7 +178,8 @@ pub async fn lock_charges_of(conn: &mut PgConnection, invoice: Uuid) -> sqlx::Re
     sqlx::query_as!(
         Charge,
         r#"SELECT c.id, c.org_id AS "org_id: OrgId", c.description, c.brand, c.qty, c.unit_minor,
-                  c.amount_minor, c.currency, c.status, c.source, c.period, c.invoice_id, c.created_at
+                  c.amount_minor, c.currency AS "currency: Currency", c.status AS "status: ChargeStatus",
+                  c.source AS "source: Source", c.period, c.invoice_id, c.created_at
              FROM invoice_lines l JOIN charges c ON c.id = l.charge_id
             WHERE l.invoice_id = $1 ORDER BY l.position FOR UPDATE OF c"#,
         invoice,
@@ -199,7 +208,7 @@ pub struct NewDocument {
     pub org_id: OrgId,
     pub distributor_id: Uuid,
     pub kind: Kind,
-    pub currency: String,
+    pub currency: Currency,
     pub charges: Vec<Charge>,
     pub subtotal_minor: i64,
     pub run_id: Option<Uuid>,
@@ -221,7 +230,7 @@ async fn take_numbers(
          ON CONFLICT (distributor_id, kind, year) \
          DO UPDATE SET last = document_counters.last + EXCLUDED.last RETURNING last",
         distributor,
-        kind.as_str(),
+        kind as Kind,
         year,
         n,
     )
@@ -268,9 +277,9 @@ pub async fn issue(
         &docs.iter().map(|d| d.id).collect::<Vec<_>>(),
         &docs.iter().map(|d| d.org_id.as_uuid()).collect::<Vec<_>>(),
         &docs.iter().map(|d| d.distributor_id).collect::<Vec<_>>(),
-        &docs.iter().map(|d| d.kind.as_str()).collect::<Vec<_>>() as &[&str],
+        &docs.iter().map(|d| d.kind).collect::<Vec<_>>() as &[Kind],
         &numbers,
-        &docs.iter().map(|d| d.currency.as_str()).collect::<Vec<_>>() as &[&str],
+        &docs.iter().map(|d| d.currency).collect::<Vec<_>>() as &[Currency],
         &docs.iter().map(|d| d.subtotal_minor).collect::<Vec<_>>(),
         issued_at,
         due_at,
@@ -320,7 +329,7 @@ pub async fn issue(
          FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(id, inv, status) WHERE c.id = u.id",
         &charge,
         &inv,
-        &status as &[&str],
+        &status as &[ChargeStatus],
     )
     .execute(&mut *conn)
     .await?;
@@ -335,8 +344,8 @@ pub async fn invoice(
 ) -> sqlx::Result<Option<Invoice>> {
     sqlx::query_as!(
         Invoice,
-        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind, status AS "status!",
-                  currency, subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind AS "kind: Kind",
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
                   paid_at, voided_at, legal_document_url, converted_to, run_id
              FROM invoices WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2)"#,
         id,
@@ -350,8 +359,8 @@ pub async fn invoice(
 pub async fn lock_invoice(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Invoice>> {
     sqlx::query_as!(
         Invoice,
-        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind, status AS "status!",
-                  currency, subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind AS "kind: Kind",
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
                   paid_at, voided_at, legal_document_url, converted_to, run_id
              FROM invoices WHERE id = $1 FOR UPDATE"#,
         id,
@@ -401,8 +410,8 @@ impl Owner {
 pub async fn invoices(
     pool: &PgPool,
     owner: Owner,
-    kind: Option<&str>,
-    status: Option<&str>,
+    kind: Option<Kind>,
+    status: Option<InvoiceStatus>,
     after: Option<After>,
     limit: i64,
 ) -> sqlx::Result<Vec<Invoice>> {
@@ -410,8 +419,8 @@ pub async fn invoices(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         Invoice,
-        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind, status AS "status!",
-                  currency, subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind AS "kind: Kind",
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
                   paid_at, voided_at, legal_document_url, converted_to, run_id
              FROM invoices
             WHERE ($1::uuid IS NULL OR org_id = $1) AND ($2::uuid IS NULL OR distributor_id = $2)
@@ -420,8 +429,8 @@ pub async fn invoices(
             ORDER BY issued_at DESC, id DESC LIMIT $7"#,
         org,
         dist,
-        kind,
-        status,
+        kind as Option<Kind>,
+        status as Option<InvoiceStatus>,
         at,
         id,
         limit,
@@ -483,8 +492,8 @@ pub struct NewPayment<'a> {
     pub org_id: OrgId,
     pub invoice_id: Option<Uuid>,
     pub amount_minor: i64,
-    pub currency: &'a str,
-    pub method: &'a str,
+    pub currency: Currency,
+    pub method: Method,
     pub reference: &'a str,
     pub received_at: time::Date,
     pub note: &'a str,
@@ -504,8 +513,8 @@ pub async fn insert_payment(conn: &mut PgConnection, p: &NewPayment<'_>) -> sqlx
         p.org_id as OrgId,
         p.invoice_id,
         p.amount_minor,
-        p.currency,
-        p.method,
+        p.currency as Currency,
+        p.method as Method,
         p.reference,
         p.received_at,
         p.note,
@@ -523,7 +532,7 @@ pub async fn payment(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Payment>
     sqlx::query_as!(
         Payment,
         r#"SELECT p.id, p.org_id AS "org_id: OrgId", p.invoice_id, i.number AS "invoice_number?",
-                  p.amount_minor, p.currency, p.method, p.reference,
+                  p.amount_minor, p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
                   to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor,
                   p.wallet_transaction_id, p.claim_id, p.created_at
              FROM payments p LEFT JOIN invoices i ON i.id = p.invoice_id WHERE p.id = $1"#,
@@ -545,7 +554,7 @@ pub async fn payments(
     sqlx::query_as!(
         Payment,
         r#"SELECT p.id, p.org_id AS "org_id: OrgId", p.invoice_id, i.number AS "invoice_number?",
-                  p.amount_minor, p.currency, p.method, p.reference,
+                  p.amount_minor, p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
                   to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor,
                   p.wallet_transaction_id, p.claim_id, p.created_at
              FROM payments p LEFT JOIN invoices i ON i.id = p.invoice_id
@@ -594,7 +603,7 @@ pub struct NewClaim<'a> {
     pub org_id: OrgId,
     pub invoice_id: Option<Uuid>,
     pub amount_minor: i64,
-    pub currency: &'a str,
+    pub currency: Currency,
     pub reference: &'a str,
     pub note: &'a str,
     pub created_by: UserId,
@@ -616,13 +625,14 @@ pub async fn insert_claim(conn: &mut PgConnection, c: &NewClaim<'_>) -> sqlx::Re
                                        note, created_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
            RETURNING id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id,
-                     amount_minor, currency, reference, note, status, review_notes, payment_id,
+                     amount_minor, currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
+                  review_notes, payment_id,
                      created_at, reviewed_at"#,
         Uuid::now_v7(),
         c.org_id as OrgId,
         c.invoice_id,
         c.amount_minor,
-        c.currency,
+        c.currency as Currency,
         c.reference,
         c.note,
         c.created_by as UserId,
@@ -641,7 +651,8 @@ pub async fn claims_of(
     sqlx::query_as!(
         PaymentClaim,
         r#"SELECT id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
-                  currency, reference, note, status, review_notes, payment_id, created_at,
+                  currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
+                  review_notes, payment_id, created_at,
                   reviewed_at
              FROM payment_claims WHERE org_id = $1
               AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
@@ -660,7 +671,8 @@ pub async fn claim_queue(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<PaymentC
     sqlx::query_as!(
         PaymentClaim,
         r#"SELECT c.id, c.org_id AS "org_id: OrgId", o.name AS "org_name?", c.invoice_id,
-                  c.amount_minor, c.currency, c.reference, c.note, c.status, c.review_notes,
+                  c.amount_minor, c.currency AS "currency: Currency", c.reference, c.note,
+                  c.status AS "status: ClaimStatus", c.review_notes,
                   c.payment_id, c.created_at, c.reviewed_at
              FROM payment_claims c JOIN organizations o ON o.id = c.org_id
             WHERE c.status = 'pending' ORDER BY c.created_at, c.id LIMIT $1"#,
@@ -683,7 +695,8 @@ pub async fn lock_claim(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
     sqlx::query_as!(
         PaymentClaim,
         r#"SELECT id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
-                  currency, reference, note, status, review_notes, payment_id, created_at,
+                  currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
+                  review_notes, payment_id, created_at,
                   reviewed_at
              FROM payment_claims WHERE id = $1 FOR UPDATE"#,
         id,
@@ -697,7 +710,7 @@ pub async fn lock_claim(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
 pub async fn decide_claim(
     conn: &mut PgConnection,
     id: Uuid,
-    status: &str,
+    status: ClaimStatus,
     review_notes: &str,
     payment_id: Option<Uuid>,
     by: UserId,
@@ -708,10 +721,11 @@ pub async fn decide_claim(
                   reviewed_by = $5, reviewed_at = now()
             WHERE id = $1
         RETURNING id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
-                  currency, reference, note, status, review_notes, payment_id, created_at,
+                  currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
+                  review_notes, payment_id, created_at,
                   reviewed_at"#,
         id,
-        status,
+        status as ClaimStatus,
         review_notes,
         payment_id,
         by as UserId,
@@ -809,7 +823,8 @@ pub async fn lock_run_charges(
     sqlx::query_as!(
         Charge,
         r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                  amount_minor, currency, status, source, period, invoice_id, created_at
+                  amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id, created_at
              FROM charges
             WHERE org_id = ANY($2) AND period = $1 AND status = 'pending' AND source = 'usage'
             ORDER BY org_id, currency, created_at, id FOR UPDATE"#,
