@@ -154,11 +154,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .route(
         "/v1/distributors/{id}/invoices",
-        methods::get().to(billing::distributor_invoices),
+        methods::get().to(distributors::invoices),
     )
     .route(
         "/v1/distributors/{id}/payments",
-        methods::get().to(billing::distributor_payments),
+        methods::get().to(distributors::payments),
     );
     // Calling services only (`/internal/...`).
     service_kit::assertion::internal(cfg, |c| {

@@ -70,9 +70,12 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             unit_minor: amount,
             amount_minor: amount,
             currency,
-            created_by: user,
+            source: crate::billing::model::Source::Staff,
+            source_ref: None,
+            period: None,
+            created_by: Some(user),
         };
-        charges.push(b::insert_charge(&mut tx, &c).await?);
+        charges.extend(b::insert_charge(&mut tx, &c).await?);
     }
     let pending = charges.pop();
     let quoted = charges.pop().into_iter().collect();

@@ -10,6 +10,10 @@
 //! made. An event for an organization org-billing does not have is logged and
 //! acknowledged without a charge: it must not hold the stream up.
 
+use crate::billing::{
+    model::{Charge, Source},
+    store,
+};
 use event_contracts::{billable_hours, AuditAction, ProductEvent, UsageRecorded, USAGE_SUBJECT};
 use hub_domain::OrgId;
 use serde_json::json;
@@ -92,28 +96,23 @@ pub async fn on_recorded(usage: &Usage, m: &RawMessage) -> anyhow::Result<Outcom
             "usage of an organization org-billing does not have; no charge");
         return Ok(Outcome::UnknownOrganization);
     }
-    let id = Uuid::now_v7();
-    let inserted = sqlx::query_scalar!(
-        "INSERT INTO charges (id, org_id, description, brand, qty, unit_minor, amount_minor, currency, \
-                              status, source, source_ref, period) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 'usage', $9, $10) \
-         ON CONFLICT (source_ref) DO NOTHING RETURNING id",
-        id,
-        org_id as OrgId,
-        description(u),
-        &usage.brand,
-        u.qty,
-        u.unit_minor.0,
-        u.amount_minor.0,
-        u.currency.as_str(),
-        &source_ref,
-        &u.period,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if inserted.is_none() {
+    let description = description(u);
+    let charge = store::NewCharge {
+        org_id,
+        description: &description,
+        brand: &usage.brand,
+        qty: u.qty,
+        unit_minor: u.unit_minor.0,
+        amount_minor: u.amount_minor.0,
+        currency: u.currency,
+        source: Source::Usage,
+        source_ref: Some(&source_ref),
+        period: Some(&u.period),
+        created_by: None,
+    };
+    let Some(Charge { id, .. }) = store::insert_charge(&mut tx, &charge).await? else {
         return Ok(Outcome::AlreadyCharged);
-    }
+    };
     outbox::enqueue(
         &mut tx,
         &usage.naming,

@@ -1330,3 +1330,71 @@ async fn an_observer_lists_its_entitys_invoices_and_payments_and_no_others() {
         404
     );
 }
+
+#[tokio::test]
+async fn the_distributor_report_counts_invoices_paid_through_payments_and_the_wallet() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("reported@example.com").await;
+    let staff = s.sign_in(STAFF).await;
+    let tr = s
+        .get(&format!("/v1/organizations/{org}"), Some(&owner))
+        .await
+        .body["distributor_entity_id"]
+        .as_str()
+        .expect("an entity")
+        .to_owned();
+    // One invoice paid by a recorded transfer, one from the wallet, one
+    // only in part (not counted).
+    let mut invoices = Vec::new();
+    for amount in [40_000, 25_000, 9_000] {
+        let c = charge(&s, &staff, &org, amount, "month").await;
+        invoices.push(
+            issue(&s, &staff, &org, "invoice", Some(vec![&c]))
+                .await
+                .body,
+        );
+    }
+    assert_eq!(
+        pay(&s, &staff, &org, payment(40_000, "TRY", Some(&invoices[0])))
+            .await
+            .status,
+        201
+    );
+    s.credit(&staff, &org, 25_000).await;
+    let id = invoices[1]["id"].as_str().expect("an id");
+    let r = s
+        .post(
+            &format!("/v1/admin/invoices/{id}/pay-from-wallet"),
+            Some(&staff),
+            json!({"amount_minor": 25_000}),
+        )
+        .await;
+    assert_eq!(r.body["status"], "paid");
+    assert_eq!(
+        pay(&s, &staff, &org, payment(1_000, "TRY", Some(&invoices[2])))
+            .await
+            .status,
+        201
+    );
+    let now = time::OffsetDateTime::now_utc();
+    let month = format!("{}-{:02}", now.year(), u8::from(now.month()));
+    let r = s
+        .get(
+            &format!("/v1/distributors/{tr}/report?month={month}"),
+            Some(&staff),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let pct = r.body["profit_pct"].as_f64().expect("a share");
+    let try_row = r.body["currencies"]
+        .as_array()
+        .expect("currencies")
+        .iter()
+        .find(|c| c["currency"] == "TRY")
+        .cloned()
+        .expect("a TRY row");
+    assert_eq!(try_row["paid_invoices"], 2);
+    assert_eq!(try_row["paid_total_minor"], 65_000);
+    let share = (65_000.0 * pct / 100.0).floor() as i64;
+    assert_eq!(try_row["share_minor"], share);
+}

@@ -95,16 +95,33 @@ async fn periods(s: &TestStack, server: &str) -> Vec<Period> {
     .expect("periods")
 }
 
-/// Move server `server`'s open usage period's start to what `start` (SQL on
-/// `now()` and `m`, the first instant of this month, UTC) says.
-async fn start_open_period_at(s: &TestStack, server: &str, start: &str) {
-    let sql = format!(
+/// Where to move an open usage period's start: an interval before now (but
+/// not before this month's first instant, UTC), or an interval (negative:
+/// back) from this month's first instant.
+enum Start {
+    Ago(&'static str),
+    FromMonth(&'static str),
+}
+
+/// Move server `server`'s open usage period's start to `start`.
+async fn start_open_period_at(s: &TestStack, server: &str, start: Start) {
+    let (ago, offset) = match start {
+        Start::Ago(i) => (true, i),
+        Start::FromMonth(i) => (false, i),
+    };
+    sqlx::query!(
         "WITH m AS (SELECT date_trunc('month', now(), 'UTC') AS m) \
-         UPDATE server_product.usage_periods SET started_at = ({start}) FROM m \
-          WHERE server_id = '{}' AND ended_at IS NULL",
-        uuid(server)
-    );
-    s.db_exec(&sql).await;
+         UPDATE server_product.usage_periods SET started_at = \
+             CASE WHEN $2 THEN greatest(m, now() - $3::text::interval) \
+                  ELSE m + $3::text::interval END \
+           FROM m WHERE server_id = $1 AND ended_at IS NULL",
+        uuid(server),
+        ago,
+        offset,
+    )
+    .execute(&s.db)
+    .await
+    .expect("the period's start moved");
 }
 
 async fn terminate(s: &TestStack, token: &str, server: &str) {
@@ -196,12 +213,7 @@ async fn a_terminated_server_makes_one_pending_usage_charge() {
     let (owner, org, id) = active_server(&s, "usage-one@example.com", "billed-1").await;
     // 26.5 hours of use (27 begun), unless that would start before this
     // month: then from the month's first instant.
-    start_open_period_at(
-        &s,
-        &id,
-        "greatest(m, now() - interval '26 hours 30 minutes')",
-    )
-    .await;
+    start_open_period_at(&s, &id, Start::Ago("26 hours 30 minutes")).await;
     terminate(&s, &owner, &id).await;
     let got = settled(&s, &org).await;
     let ps = periods(&s, &id).await;
@@ -320,7 +332,7 @@ async fn usage_across_month_boundaries_is_charged_per_month() {
     start_open_period_at(
         &s,
         &a,
-        "m - interval '1 month' + interval '9 days 5 hours 10 minutes'",
+        Start::FromMonth("-1 month 9 days 5 hours 10 minutes"),
     )
     .await;
     let options = (*s.db.connect_options())
@@ -357,7 +369,7 @@ async fn usage_across_month_boundaries_is_charged_per_month() {
     assert_eq!(r.status, 201, "{:?}", r.body);
     let b = crate::servers::sid(&r);
     crate::servers::wait_for(&s, &owner, &b, "active").await;
-    start_open_period_at(&s, &b, "m - interval '2 months' + interval '20 days'").await;
+    start_open_period_at(&s, &b, Start::FromMonth("-2 months 20 days")).await;
     terminate(&s, &owner, &b).await;
 
     let got = settled(&s, &org).await;
@@ -489,4 +501,43 @@ async fn usage_events_never_reach_a_webhook_endpoint() {
         stored,
         ["server.active", "server.created", "server.terminated"]
     );
+}
+
+#[tokio::test]
+async fn the_month_job_run_by_two_replicas_at_once_splits_each_period_once() {
+    let s = TestStack::spawn().await;
+    let mut servers = Vec::new();
+    for i in 0..4 {
+        let (_, org, id) = active_server(
+            &s,
+            &format!("usage-race{i}@example.com"),
+            &format!("race-{i}"),
+        )
+        .await;
+        start_open_period_at(&s, &id, Start::FromMonth("-1 month 3 days")).await;
+        servers.push((org, id));
+    }
+    let options = (*s.db.connect_options())
+        .clone()
+        .options([("search_path", "server_product")]);
+    let (a, b) = (
+        sqlx::PgPool::connect_with(options.clone())
+            .await
+            .expect("pool a"),
+        sqlx::PgPool::connect_with(options).await.expect("pool b"),
+    );
+    let now = s.clock.now();
+    let (x, y) = tokio::join!(
+        server_product::usage::split_months(&a, &s.naming, now),
+        server_product::usage::split_months(&b, &s.naming, now),
+    );
+    // Between them, one piece per server: none closed twice, none left.
+    assert_eq!(x.expect("replica a") + y.expect("replica b"), 4);
+    for (org, id) in &servers {
+        let ps = periods(&s, id).await;
+        assert_eq!(ps.len(), 2, "{ps:?}");
+        assert_eq!(ps[0].ended_at, Some(first_of_month(now)));
+        let got = settled(&s, org).await;
+        assert_eq!(got.len(), 1, "one charge for last month's piece: {got:?}");
+    }
 }

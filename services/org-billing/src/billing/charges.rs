@@ -2,7 +2,10 @@
 //! charges arrive from server-product ([`crate::usage`]); staff add others and
 //! waive pending ones.
 
-use super::{model::ChargeStatus, store};
+use super::{
+    model::{ChargeStatus, Source},
+    store,
+};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
@@ -84,10 +87,18 @@ pub async fn create(
             unit_minor: amount,
             amount_minor: amount,
             currency: billed.currency,
-            created_by: caller.user_id(),
+            source: Source::Staff,
+            source_ref: None,
+            period: None,
+            created_by: Some(caller.user_id()),
         },
     )
-    .await?;
+    .await?
+    .ok_or_else(|| {
+        ApiError::internal(anyhow::anyhow!(
+            "a staff charge without reference conflicted"
+        ))
+    })?;
     outbox::audit(
         &mut tx,
         &state.naming,

@@ -20,7 +20,6 @@ pub mod runs;
 pub mod store;
 
 use crate::state::AppState;
-use actix_web::web;
 use hub_domain::{Capability, OrgId};
 use service_kit::{assertion::Caller, page, ApiError, ApiResult};
 
@@ -35,36 +34,6 @@ pub fn authorize_reader(caller: &Caller, org: OrgId) -> ApiResult<()> {
         return Ok(());
     }
     caller.require(org, Capability::FinanceRead).map(|_| ())
-}
-
-/// GET /v1/distributors/{id}/invoices?kind=&status=&limit=&cursor= (staff,
-/// the entity's observers): the documents of its organizations.
-#[tracing::instrument(skip_all, fields(distributor_id = %path))]
-pub async fn distributor_invoices(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<uuid::Uuid>,
-    q: web::Query<documents::ListQuery>,
-) -> ApiResult<actix_web::HttpResponse> {
-    let id = path.into_inner();
-    crate::distributors::authorize_read(&state, &caller, id).await?;
-    let base = format!("/v1/distributors/{id}/invoices");
-    documents::page_of(&state, store::Owner::Distributor(id), &q, &base).await
-}
-
-/// GET /v1/distributors/{id}/payments?limit=&cursor= (staff, the entity's
-/// observers): the payments of its organizations.
-#[tracing::instrument(skip_all, fields(distributor_id = %path))]
-pub async fn distributor_payments(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<uuid::Uuid>,
-    q: web::Query<payments::ListQuery>,
-) -> ApiResult<actix_web::HttpResponse> {
-    let id = path.into_inner();
-    crate::distributors::authorize_read(&state, &caller, id).await?;
-    let base = format!("/v1/distributors/{id}/payments");
-    payments::page_of(&state, store::Owner::Distributor(id), &q, &base).await
 }
 
 /// [`authorize_reader`], then 404 when the organization does not exist

@@ -53,15 +53,26 @@ pub struct NewCharge<'a> {
     pub unit_minor: i64,
     pub amount_minor: i64,
     pub currency: Currency,
-    pub created_by: UserId,
+    pub source: Source,
+    /// Usage charges: the usage period it bills (`usage:<id>`); a second
+    /// charge with the same reference is not made.
+    pub source_ref: Option<&'a str>,
+    /// Usage charges: the month a billing run invoices it in.
+    pub period: Option<&'a str>,
+    pub created_by: Option<UserId>,
 }
 
-pub async fn insert_charge(conn: &mut PgConnection, c: &NewCharge<'_>) -> sqlx::Result<Charge> {
+/// Insert a pending charge: None when one with its `source_ref` exists.
+pub async fn insert_charge(
+    conn: &mut PgConnection,
+    c: &NewCharge<'_>,
+) -> sqlx::Result<Option<Charge>> {
     sqlx::query_as!(
         Charge,
         r#"INSERT INTO charges (id, org_id, description, brand, qty, unit_minor, amount_minor,
-                                currency, source, created_by)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'staff', $9)
+                                currency, source, source_ref, period, created_by)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+           ON CONFLICT (source_ref) DO NOTHING
            RETURNING id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
                      amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
                   source AS "source: Source", period, invoice_id, created_at"#,
@@ -73,9 +84,12 @@ pub async fn insert_charge(conn: &mut PgConnection, c: &NewCharge<'_>) -> sqlx::
         c.unit_minor,
         c.amount_minor,
         c.currency as Currency,
-        c.created_by as UserId,
+        c.source as Source,
+        c.source_ref,
+        c.period,
+        c.created_by.map(|u| u.as_uuid()),
     )
-    .fetch_one(conn)
+    .fetch_optional(conn)
     .await
 }
 

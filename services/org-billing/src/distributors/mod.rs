@@ -605,23 +605,58 @@ pub async fn organizations(
     ))
 }
 
+/// GET /v1/distributors/{id}/invoices?kind=&status=&limit=&cursor= (staff,
+/// the entity's observers): the documents of its organizations.
+#[tracing::instrument(skip_all, fields(distributor_id = %path))]
+pub async fn invoices(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<uuid::Uuid>,
+    q: web::Query<crate::billing::documents::ListQuery>,
+) -> ApiResult<actix_web::HttpResponse> {
+    let id = path.into_inner();
+    authorize_read(&state, &caller, id).await?;
+    let base = format!("/v1/distributors/{id}/invoices");
+    crate::billing::documents::page_of(
+        &state,
+        crate::billing::store::Owner::Distributor(id),
+        &q,
+        &base,
+    )
+    .await
+}
+
+/// GET /v1/distributors/{id}/payments?limit=&cursor= (staff, the entity's
+/// observers): the payments of its organizations.
+#[tracing::instrument(skip_all, fields(distributor_id = %path))]
+pub async fn payments(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<uuid::Uuid>,
+    q: web::Query<crate::billing::payments::ListQuery>,
+) -> ApiResult<actix_web::HttpResponse> {
+    let id = path.into_inner();
+    authorize_read(&state, &caller, id).await?;
+    let base = format!("/v1/distributors/{id}/payments");
+    crate::billing::payments::page_of(
+        &state,
+        crate::billing::store::Owner::Distributor(id),
+        &q,
+        &base,
+    )
+    .await
+}
+
 #[derive(Deserialize)]
 pub struct ReportQuery {
     month: String,
 }
 
-/// `YYYY-MM` to the first day of that month.
+/// `YYYY-MM` ([`crate::billing::model::period`]) to the first day of that month.
 fn parse_month(s: &str) -> ApiResult<Date> {
-    let bad = || ApiError::bad_request("month must be YYYY-MM (e.g. 2026-11)");
-    let b = s.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
-    if b.len() != 7 || b[4] != b'-' || !digits(0..4) || !digits(5..7) {
-        return Err(bad());
-    }
-    let year: i32 = s[..4].parse().map_err(|_| bad())?;
-    let month: u8 = s[5..].parse().map_err(|_| bad())?;
-    let month = time::Month::try_from(month).map_err(|_| bad())?;
-    Date::from_calendar_date(year, month, 1).map_err(|_| bad())
+    crate::billing::model::period(s)
+        .and_then(|(year, month)| Date::from_calendar_date(year, month, 1).ok())
+        .ok_or_else(|| ApiError::bad_request("month must be YYYY-MM (e.g. 2026-11)"))
 }
 
 #[derive(Serialize)]
