@@ -9,6 +9,47 @@ use uuid::Uuid;
 pub struct Membership {
     pub org_id: OrgId,
     pub role: Role,
+    /// The organization's status: on the wire only while it is suspended
+    /// (`"status": "suspended"`), so an active membership is exactly the
+    /// spec's `{org_id, role}`. Services refuse members' writes to a
+    /// suspended organization from this, without a call
+    /// (`service_kit::assertion::Caller::require`).
+    #[serde(default, skip_serializing_if = "OrgStatus::is_active")]
+    pub status: OrgStatus,
+}
+
+/// An organization's status (OrganizationDetail's `status`): staff suspend
+/// and reactivate it. A suspended organization reads normally; its members'
+/// and keys' writes are refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrgStatus {
+    #[default]
+    Active,
+    Suspended,
+}
+
+crate::text::sqlx_text!(OrgStatus, "organization status");
+
+impl OrgStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrgStatus::Active => "active",
+            OrgStatus::Suspended => "suspended",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<OrgStatus> {
+        match s {
+            "active" => Some(OrgStatus::Active),
+            "suspended" => Some(OrgStatus::Suspended),
+            _ => None,
+        }
+    }
+
+    pub fn is_active(&self) -> bool {
+        *self == OrgStatus::Active
+    }
 }
 
 /// Exactly the spec's Identity resource.
@@ -24,10 +65,12 @@ pub struct Identity {
 impl Identity {
     /// The caller's role in `org_id`, if a member.
     pub fn role_in(&self, org_id: OrgId) -> Option<Role> {
-        self.memberships
-            .iter()
-            .find(|m| m.org_id == org_id)
-            .map(|m| m.role)
+        self.membership_in(org_id).map(|m| m.role)
+    }
+
+    /// The caller's membership of `org_id`, if any.
+    pub fn membership_in(&self, org_id: OrgId) -> Option<&Membership> {
+        self.memberships.iter().find(|m| m.org_id == org_id)
     }
 }
 

@@ -15,7 +15,7 @@ mod text;
 
 pub use authz::{Capability, Role, CAPABILITIES, ROLES};
 pub use email::{Email, EmailError};
-pub use identity::{Credential, CredentialKind, Identity, Membership};
+pub use identity::{Credential, CredentialKind, Identity, Membership, OrgStatus};
 pub use ids::{
     ApiKeyId, ConversationId, DeliveryId, EndpointId, MaintenanceId, OrgId, ServerId, SessionId,
     StagedActionId, SubmissionId, UserId,

@@ -202,11 +202,27 @@ pub enum AuditAction {
     DistributorStaffAdded,
     #[serde(rename = "distributor.staff_removed")]
     DistributorStaffRemoved,
+    #[serde(rename = "org.suspended")]
+    OrgSuspended,
+    #[serde(rename = "org.reactivated")]
+    OrgReactivated,
+    #[serde(rename = "project.created")]
+    ProjectCreated,
+    #[serde(rename = "project.updated")]
+    ProjectUpdated,
+    #[serde(rename = "project.deleted")]
+    ProjectDeleted,
+    #[serde(rename = "asset.created")]
+    AssetCreated,
+    #[serde(rename = "asset.updated")]
+    AssetUpdated,
+    #[serde(rename = "asset.deleted")]
+    AssetDeleted,
 }
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 55] = [
+    pub const ALL: [AuditAction; 63] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -262,6 +278,14 @@ impl AuditAction {
         AuditAction::DistributorUpdated,
         AuditAction::DistributorStaffAdded,
         AuditAction::DistributorStaffRemoved,
+        AuditAction::OrgSuspended,
+        AuditAction::OrgReactivated,
+        AuditAction::ProjectCreated,
+        AuditAction::ProjectUpdated,
+        AuditAction::ProjectDeleted,
+        AuditAction::AssetCreated,
+        AuditAction::AssetUpdated,
+        AuditAction::AssetDeleted,
     ];
 
     /// The action's name on the wire and in `audit_log.action`.
@@ -322,6 +346,14 @@ impl AuditAction {
             AuditAction::DistributorUpdated => "distributor.updated",
             AuditAction::DistributorStaffAdded => "distributor.staff_added",
             AuditAction::DistributorStaffRemoved => "distributor.staff_removed",
+            AuditAction::OrgSuspended => "org.suspended",
+            AuditAction::OrgReactivated => "org.reactivated",
+            AuditAction::ProjectCreated => "project.created",
+            AuditAction::ProjectUpdated => "project.updated",
+            AuditAction::ProjectDeleted => "project.deleted",
+            AuditAction::AssetCreated => "asset.created",
+            AuditAction::AssetUpdated => "asset.updated",
+            AuditAction::AssetDeleted => "asset.deleted",
         }
     }
 }
@@ -740,6 +772,8 @@ mod tests {
             OrgCreated::SUBJECT,
             MembershipChanged::SUBJECT,
             KycChanged::SUBJECT,
+            OrgStatusChanged::SUBJECT,
+            OrgAccessChanged::SUBJECT,
         ] {
             assert!(STREAMS
                 .iter()
@@ -770,4 +804,29 @@ pub struct MembershipChanged {
 }
 impl Event for MembershipChanged {
     const SUBJECT: &'static str = "core.v1.membership.changed";
+}
+
+/// Staff suspended or reactivated an organization (org-billing owns the
+/// status). identity applies it to the memberships it resolves; `version`
+/// grows with every change, so a late or redelivered event never undoes a
+/// newer one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrgStatusChanged {
+    pub org_id: OrgId,
+    pub status: hub_domain::OrgStatus,
+    pub version: i64,
+}
+impl Event for OrgStatusChanged {
+    const SUBJECT: &'static str = "core.v1.org.status_changed";
+}
+
+/// Something every member of `org_id` resolves with changed (its status):
+/// gateways drop every cached identity holding a membership of it. identity
+/// sends it after the change is committed, so the next resolution sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrgAccessChanged {
+    pub org_id: OrgId,
+}
+impl Event for OrgAccessChanged {
+    const SUBJECT: &'static str = "core.v1.identity.org_changed";
 }

@@ -27,9 +27,11 @@ fn token_refusal(r: &Reply) -> ApiError {
     }
 }
 
-/// Before the model runs: 403 when AI is disabled for the member, 402 when the
-/// organization or the member's limit has nothing left.
+/// Before the model runs: 403 when the organization is suspended (the model's
+/// text spends its tokens: a write) or AI is disabled for the member, 402 when
+/// the organization or the member's limit has nothing left.
 pub async fn check_allowance(org_billing: &Peer, caller: &Caller, org: OrgId) -> ApiResult<()> {
+    caller.require_writable(org)?;
     let path = format!("/internal/v1/organizations/{org}/ai-allowance");
     let r = tools::call(org_billing, caller, Method::GET, &path, None, None).await?;
     if !r.ok() {

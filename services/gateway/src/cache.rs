@@ -1,16 +1,20 @@
 //! Resolved bearers, cached briefly by the SHA-256 of the token.
 //!
 //! Identity announces revocations (`core.v1.auth.credential_revoked`, carrying
-//! the token hash) and identity changes (`core.v1.identity.changed`, by user) on
-//! NATS; every replica subscribes and drops the matching entries. While the NATS
+//! the token hash), identity changes (`core.v1.identity.changed`, by user) and
+//! organization status changes (`core.v1.identity.org_changed`, by
+//! organization: every member's and key's entry) on NATS; every replica
+//! subscribes and drops the matching entries. While the NATS
 //! connection is down the cache is bypassed, so a missed revocation cannot be
 //! served from it. An epoch counter stops a resolution that was in flight when
 //! an invalidation arrived from re-inserting what was just invalidated.
 
 use bytes::Bytes;
-use event_contracts::{CredentialRevoked, Envelope, Event, IdentityChanged, Naming};
+use event_contracts::{
+    CredentialRevoked, Envelope, Event, IdentityChanged, Naming, OrgAccessChanged,
+};
 use futures::StreamExt;
-use hub_domain::{Credential, Identity, UserId};
+use hub_domain::{Credential, Identity, OrgId, UserId};
 use moka::sync::Cache;
 use ring::digest;
 use std::{
@@ -25,8 +29,12 @@ use tokio_util::sync::CancellationToken;
 pub type Key = [u8; 32];
 
 /// The invalidations the gateway listens to (core NATS subscriptions):
-/// revoked credentials, then changed identities.
-pub const LISTENS: &[&str; 2] = &[CredentialRevoked::SUBJECT, IdentityChanged::SUBJECT];
+/// revoked credentials, changed identities, then changed organizations.
+pub const LISTENS: &[&str; 3] = &[
+    CredentialRevoked::SUBJECT,
+    IdentityChanged::SUBJECT,
+    OrgAccessChanged::SUBJECT,
+];
 
 /// A resolved bearer: the identity, the credential and the ready-made JSON body
 /// of `GET /v1/auth/me`.
@@ -131,6 +139,18 @@ impl IdentityCache {
         }
     }
 
+    /// Drop every entry holding a membership of `org_id` (its members'
+    /// sessions and its keys).
+    pub fn invalidate_org(&self, org_id: OrgId) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        if let Err(e) = self.entries.invalidate_entries_if(move |_, v| {
+            v.identity.memberships.iter().any(|m| m.org_id == org_id)
+        }) {
+            tracing::error!(error = %e, "cannot invalidate by organization; clearing the cache");
+            self.entries.invalidate_all();
+        }
+    }
+
     /// Apply invalidation events ([`LISTENS`]) until `cancel` fires.
     pub async fn listen(
         self,
@@ -138,9 +158,10 @@ impl IdentityCache {
         naming: Naming,
         cancel: CancellationToken,
     ) -> anyhow::Result<()> {
-        let [revoked, changed] = *LISTENS;
+        let [revoked, changed, org_changed] = *LISTENS;
         let mut revoked = client.subscribe(naming.subject(revoked)).await?;
         let mut changed = client.subscribe(naming.subject(changed)).await?;
+        let mut org_changed = client.subscribe(naming.subject(org_changed)).await?;
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
@@ -161,6 +182,12 @@ impl IdentityCache {
                     match serde_json::from_slice::<Envelope<IdentityChanged>>(&m.payload) {
                         Ok(env) => self.invalidate_user(env.data.user_id),
                         Err(e) => tracing::warn!(error = %e, "bad identity_changed event"),
+                    }
+                }
+                Some(m) = org_changed.next() => {
+                    match serde_json::from_slice::<Envelope<OrgAccessChanged>>(&m.payload) {
+                        Ok(env) => self.invalidate_org(env.data.org_id),
+                        Err(e) => tracing::warn!(error = %e, "bad org_changed event"),
                     }
                 }
                 else => break,

@@ -3,7 +3,7 @@
 //! [`crate::resolve`]), checked at compile time. Keys come back as domain
 //! values (the role a [`Role`]); only a token's SHA-256 is ever stored.
 
-use hub_domain::{ApiKeyId, OrgId, Role, UserId};
+use hub_domain::{ApiKeyId, OrgId, OrgStatus, Role, UserId};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
@@ -130,6 +130,8 @@ pub struct Live {
     pub org_id: OrgId,
     pub role: String,
     pub name: String,
+    /// Its organization's status (suspended organizations refuse its writes).
+    pub org_status: OrgStatus,
 }
 
 /// The live key whose token hashes to `token_hash`, if any (one indexed
@@ -137,7 +139,10 @@ pub struct Live {
 pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Option<Live>> {
     sqlx::query_as!(
         Live,
-        "SELECT id, org_id, role, name FROM api_keys WHERE token_hash = $1 AND revoked_at IS NULL",
+        r#"SELECT k.id, k.org_id, k.role, k.name,
+                  COALESCE(o.status, 'active') AS "org_status!: OrgStatus"
+             FROM api_keys k LEFT JOIN org_states o ON o.org_id = k.org_id
+            WHERE k.token_hash = $1 AND k.revoked_at IS NULL"#,
         token_hash,
     )
     .fetch_optional(pool)

@@ -9,6 +9,7 @@ mod audit;
 mod fields;
 pub mod mail;
 mod memberships;
+mod org_states;
 mod ratelimit;
 mod resolve;
 mod routes;
@@ -26,7 +27,8 @@ pub use settings::Settings;
 
 use actix_web::web;
 use event_contracts::{
-    AuditRecorded, CredentialRevoked, Event, IdentityChanged, MembershipChanged, OrgCreated,
+    AuditRecorded, CredentialRevoked, Event, IdentityChanged, MembershipChanged, OrgAccessChanged,
+    OrgCreated, OrgStatusChanged,
 };
 use service_kit::{
     db, nats,
@@ -123,6 +125,17 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             async move { memberships::on_org_created(&state, env).await }
         },
     ));
+    let state_for_status = state.clone();
+    tasks.push(nats::spawn_consumer::<OrgStatusChanged, _, _>(
+        js.clone(),
+        settings.nats.clone(),
+        ORG_STATUS_CONSUMER,
+        cancel.clone(),
+        move |env| {
+            let state = state_for_status.clone();
+            async move { org_states::on_status_changed(&state, env).await.map(drop) }
+        },
+    ));
     if let Some(m) = mailer {
         tasks.push(mail::spawn(m, pool.clone(), cancel.clone()));
     }
@@ -141,6 +154,9 @@ const AUDIT_CONSUMER: nats::Durable = nats::Durable::of::<AuditRecorded>("identi
 /// Makes the first owner of a new organization (the guarantee behind
 /// org-billing's direct call).
 const ORG_CREATED_CONSUMER: nats::Durable = nats::Durable::of::<OrgCreated>("identity-org-created");
+/// Puts organizations' statuses (suspension) in the identities it resolves.
+const ORG_STATUS_CONSUMER: nats::Durable =
+    nats::Durable::of::<OrgStatusChanged>("identity-org-status");
 
 /// identity, described once: its binary, the one-process stack and the test
 /// harness start it from this (see `service_kit::service`).
@@ -155,8 +171,10 @@ impl service_kit::service::Service for Identity {
         IdentityChanged::SUBJECT,
         CredentialRevoked::SUBJECT,
         MembershipChanged::SUBJECT,
+        OrgAccessChanged::SUBJECT,
     ];
-    const CONSUMES: &'static [nats::Durable] = &[AUDIT_CONSUMER, ORG_CREATED_CONSUMER];
+    const CONSUMES: &'static [nats::Durable] =
+        &[AUDIT_CONSUMER, ORG_CREATED_CONSUMER, ORG_STATUS_CONSUMER];
     type Settings = Settings;
 
     async fn migrate(s: &Settings) -> anyhow::Result<()> {

@@ -68,6 +68,7 @@ async fn api_key(pool: &PgPool, token: &str) -> sqlx::Result<Option<Resolved>> {
                 memberships: vec![Membership {
                     org_id: k.org_id,
                     role,
+                    status: k.org_status,
                 }],
             },
             credential: Credential {

@@ -1,6 +1,7 @@
 //! org-billing: organizations, distributor routing, wallets with an append-only
 //! ledger, AI-token balances. Owns the Postgres schema `org_billing`.
 
+mod assets;
 mod billing;
 pub mod catalog;
 mod distributors;
@@ -8,6 +9,7 @@ pub mod kyc;
 mod ledger;
 mod members_ai;
 mod orgs;
+mod projects;
 mod replica;
 mod routes;
 pub mod seed;
@@ -229,7 +231,11 @@ impl service_kit::service::Service for OrgBilling {
         (hub_domain::ServiceName::Identity.as_str(), "identity"),
         (hub_domain::ServiceName::Kyc.as_str(), "kyc"),
     ];
-    const EMITS: &'static [&'static str] = &[AuditRecorded::SUBJECT, OrgCreated::SUBJECT];
+    const EMITS: &'static [&'static str] = &[
+        AuditRecorded::SUBJECT,
+        OrgCreated::SUBJECT,
+        event_contracts::OrgStatusChanged::SUBJECT,
+    ];
     const CONSUMES: &'static [nats::Durable] =
         &[KYC_CONSUMER, MEMBERSHIPS_CONSUMER, usage::CONSUMER];
     type Settings = Settings;

@@ -1,6 +1,6 @@
 //! org-billing's HTTP surface: each area's routes, public and internal.
 
-use crate::{billing, distributors, kyc, ledger, members_ai, orgs};
+use crate::{assets, billing, distributors, kyc, ledger, members_ai, orgs, projects};
 use actix_web::web;
 use service_kit::methods;
 
@@ -36,6 +36,43 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/organizations/{id}/members/{user_id}/ai",
             methods::patch().to(members_ai::update),
         );
+    // Projects and assets: members read, the admin roles write; staff
+    // suspend and reactivate organizations.
+    cfg.route(
+        "/v1/organizations/{id}/projects",
+        methods::get().to(projects::list),
+    )
+    .route(
+        "/v1/organizations/{id}/projects",
+        methods::post().to(projects::create),
+    )
+    .route("/v1/projects/{id}", methods::get().to(projects::get))
+    .route("/v1/projects/{id}", methods::patch().to(projects::update))
+    .route("/v1/projects/{id}", methods::delete().to(projects::delete))
+    .route(
+        "/v1/organizations/{id}/assets",
+        methods::get().to(assets::list),
+    )
+    .route(
+        "/v1/organizations/{id}/assets",
+        methods::post().to(assets::create),
+    )
+    .route(
+        "/v1/organizations/{id}/assets/{asset_id}",
+        methods::patch().to(assets::update),
+    )
+    .route(
+        "/v1/organizations/{id}/assets/{asset_id}",
+        methods::delete().to(assets::delete),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/suspend",
+        methods::post().to(orgs::status::suspend),
+    )
+    .route(
+        "/v1/admin/organizations/{id}/reactivate",
+        methods::post().to(orgs::status::reactivate),
+    );
     // Distributor entities: staff writes, observers read their own.
     cfg.route("/v1/distributors", methods::get().to(distributors::list))
         .route("/v1/distributors", methods::post().to(distributors::create))

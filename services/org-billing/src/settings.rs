@@ -70,6 +70,8 @@ pub struct BillingSettings {
 pub struct OrgSettings {
     pub max_created_per_day: i64,
     pub max_memberships: usize,
+    pub max_projects: i64,
+    pub max_assets: i64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

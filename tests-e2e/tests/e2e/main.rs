@@ -2,6 +2,7 @@
 //! Postgres and NATS. Each test starts its own stack (own database, own NATS
 //! prefix and streams).
 
+mod accounts;
 mod agent;
 mod agent_review;
 mod api_keys;
@@ -36,6 +37,7 @@ mod runs;
 mod schemathesis;
 pub mod servers;
 mod sessions;
+mod suspension;
 mod tls;
 mod traversal;
 mod usage_charges;

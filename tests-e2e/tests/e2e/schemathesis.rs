@@ -151,6 +151,27 @@ async fn the_api_answers_as_documented() {
         )
         .await;
     assert_eq!(run.status, 201, "{:?}", run.body);
+    // Accounts: a project, an asset, and an organization of its own for
+    // suspendOrganization and reactivateOrganization (so that the others'
+    // writes are not refused meanwhile).
+    let project = s
+        .post(
+            &format!("/v1/organizations/{org}/projects"),
+            Some(&staff),
+            json!({"name": "Contract project"}),
+        )
+        .await;
+    assert_eq!(project.status, 201, "{:?}", project.body);
+    let asset = s
+        .post(
+            &format!("/v1/organizations/{org}/assets"),
+            Some(&staff),
+            json!({"kind": "link", "name": "Site", "url": "https://example.com/"}),
+        )
+        .await;
+    assert_eq!(asset.status, 201, "{:?}", asset.body);
+    let suspended = s.create_org(&staff, "Contract suspension", "TR").await;
+    assert_eq!(suspended.status, 201, "{:?}", suspended.body);
 
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/schemathesis.sh");
     let mut command = std::process::Command::new(script);
@@ -179,7 +200,10 @@ async fn the_api_answers_as_documented() {
         .env("HUB_CLAIM_ID", &claims[0])
         .env("HUB_REJECT_CLAIM_ID", &claims[1])
         .env("HUB_RUN_ID", id(&run.body, "id"))
-        .env("HUB_DISTRIBUTOR_ID", &distributor);
+        .env("HUB_DISTRIBUTOR_ID", &distributor)
+        .env("HUB_PROJECT_ID", id(&project.body, "id"))
+        .env("HUB_ASSET_ID", id(&asset.body, "id"))
+        .env("HUB_SUSPEND_ORG_ID", id(&suspended.body, "id"));
     // The stack serves on this runtime meanwhile.
     let out = tokio::task::spawn_blocking(move || command.output())
         .await

@@ -102,6 +102,19 @@ pub struct Caller {
     pub memberships_truncated: bool,
     /// When the sender stops waiting (unix milliseconds), if it will.
     pub deadline_ms: Option<i64>,
+    /// The request may change something (any method but GET, HEAD and
+    /// OPTIONS): [`require`](Self::require) refuses it in a suspended
+    /// organization.
+    pub writes: bool,
+}
+
+/// The 403 of a write in a suspended organization.
+pub const SUSPENDED: &str =
+    "organization suspended: its members and API keys cannot change anything until staff reactivate it";
+
+/// Whether a request with this method may change something.
+pub fn is_write(method: &str) -> bool {
+    !matches!(method, "GET" | "HEAD" | "OPTIONS")
 }
 
 impl Caller {
@@ -113,6 +126,7 @@ impl Caller {
                 ip: a.ip.clone(),
                 memberships_truncated: a.memberships_truncated,
                 deadline_ms: a.deadline_ms,
+                writes: is_write(&a.method),
             }),
             _ => Err(ApiError::unauthorized("authentication required")),
         }
@@ -135,13 +149,35 @@ impl Caller {
     }
 
     /// The caller's role in `org_id` if it grants `cap`. Not a member: 404, the
-    /// same answer as for an organization that does not exist.
+    /// same answer as for an organization that does not exist. A write
+    /// ([`writes`](Self::writes)) in a suspended organization: 403 naming the
+    /// suspension, whatever the role (the status travels in the membership,
+    /// so every service refuses it without a call).
     pub fn require(&self, org_id: OrgId, cap: Capability) -> Result<Role, ApiError> {
-        let role = self.identity.role_in(org_id).ok_or(ApiError::NotFound)?;
-        if role.can(cap) {
-            Ok(role)
+        let m = self
+            .identity
+            .membership_in(org_id)
+            .ok_or(ApiError::NotFound)?;
+        if !m.role.can(cap) {
+            return Err(ApiError::forbidden(cap.denied_message()));
+        }
+        if self.writes && m.status == OrgStatus::Suspended {
+            return Err(ApiError::forbidden(SUSPENDED));
+        }
+        Ok(m.role)
+    }
+
+    /// 403 when `org_id` is suspended and this request writes: for writes
+    /// whose role check is done elsewhere (a resource's own rules).
+    pub fn require_writable(&self, org_id: OrgId) -> Result<(), ApiError> {
+        let suspended = self
+            .identity
+            .membership_in(org_id)
+            .is_some_and(|m| m.status == OrgStatus::Suspended);
+        if self.writes && suspended {
+            Err(ApiError::forbidden(SUSPENDED))
         } else {
-            Err(ApiError::forbidden(cap.denied_message()))
+            Ok(())
         }
     }
 

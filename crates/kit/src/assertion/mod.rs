@@ -35,7 +35,9 @@ mod middleware;
 mod mint;
 mod verify;
 
-pub use extract::{from, Caller, Callers, Peer, RequestCtx, SessionCaller, StaffCaller};
+pub use extract::{
+    from, is_write, Caller, Callers, Peer, RequestCtx, SessionCaller, StaffCaller, SUSPENDED,
+};
 pub use middleware::{internal, require_assertion, BodyLimit};
 pub use mint::Minter;
 pub use verify::Verifier;
@@ -52,7 +54,7 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use hub_domain::{
-    Capability, Credential, CredentialKind, Identity, OrgId, Role, ServiceName, UserId,
+    Capability, Credential, CredentialKind, Identity, OrgId, OrgStatus, Role, ServiceName, UserId,
 };
 use ring::{digest, hmac};
 use secrecy::{ExposeSecret, SecretString};

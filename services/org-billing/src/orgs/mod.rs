@@ -3,6 +3,7 @@
 //! services, an organization's profile (kyc) and lookup by name (agent). The
 //! SQL is in [`store`].
 
+pub mod status;
 pub mod store;
 
 use crate::state::AppState;
@@ -176,7 +177,7 @@ struct Detail {
     #[serde(flatten)]
     org: Organization,
     your_role: String,
-    status: String,
+    status: hub_domain::OrgStatus,
     members: i64,
     assets: i64,
     wallet_currency: Option<String>,
@@ -237,7 +238,7 @@ pub async fn detail(
         your_role: role.as_str().to_owned(),
         status: r.status,
         members: r.members,
-        assets: 0,
+        assets: r.assets,
         wallet_currency: finance.then_some(r.wallet_currency),
         wallet_balance_minor: finance.then_some(r.wallet_balance_minor),
         tokens: r.tokens,

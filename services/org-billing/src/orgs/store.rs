@@ -3,9 +3,9 @@
 //! functions take a connection (or a transaction): the handler decides the
 //! transaction's bounds.
 
-use super::Organization;
+use super::{status::WithStatus, Organization};
 use event_contracts::views::FoundOrganization;
-use hub_domain::{CountryCode, Currency, KycStatus, LegalType, OrgId, UserId};
+use hub_domain::{CountryCode, Currency, KycStatus, LegalType, OrgId, OrgStatus, UserId};
 use service_kit::{ApiError, ApiResult};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
@@ -174,8 +174,9 @@ pub struct DetailRow {
     pub distributor_entity: String,
     pub kyc_status: KycStatus,
     pub kyc_tier: i32,
-    pub status: String,
+    pub status: OrgStatus,
     pub members: i64,
+    pub assets: i64,
     pub wallet_currency: String,
     pub wallet_balance_minor: i64,
     pub tokens: i64,
@@ -192,10 +193,11 @@ pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailR
                   o.country::text AS "country!",
                   o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
                   o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier,
-                  o.status, o.legal_identity, o.kyc_locked, o.kyc_verified_at,
+                  o.status AS "status: OrgStatus", o.legal_identity, o.kyc_locked, o.kyc_verified_at,
                   w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor,
                   t.balance AS tokens,
-                  (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS "members!"
+                  (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS "members!",
+                  (SELECT count(*) FROM org_assets a WHERE a.org_id = o.id) AS "assets!"
              FROM organizations o JOIN distributors d ON d.id = o.distributor_id
              JOIN wallets w ON w.org_id = o.id
              JOIN token_balances t ON t.org_id = o.id WHERE o.id = $1"#,
@@ -203,6 +205,44 @@ pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailR
     )
     .fetch_optional(pool)
     .await
+}
+
+/// Move the organization to `to` (with `reason` when suspending) unless it
+/// is there already: the new status version, or None (no change, or no such
+/// organization).
+pub async fn set_status(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    to: OrgStatus,
+    reason: Option<&str>,
+) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar!(
+        "UPDATE organizations SET status = $2, status_reason = $3, status_changed_at = now(),
+                status_version = status_version + 1
+          WHERE id = $1 AND status <> $2 RETURNING status_version",
+        org_id as OrgId,
+        to as OrgStatus,
+        reason,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The organization with its status (it must exist).
+pub async fn with_status(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<WithStatus> {
+    let r = sqlx::query!(
+        r#"SELECT status AS "status: OrgStatus", status_reason, status_changed_at
+             FROM organizations WHERE id = $1"#,
+        org_id as OrgId,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(WithStatus {
+        org: one(conn, org_id).await?,
+        status: r.status,
+        status_reason: r.status_reason,
+        status_changed_at: r.status_changed_at,
+    })
 }
 
 /// Name, legal type and country (kyc's form depends on them).

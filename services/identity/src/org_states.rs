@@ -1,0 +1,49 @@
+//! Organizations' statuses (`org_states`), as org-billing announces them
+//! (`core.v1.org.status_changed`): the bearer lookups put each membership's
+//! status in the identity they resolve ([`crate::sessions::live_by_hash`],
+//! [`crate::api_keys::live_by_hash`]), and services refuse a suspended
+//! organization's writes from it. Applying a change tells the gateways
+//! (`core.v1.identity.org_changed`, after the commit) to drop the cached
+//! identities of its members, so the next request resolves the new status.
+
+use crate::state::AppState;
+use event_contracts::{Envelope, OrgAccessChanged, OrgStatusChanged};
+use hub_domain::{OrgId, OrgStatus};
+use service_kit::outbox;
+
+/// Apply a status change unless a newer one is already applied (events may
+/// arrive late or twice); true when it changed something.
+pub async fn on_status_changed(
+    state: &AppState,
+    env: Envelope<OrgStatusChanged>,
+) -> anyhow::Result<bool> {
+    let e = env.data;
+    let mut tx = state.pool.begin().await?;
+    let applied = sqlx::query_scalar!(
+        r#"INSERT INTO org_states (org_id, status, version) VALUES ($1, $2, $3)
+           ON CONFLICT (org_id) DO UPDATE SET status = EXCLUDED.status,
+                  version = EXCLUDED.version, changed_at = now()
+            WHERE org_states.version < EXCLUDED.version
+           RETURNING 1 AS "one!""#,
+        e.org_id as OrgId,
+        e.status as OrgStatus,
+        e.version,
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .is_some();
+    if applied {
+        outbox::enqueue(
+            &mut tx,
+            &state.naming,
+            OrgAccessChanged { org_id: e.org_id },
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    if applied {
+        state.publish_now().await;
+        tracing::info!(org_id = %e.org_id, status = e.status.as_str(), version = e.version, "organization status applied");
+    }
+    Ok(applied)
+}

@@ -1,0 +1,111 @@
+//! Suspension (staff): a suspended organization reads normally, but every
+//! write of its members and keys answers 403 naming the suspension, in every
+//! service. org-billing owns the status; `core.v1.org.status_changed` (with a
+//! version that grows with each change) carries it to identity, which puts it
+//! in the memberships the gateway forwards and tells the gateways to drop
+//! their cached identities of the organization's members.
+
+use super::{store, Organization};
+use crate::state::AppState;
+use actix_web::{web, HttpResponse};
+use event_contracts::{AuditAction, OrgStatusChanged};
+use hub_domain::{OrgId, OrgStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use service_kit::{assertion::StaffCaller, outbox, ApiError, ApiResult};
+use time::OffsetDateTime;
+
+pub const REASON_MAX: usize = 500;
+
+/// The organization with its status, as staff see it after a change.
+#[derive(Serialize)]
+pub struct WithStatus {
+    #[serde(flatten)]
+    pub org: Organization,
+    pub status: OrgStatus,
+    /// Why staff suspended it (null while active).
+    pub status_reason: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub status_changed_at: Option<OffsetDateTime>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suspension {
+    reason: String,
+}
+
+/// POST /v1/admin/organizations/{id}/suspend (staff; `reason`): 200 the
+/// organization as it is now; 409 when already suspended.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn suspend(
+    caller: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<OrgId>,
+    body: web::Json<Suspension>,
+) -> ApiResult<HttpResponse> {
+    let reason = crate::billing::text("reason", &body.reason, REASON_MAX, true)?;
+    change(
+        &state,
+        &caller,
+        path.into_inner(),
+        OrgStatus::Suspended,
+        Some(&reason),
+    )
+    .await
+}
+
+/// POST /v1/admin/organizations/{id}/reactivate (staff): 200 the organization
+/// as it is now; 409 when it is not suspended.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn reactivate(
+    caller: StaffCaller,
+    state: web::Data<AppState>,
+    path: web::Path<OrgId>,
+) -> ApiResult<HttpResponse> {
+    change(&state, &caller, path.into_inner(), OrgStatus::Active, None).await
+}
+
+async fn change(
+    state: &AppState,
+    caller: &StaffCaller,
+    org_id: OrgId,
+    to: OrgStatus,
+    reason: Option<&str>,
+) -> ApiResult<HttpResponse> {
+    let mut tx = state.pool.begin().await?;
+    let Some(version) = store::set_status(&mut tx, org_id, to, reason).await? else {
+        store::require(&mut tx, org_id).await?;
+        return Err(ApiError::Conflict(format!(
+            "the organization is already {}",
+            to.as_str()
+        )));
+    };
+    outbox::enqueue(
+        &mut tx,
+        &state.naming,
+        OrgStatusChanged {
+            org_id,
+            status: to,
+            version,
+        },
+    )
+    .await?;
+    let action = match to {
+        OrgStatus::Suspended => AuditAction::OrgSuspended,
+        OrgStatus::Active => AuditAction::OrgReactivated,
+    };
+    // The reason stays on the organization (staff read it here), out of audit.
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        caller,
+        action,
+        org_id,
+        json!({"org_id": org_id}),
+    )
+    .await?;
+    let now = store::with_status(&mut tx, org_id).await?;
+    state.outbox.commit(tx).await?;
+    Ok(HttpResponse::Ok().json(now))
+}

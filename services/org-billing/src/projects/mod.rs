@@ -1,0 +1,216 @@
+//! Projects: a core-level grouping every product shares. Products store a
+//! project id as a bare uuid and validate it with `GET /v1/projects/{id}`,
+//! server to server with the caller's bearer: 200 for any member of the
+//! project's organization (its API keys included), 404 for everyone else,
+//! never 403 (proto-docs/accounts.md). Members read, the admin roles
+//! (owner, manager) write. The SQL is in [`store`].
+
+pub mod store;
+
+use crate::state::AppState;
+use actix_web::{web, HttpResponse};
+use event_contracts::AuditAction;
+use hub_domain::{Capability, OrgId};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use service_kit::{assertion::Caller, outbox, page, ApiError, ApiResult};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+pub const NAME_MAX: usize = 200;
+pub const DESCRIPTION_MAX: usize = 1000;
+
+/// The spec's Project.
+#[derive(Debug, Serialize)]
+pub struct Project {
+    pub id: Uuid,
+    pub org_id: OrgId,
+    pub name: String,
+    pub description: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// GET /v1/organizations/{id}/projects?limit=&cursor= (any member): newest
+/// first, a page at a time.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<OrgId>,
+    q: web::Query<ListQuery>,
+) -> ApiResult<HttpResponse> {
+    let org = path.into_inner();
+    caller.require(org, Capability::Read)?;
+    let (limit, after) = crate::billing::page_of(&state, q.limit, q.cursor.as_deref())?;
+    let rows = store::of_org(&state.pool, org, after, limit + 1).await?;
+    Ok(page::respond(
+        rows,
+        limit,
+        |p| (p.created_at, p.id),
+        |c| format!("/v1/organizations/{org}/projects?limit={limit}&cursor={c}"),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewProject {
+    name: String,
+    #[serde(default)]
+    description: String,
+}
+
+/// POST /v1/organizations/{id}/projects (owner, manager): 201 Project; 409
+/// past `orgs.max_projects`.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<OrgId>,
+    body: web::Json<NewProject>,
+) -> ApiResult<HttpResponse> {
+    let org = path.into_inner();
+    caller.require(org, Capability::Admin)?;
+    let name = crate::billing::text("name", &body.name, NAME_MAX, true)?;
+    let description =
+        crate::billing::text("description", &body.description, DESCRIPTION_MAX, false)?;
+    let mut tx = state.pool.begin().await?;
+    let max = state.orgs.max_projects;
+    if store::count_locked(&mut tx, org).await? >= max {
+        return Err(ApiError::Conflict(format!(
+            "an organization holds at most {max} projects"
+        )));
+    }
+    let p = store::insert(&mut tx, Uuid::now_v7(), org, &name, &description).await?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        AuditAction::ProjectCreated,
+        org,
+        json!({"project_id": p.id}),
+    )
+    .await?;
+    state.outbox.commit(tx).await?;
+    Ok(HttpResponse::Created().json(p))
+}
+
+/// The project `id` and the caller's right to it: 404 unless the caller is
+/// a member of its organization (whatever the reason), 403 when a member
+/// lacks `cap` (they can see it exists).
+async fn authorized(
+    state: &AppState,
+    caller: &Caller,
+    id: Uuid,
+    cap: Capability,
+) -> ApiResult<Project> {
+    let p = store::one(&state.pool, id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    caller.require(p.org_id, cap)?;
+    Ok(p)
+}
+
+/// GET /v1/projects/{id}: the contract products validate a project id with.
+#[tracing::instrument(skip_all, fields(project_id = %path))]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    let p = authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
+    Ok(HttpResponse::Ok().json(p))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectPatch {
+    name: Option<String>,
+    description: Option<String>,
+}
+
+/// PATCH /v1/projects/{id} (owner, manager): `name` and/or `description`
+/// (absent or null: unchanged); 200 the project as it is now.
+#[tracing::instrument(skip_all, fields(project_id = %path))]
+pub async fn update(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+    body: web::Json<ProjectPatch>,
+) -> ApiResult<HttpResponse> {
+    let id = path.into_inner();
+    let p = authorized(&state, &caller, id, Capability::Admin).await?;
+    if body.name.is_none() && body.description.is_none() {
+        // A patch that names nothing changes nothing (merge-patch semantics).
+        return Ok(HttpResponse::Ok().json(p));
+    }
+    let name = body
+        .name
+        .as_deref()
+        .map(|n| crate::billing::text("name", n, NAME_MAX, true))
+        .transpose()?;
+    let description = body
+        .description
+        .as_deref()
+        .map(|d| crate::billing::text("description", d, DESCRIPTION_MAX, false))
+        .transpose()?;
+    let mut tx = state.pool.begin().await?;
+    let now = store::update(&mut tx, id, name.as_deref(), description.as_deref())
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        AuditAction::ProjectUpdated,
+        p.org_id,
+        json!({"project_id": id, "fields": changed(&name, &description)}),
+    )
+    .await?;
+    state.outbox.commit(tx).await?;
+    Ok(HttpResponse::Ok().json(now))
+}
+
+/// Which fields a patch set (their names only: values stay out of audit).
+fn changed(name: &Option<String>, description: &Option<String>) -> Vec<&'static str> {
+    [
+        ("name", name.is_some()),
+        ("description", description.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, set)| set.then_some(f))
+    .collect()
+}
+
+/// DELETE /v1/projects/{id} (owner, manager): 200 with the project as it was.
+/// Products holding its id get 404 from `GET /v1/projects/{id}` from then on.
+#[tracing::instrument(skip_all, fields(project_id = %path))]
+pub async fn delete(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<Uuid>,
+) -> ApiResult<HttpResponse> {
+    let id = path.into_inner();
+    let p = authorized(&state, &caller, id, Capability::Admin).await?;
+    let mut tx = state.pool.begin().await?;
+    let gone = store::delete(&mut tx, id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        AuditAction::ProjectDeleted,
+        p.org_id,
+        json!({"project_id": id}),
+    )
+    .await?;
+    state.outbox.commit(tx).await?;
+    Ok(HttpResponse::Ok().json(gone))
+}

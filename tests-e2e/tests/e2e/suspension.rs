@@ -1,0 +1,433 @@
+//! Organization suspension through the gateway: staff suspend and reactivate;
+//! a suspended organization reads normally while every write of its members
+//! and keys answers 403 naming the suspension, in every service that writes;
+//! the status travels in the identity (no call), a NATS event updates the
+//! gateways' caches, and a late event never undoes a newer change.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use event_contracts::OrgStatusChanged;
+use hub_domain::{OrgId, OrgStatus};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tests_e2e::{eventually, Resp, StackOptions, TestStack};
+
+const SUSPENDED: &str = "organization suspended: its members and API keys cannot change anything until staff reactivate it";
+
+/// A model that always answers (the agent's writes are what is refused).
+fn provider() -> String {
+    tests_e2e::stand_in(|req: &HttpRequest, _body: web::Bytes| {
+        if req.path() != "/v1/chat/completions" {
+            return HttpResponse::NotFound().finish();
+        }
+        HttpResponse::Ok().json(json!({
+            "id": "c1", "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "Hello from the model"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+        }))
+    })
+}
+
+/// One write, on the core host or (`product`) the product host.
+struct Write {
+    what: &'static str,
+    product: bool,
+    method: &'static str,
+    path: String,
+    token: String,
+    body: Option<Value>,
+}
+
+async fn send(s: &TestStack, w: &Write) -> Resp {
+    let host = if w.product { s.product() } else { s.core() };
+    s.call(
+        w.method,
+        &format!("{host}{}", w.path),
+        Some(&w.token),
+        w.body.clone(),
+        &[],
+    )
+    .await
+}
+
+fn write(
+    what: &'static str,
+    method: &'static str,
+    path: String,
+    token: &str,
+    body: Option<Value>,
+) -> Write {
+    Write {
+        what,
+        product: false,
+        method,
+        path,
+        token: token.to_owned(),
+        body,
+    }
+}
+
+fn product(what: &'static str, path: &str, token: &str, body: Value) -> Write {
+    Write {
+        what,
+        product: true,
+        method: "POST",
+        path: path.to_owned(),
+        token: token.to_owned(),
+        body: Some(body),
+    }
+}
+
+fn str_of(v: &Value, k: &str) -> String {
+    v[k].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn a_suspended_organization_reads_but_refuses_every_write_until_reactivated() {
+    let base = provider();
+    let s = TestStack::spawn_with(StackOptions {
+        agent_toml: format!("[model]\nbase_url = \"{base}/v1\"\nmodel = \"test-model\"\n"),
+        ..Default::default()
+    })
+    .await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (owner, org) = s.org_with_owner("suspended-owner@example.com").await;
+    let finance = s.member(&owner, &org, "finance").await;
+    let key = s.create_key(&owner, &org, Some("manager")).await;
+    let key_id = str_of(&key.body["key"], "id");
+    let key = str_of(&key.body, "token");
+    let me = s.get("/v1/auth/me", Some(&finance)).await;
+    let finance_id = str_of(&me.body, "user_id");
+    // The same people in an organization that stays active.
+    let other = s.create_org(&owner, "Still Active", "TR").await;
+    let other = str_of(&other.body, "id");
+    assert_eq!(s.grant(&staff, &org, 1_000).await.status, 200);
+    let skus = s
+        .call("GET", &format!("{}/v1/skus", s.product()), None, None, &[])
+        .await;
+    let sku = str_of(&skus.body[0], "id");
+    let asked = json!({"message": "MODEL:plain hi", "org_id": org});
+    let ok = s.post("/v1/agent", Some(&owner), asked.clone()).await;
+    assert_eq!(ok.status, 200, "the agent answers before: {:?}", ok.body);
+
+    // Only staff, only with a reason, only once.
+    let path = format!("/v1/admin/organizations/{org}/suspend");
+    let reason = json!({"reason": "unpaid invoices since September"});
+    assert_eq!(
+        s.post(&path, Some(&owner), reason.clone()).await.status,
+        403
+    );
+    assert_eq!(
+        s.post(&path, Some(&staff), json!({"reason": " "}))
+            .await
+            .status,
+        400
+    );
+    assert_eq!(s.post(&path, Some(&staff), json!({})).await.status, 400);
+    let unknown = format!("/v1/admin/organizations/{}/suspend", uuid::Uuid::new_v4());
+    assert_eq!(
+        s.post(&unknown, Some(&staff), reason.clone()).await.status,
+        404
+    );
+    let r = s.post(&path, Some(&staff), reason.clone()).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["status"], "suspended");
+    assert_eq!(r.body["status_reason"], "unpaid invoices since September");
+    assert_eq!(r.body["id"], org.as_str());
+    let again = s.post(&path, Some(&staff), reason.clone()).await;
+    assert_eq!(
+        (again.status, again.error()),
+        (409, "the organization is already suspended")
+    );
+
+    // The positive marker: the change reached identity and the gateway's cache.
+    let projects = format!("/v1/organizations/{org}/projects");
+    let refused = eventually(Duration::from_secs(10), || async {
+        let r = s.post(&projects, Some(&owner), json!({"name": "P"})).await;
+        (r.status == 403).then_some(r)
+    })
+    .await
+    .expect("the owner's writes were refused");
+    assert_eq!(refused.error(), SUSPENDED);
+
+    // Every service that writes refuses its members and its keys.
+    let corporate = json!({"fields": {"company_name": "Acme", "tax_id": "TX-1", "registration_number": "RN-1"},
+        "address": {"line1": "Cd. 1", "city": "Ankara", "postal_code": "06420", "country": "TR"},
+        "notice_acked": true});
+    let writes = [
+        write(
+            "project",
+            "POST",
+            projects.clone(),
+            &owner,
+            Some(json!({"name": "P"})),
+        ),
+        write(
+            "asset",
+            "POST",
+            format!("/v1/organizations/{org}/assets"),
+            &owner,
+            Some(json!({"kind": "link", "name": "Site", "url": "https://example.com/"})),
+        ),
+        write(
+            "payment claim",
+            "POST",
+            format!("/v1/organizations/{org}/payment-claims"),
+            &finance,
+            Some(json!({"amount_minor": 9_000, "currency": "TRY", "reference": "EFT 1"})),
+        ),
+        write(
+            "member AI",
+            "PATCH",
+            format!("/v1/organizations/{org}/members/{finance_id}/ai"),
+            &owner,
+            Some(json!({"ai_enabled": false})),
+        ),
+        write(
+            "member",
+            "POST",
+            format!("/v1/organizations/{org}/members"),
+            &owner,
+            Some(json!({"email": "new@example.com", "role": "visitor"})),
+        ),
+        write(
+            "member removal",
+            "DELETE",
+            format!("/v1/organizations/{org}/members/{finance_id}"),
+            &owner,
+            None,
+        ),
+        write(
+            "api key",
+            "POST",
+            format!("/v1/organizations/{org}/api-keys"),
+            &owner,
+            Some(json!({"name": "k"})),
+        ),
+        write(
+            "api key revocation",
+            "DELETE",
+            format!("/v1/organizations/{org}/api-keys/{key_id}"),
+            &owner,
+            None,
+        ),
+        write(
+            "kyc",
+            "POST",
+            format!("/v1/organizations/{org}/kyc"),
+            &owner,
+            Some(corporate),
+        ),
+        write(
+            "agent",
+            "POST",
+            "/v1/agent".to_owned(),
+            &owner,
+            Some(asked.clone()),
+        ),
+        product(
+            "server",
+            "/v1/servers",
+            &owner,
+            json!({"org_id": org, "sku_id": sku, "hostname": "web-1"}),
+        ),
+        product(
+            "server by key",
+            "/v1/servers",
+            &key,
+            json!({"org_id": org, "sku_id": sku, "hostname": "web-2"}),
+        ),
+        product(
+            "webhook",
+            "/v1/webhooks",
+            &owner,
+            json!({"org_id": org, "url": "https://hooks.example.com/in"}),
+        ),
+        product(
+            "webhook by key",
+            "/v1/webhooks",
+            &key,
+            json!({"org_id": org, "url": "https://hooks.example.com/in"}),
+        ),
+        write(
+            "project by key",
+            "POST",
+            projects.clone(),
+            &key,
+            Some(json!({"name": "P"})),
+        ),
+    ];
+    for w in &writes {
+        let r = send(&s, w).await;
+        assert_eq!(
+            (r.status, r.error()),
+            (403, SUSPENDED),
+            "{}: {:?}",
+            w.what,
+            r.body
+        );
+    }
+
+    // Reads go on as before, and say it.
+    let detail = s
+        .get(&format!("/v1/organizations/{org}"), Some(&owner))
+        .await;
+    assert_eq!(
+        (detail.status, &detail.body["status"]),
+        (200, &json!("suspended"))
+    );
+    for p in [
+        format!("/v1/organizations/{org}/members"),
+        projects.clone(),
+        format!("/v1/organizations/{org}/wallet"),
+    ] {
+        assert_eq!(s.get(&p, Some(&owner)).await.status, 200, "{p}");
+    }
+    let servers = s
+        .call(
+            "GET",
+            &format!("{}/v1/servers?org_id={org}", s.product()),
+            Some(&key),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(servers.status, 200);
+    let me = s.get("/v1/auth/me", Some(&owner)).await;
+    let ms = me.body["memberships"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let status_of = |id: &str| {
+        ms.iter()
+            .find(|m| m["org_id"] == id)
+            .map(|m| m["status"].clone())
+    };
+    assert_eq!(status_of(&org), Some(json!("suspended")));
+    assert_eq!(
+        status_of(&other),
+        Some(Value::Null),
+        "an active membership is the spec's {{org_id, role}}"
+    );
+    // The same owner's other organization, and staff, write as before.
+    let r = s
+        .post(
+            &format!("/v1/organizations/{other}/projects"),
+            Some(&owner),
+            json!({"name": "P"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(s.grant(&staff, &org, 10).await.status, 200);
+
+    // Reactivated: writes work again (after the same positive marker).
+    let back = format!("/v1/admin/organizations/{org}/reactivate");
+    assert_eq!(s.post(&back, Some(&owner), json!({})).await.status, 403);
+    let r = s.post(&back, Some(&staff), json!({})).await;
+    assert_eq!(
+        (r.status, &r.body["status"], &r.body["status_reason"]),
+        (200, &json!("active"), &Value::Null)
+    );
+    assert_eq!(s.post(&back, Some(&staff), json!({})).await.status, 409);
+    let created = eventually(Duration::from_secs(10), || async {
+        let r = s.post(&projects, Some(&key), json!({"name": "Back"})).await;
+        (r.status == 201).then_some(r)
+    })
+    .await;
+    assert!(created.is_some(), "writes work again after reactivation");
+    let ok = s.post("/v1/agent", Some(&owner), asked).await;
+    assert_eq!(ok.status, 200, "{:?}", ok.body);
+    let detail = s
+        .get(&format!("/v1/organizations/{org}"), Some(&owner))
+        .await;
+    assert_eq!(detail.body["status"], "active");
+
+    // Audited, by staff.
+    let subject = format!("org:{org}");
+    let actions = eventually(Duration::from_secs(10), || async {
+        let rows: Vec<String> = sqlx::query_scalar!(
+            r#"SELECT action AS "v!" FROM identity.audit_log
+                WHERE subject = $1 AND action IN ('org.suspended', 'org.reactivated') ORDER BY id"#,
+            subject,
+        )
+        .fetch_all(&s.db)
+        .await
+        .unwrap_or_default();
+        (rows.len() == 2).then_some(rows)
+    })
+    .await;
+    assert_eq!(
+        actions,
+        Some(vec![
+            "org.suspended".to_owned(),
+            "org.reactivated".to_owned()
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_late_status_event_never_undoes_a_newer_change() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (owner, org) = s.org_with_owner("late-event@example.com").await;
+    let org_id: OrgId = org.parse().expect("an org id");
+    let suspend = format!("/v1/admin/organizations/{org}/suspend");
+    let reactivate = format!("/v1/admin/organizations/{org}/reactivate");
+    assert_eq!(
+        s.post(&suspend, Some(&staff), json!({"reason": "r"}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        s.post(&reactivate, Some(&staff), json!({})).await.status,
+        200
+    );
+    let projects = format!("/v1/organizations/{org}/projects");
+    let marker = eventually(Duration::from_secs(10), || async {
+        let me = s.get("/v1/auth/me", Some(&owner)).await;
+        let n: i64 = sqlx::query_scalar!(
+            r#"SELECT version AS "v!" FROM identity.org_states WHERE org_id = $1"#,
+            org_id.as_uuid(),
+        )
+        .fetch_optional(&s.db)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+        (n == 2 && me.body["memberships"][0].get("status").is_none()).then_some(())
+    })
+    .await;
+    assert!(marker.is_some(), "identity applied both changes");
+    // The suspension again, late (version 1), then a duplicate of the newest:
+    // neither changes anything.
+    for (status, version) in [(OrgStatus::Suspended, 1), (OrgStatus::Active, 2)] {
+        s.publish(OrgStatusChanged {
+            org_id,
+            status,
+            version,
+        })
+        .await;
+        s.consumer_caught_up("CORE", "identity-org-status").await;
+        let r = s
+            .post(&projects, Some(&owner), json!({"name": "Still writable"}))
+            .await;
+        assert_eq!(r.status, 201, "after version {version}: {:?}", r.body);
+    }
+    // A newer change does apply.
+    s.publish(OrgStatusChanged {
+        org_id,
+        status: OrgStatus::Suspended,
+        version: 3,
+    })
+    .await;
+    let refused = eventually(Duration::from_secs(10), || async {
+        let r = s.post(&projects, Some(&owner), json!({"name": "x"})).await;
+        (r.status == 403).then_some(r)
+    })
+    .await;
+    assert_eq!(
+        refused.map(|r| r.error().to_owned()).as_deref(),
+        Some(SUSPENDED)
+    );
+}
