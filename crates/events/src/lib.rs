@@ -202,11 +202,25 @@ pub enum AuditAction {
     DistributorStaffAdded,
     #[serde(rename = "distributor.staff_removed")]
     DistributorStaffRemoved,
+    #[serde(rename = "org.invite_created")]
+    InviteCreated,
+    #[serde(rename = "org.invite_revoked")]
+    InviteRevoked,
+    #[serde(rename = "org.invite_accepted")]
+    InviteAccepted,
+    #[serde(rename = "auth.mfa_enrolled")]
+    MfaEnrolled,
+    #[serde(rename = "auth.mfa_enabled")]
+    MfaEnabled,
+    #[serde(rename = "auth.mfa_disabled")]
+    MfaDisabled,
+    #[serde(rename = "auth.mfa_failed")]
+    MfaFailed,
 }
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 55] = [
+    pub const ALL: [AuditAction; 62] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -262,6 +276,13 @@ impl AuditAction {
         AuditAction::DistributorUpdated,
         AuditAction::DistributorStaffAdded,
         AuditAction::DistributorStaffRemoved,
+        AuditAction::InviteCreated,
+        AuditAction::InviteRevoked,
+        AuditAction::InviteAccepted,
+        AuditAction::MfaEnrolled,
+        AuditAction::MfaEnabled,
+        AuditAction::MfaDisabled,
+        AuditAction::MfaFailed,
     ];
 
     /// The action's name on the wire and in `audit_log.action`.
@@ -322,6 +343,13 @@ impl AuditAction {
             AuditAction::DistributorUpdated => "distributor.updated",
             AuditAction::DistributorStaffAdded => "distributor.staff_added",
             AuditAction::DistributorStaffRemoved => "distributor.staff_removed",
+            AuditAction::InviteCreated => "org.invite_created",
+            AuditAction::InviteRevoked => "org.invite_revoked",
+            AuditAction::InviteAccepted => "org.invite_accepted",
+            AuditAction::MfaEnrolled => "auth.mfa_enrolled",
+            AuditAction::MfaEnabled => "auth.mfa_enabled",
+            AuditAction::MfaDisabled => "auth.mfa_disabled",
+            AuditAction::MfaFailed => "auth.mfa_failed",
         }
     }
 }
