@@ -31,7 +31,8 @@ const SECRET_BYTES: usize = 20;
 pub const RECOVERY_CODES: usize = 10;
 /// Bytes of a recovery code (80 bits, 20 hex digits).
 const RECOVERY_CODE_BYTES: usize = 10;
-/// Longest recovery code accepted as input (with separators), before normalizing.
+/// Longest recovery code accepted as input (characters, with separators),
+/// before normalizing.
 pub const MAX_RECOVERY_CODE_LEN: usize = 64;
 
 /// What an MFA step may refuse, apart from database errors.

@@ -164,7 +164,7 @@ fn proof_of<'a>(
 ) -> ApiResult<mfa::Proof<'a>> {
     match (code, recovery_code) {
         (Some(c), None) => Ok(mfa::Proof::Code(code_of(c)?)),
-        (None, Some(r)) if !r.is_empty() && r.len() <= mfa::MAX_RECOVERY_CODE_LEN => {
+        (None, Some(r)) if !r.is_empty() && r.chars().count() <= mfa::MAX_RECOVERY_CODE_LEN => {
             Ok(mfa::Proof::RecoveryCode(r))
         }
         (None, Some(_)) => Err(ApiError::bad_request(
