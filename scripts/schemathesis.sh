@@ -11,7 +11,7 @@
 # the hosts, the signed-in bearer and the ids in the environment:
 #   HUB_BASE_URL, HUB_BRAND_BASE_URL   the core host and the product host
 #   HUB_TOKEN                           a session bearer (staff, owner of HUB_ORG_ID)
-#   HUB_ORG_ID, HUB_USER_ID, HUB_MEMBER_ID, HUB_KEY_ID, HUB_SESSION_ID,
+#   HUB_ORG_ID, HUB_USER_ID, HUB_MEMBER_ID, HUB_KEY_ID, HUB_INVITE_ID, HUB_SESSION_ID,
 #   HUB_SUBMISSION_ID, HUB_SERVER_ID, HUB_MANUAL_SERVER_ID, HUB_WEBHOOK_ID,
 #   HUB_CONVERSATION_ID, HUB_SKU_ID,   ids made beforehand (see the toml)
 #   HUB_CHARGE_ID, HUB_PROFORMA_ID, HUB_INVOICE_ID, HUB_VOID_INVOICE_ID,

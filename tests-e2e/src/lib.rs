@@ -247,9 +247,13 @@ log_format = "pretty"
         // Each service's layer of this harness: its stack instance and another
         // instance of it ([`TestStack::settings`]) both get it.
         let mut own: BTreeMap<&'static str, String> = BTreeMap::from([
+            // identity seals TOTP secrets (and queued mail) with the shared key.
             (
                 identity::SERVICE,
-                "[auth]\necho_dev_token = true\nstaff_emails = [\"staff@example.com\"]\n".to_owned(),
+                format!(
+                    "[auth]\necho_dev_token = true\nstaff_emails = [\"staff@example.com\"]\n\
+                     [sealing]\nkeys = [\"t1:{sealing_key}\"]\n"
+                ),
             ),
             (
                 org_billing::SERVICE,

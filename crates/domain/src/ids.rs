@@ -107,6 +107,10 @@ id_type!(
     /// A maintenance window (server-product).
     MaintenanceId
 );
+id_type!(
+    /// An invitation to an organization (identity).
+    InviteId
+);
 
 impl ApiKeyId {
     /// A request made with an API key acts as the key itself: its principal's

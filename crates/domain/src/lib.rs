@@ -17,8 +17,8 @@ pub use authz::{Capability, Role, CAPABILITIES, ROLES};
 pub use email::{Email, EmailError};
 pub use identity::{Credential, CredentialKind, Identity, Membership, OrgStatus};
 pub use ids::{
-    ApiKeyId, ConversationId, DeliveryId, EndpointId, MaintenanceId, OrgId, ServerId, SessionId,
-    StagedActionId, SubmissionId, UserId,
+    ApiKeyId, ConversationId, DeliveryId, EndpointId, InviteId, MaintenanceId, OrgId, ServerId,
+    SessionId, StagedActionId, SubmissionId, UserId,
 };
 pub use money::{CountryCode, CountryError, Currency, KycStatus, LegalType, MinorUnits};
 pub use service::ServiceName;

@@ -218,11 +218,25 @@ pub enum AuditAction {
     AssetUpdated,
     #[serde(rename = "asset.deleted")]
     AssetDeleted,
+    #[serde(rename = "org.invite_created")]
+    InviteCreated,
+    #[serde(rename = "org.invite_revoked")]
+    InviteRevoked,
+    #[serde(rename = "org.invite_accepted")]
+    InviteAccepted,
+    #[serde(rename = "auth.mfa_enrolled")]
+    MfaEnrolled,
+    #[serde(rename = "auth.mfa_enabled")]
+    MfaEnabled,
+    #[serde(rename = "auth.mfa_disabled")]
+    MfaDisabled,
+    #[serde(rename = "auth.mfa_failed")]
+    MfaFailed,
 }
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 63] = [
+    pub const ALL: [AuditAction; 70] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -286,6 +300,13 @@ impl AuditAction {
         AuditAction::AssetCreated,
         AuditAction::AssetUpdated,
         AuditAction::AssetDeleted,
+        AuditAction::InviteCreated,
+        AuditAction::InviteRevoked,
+        AuditAction::InviteAccepted,
+        AuditAction::MfaEnrolled,
+        AuditAction::MfaEnabled,
+        AuditAction::MfaDisabled,
+        AuditAction::MfaFailed,
     ];
 
     /// The action's name on the wire and in `audit_log.action`.
@@ -354,6 +375,13 @@ impl AuditAction {
             AuditAction::AssetCreated => "asset.created",
             AuditAction::AssetUpdated => "asset.updated",
             AuditAction::AssetDeleted => "asset.deleted",
+            AuditAction::InviteCreated => "org.invite_created",
+            AuditAction::InviteRevoked => "org.invite_revoked",
+            AuditAction::InviteAccepted => "org.invite_accepted",
+            AuditAction::MfaEnrolled => "auth.mfa_enrolled",
+            AuditAction::MfaEnabled => "auth.mfa_enabled",
+            AuditAction::MfaDisabled => "auth.mfa_disabled",
+            AuditAction::MfaFailed => "auth.mfa_failed",
         }
     }
 }

@@ -187,6 +187,16 @@ mod tests {
                 &*format!("/v1/organizations/{id}/wallet"),
                 Some("org_billing"),
             ),
+            (
+                &*format!("/v1/organizations/{id}/invites"),
+                Some("identity"),
+            ),
+            (
+                &*format!("/v1/organizations/{id}/invites/{id}"),
+                Some("identity"),
+            ),
+            ("/v1/invites/accept", Some("identity")),
+            ("/v1/auth/mfa/verify", Some("identity")),
             ("/v1/agent", Some("agent")),
             ("/v1/agent/confirm", Some("agent")),
             ("/v1/memory/soul", Some("agent")),
@@ -216,6 +226,13 @@ mod tests {
         assert_eq!(
             r.route(true, "/v1/webhooks").map(|t| t.service),
             Some("webhook_dispatcher")
+        );
+        assert_eq!(
+            r.route(true, "/core-api/v1/invites/accept"),
+            Some(Target {
+                service: "identity",
+                path: "/v1/invites/accept"
+            })
         );
         assert_eq!(r.route(true, "/v1/auth/me"), None);
         assert_eq!(r.route(true, "/core-apix/v1/auth/me"), None);
@@ -385,6 +402,8 @@ mod tests {
         assert!(r.is_public("POST", "/v1/auth/verify"));
         assert!(!r.is_public("GET", "/v1/auth/verify"));
         assert!(!r.is_public("POST", "/v1/auth/verify/x"));
+        assert!(r.is_public("POST", "/v1/auth/mfa/verify"));
+        assert!(!r.is_public("POST", "/v1/auth/mfa/enroll"));
         assert!(!r.is_public("GET", "/v1/auth/me"));
     }
 }

@@ -7,8 +7,10 @@
 mod api_keys;
 mod audit;
 mod fields;
+mod invites;
 pub mod mail;
 mod memberships;
+mod mfa;
 mod org_states;
 mod ratelimit;
 mod resolve;
@@ -73,11 +75,21 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let naming = f.naming.clone();
     let outbox = f.outbox.clone();
 
+    settings.invites.check()?;
+    settings.mfa.check()?;
     let mailer = mail::Mailer::from_settings(
         &settings.mail,
         &settings.sealing,
         settings.auth.magic_link_ttl_secs,
+        &settings.invites,
     )?;
+    // TOTP secrets are sealed: without a key MFA cannot be enrolled (503).
+    let sealer = if settings.sealing.keys.is_empty() {
+        tracing::warn!("identity.sealing.keys is not set: MFA cannot be enrolled");
+        None
+    } else {
+        Some(service_kit::sealed::Sealer::new(&settings.sealing.keys)?)
+    };
     if mailer.is_none() && !settings.auth.echo_dev_token {
         tracing::error!(
             "identity.mail.smtp_url is not set: sign-in links are not mailed and no one can \
@@ -99,6 +111,9 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         staff,
         clock: rt.clock.clone(),
         mailer: mailer.clone(),
+        invites: settings.invites.clone(),
+        mfa: settings.mfa.clone(),
+        sealer,
     });
     let mut tasks = Vec::new();
     let pool_for_audit = pool.clone();

@@ -1,5 +1,6 @@
-//! Outbound sign-in mail: a mail queue in identity's schema, written in the
-//! request-link transaction, and a worker that sends it over SMTP after the
+//! Outbound mail (sign-in links, invites): a mail queue in identity's schema,
+//! written in the transaction that makes what the mail carries (request-link,
+//! an invite's creation), and a worker that sends it over SMTP after the
 //! commit, with retries.
 //!
 //! - The token is never stored in the clear: the row holds it sealed (kit
@@ -15,7 +16,8 @@
 //!   is over (the same Message-ID both times).
 //! - Temporary failures (connection refused, 4xx, timeouts) are retried with
 //!   backoff; permanent ones (5xx) and links already used or expired are
-//!   dropped (`dropped_at`): the user asks for a new link.
+//!   dropped (`dropped_at`): the user asks for a new link. An invite accepted,
+//!   revoked or expired before its mail went out is dropped likewise.
 
 use crate::settings::MailSettings;
 use anyhow::Context;
@@ -37,6 +39,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub const KIND_MAGIC_LINK: &str = "magic_link";
+/// An invitation to an organization (`invites`), with its accept link.
+pub const KIND_INVITE: &str = "invite";
 
 /// How the SMTP connection is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,9 +154,11 @@ pub struct Mailer {
     transport: AsyncSmtpTransport<Tokio1Executor>,
     from: Mailbox,
     link_base_url: String,
+    invite_base_url: String,
     sealer: Sealer,
     settings: MailSettings,
     link_ttl_minutes: i64,
+    invite_ttl_days: i64,
     notify: Arc<Notify>,
 }
 
@@ -161,6 +167,7 @@ impl Mailer {
         s: &MailSettings,
         sealing: &service_kit::settings::SealingSettings,
         link_ttl_secs: i64,
+        invites: &crate::settings::InviteSettings,
     ) -> anyhow::Result<Option<Mailer>> {
         let raw = s.smtp_url.expose_secret();
         if raw.trim().is_empty() {
@@ -208,9 +215,11 @@ impl Mailer {
             transport: b.build(),
             from,
             link_base_url: s.link_base_url.clone(),
+            invite_base_url: invites.accept_base_url.clone(),
             sealer,
             settings: s.clone(),
             link_ttl_minutes: (link_ttl_secs / 60).max(1),
+            invite_ttl_days: (invites.ttl_secs / 86400).max(1),
             notify: Arc::new(Notify::new()),
         }))
     }
@@ -222,13 +231,33 @@ impl Mailer {
         recipient: &str,
         token: &str,
     ) -> anyhow::Result<()> {
+        self.enqueue(conn, KIND_MAGIC_LINK, recipient, token).await
+    }
+
+    /// Queue the invite mail for `token` inside the caller's transaction.
+    pub async fn enqueue_invite(
+        &self,
+        conn: &mut PgConnection,
+        recipient: &str,
+        token: &str,
+    ) -> anyhow::Result<()> {
+        self.enqueue(conn, KIND_INVITE, recipient, token).await
+    }
+
+    async fn enqueue(
+        &self,
+        conn: &mut PgConnection,
+        kind: &str,
+        recipient: &str,
+        token: &str,
+    ) -> anyhow::Result<()> {
         let id = Uuid::now_v7();
         let sealed = self.sealer.seal(token.as_bytes(), id.as_bytes())?;
         sqlx::query!(
             "INSERT INTO mail_queue (id, kind, recipient, token_hash, sealed) \
              VALUES ($1, $2, $3, $4, $5)",
             id,
-            KIND_MAGIC_LINK,
+            kind,
             recipient,
             crate::tokens::hash(token),
             sealed,
@@ -244,28 +273,54 @@ impl Mailer {
         self.notify.notify_one();
     }
 
-    fn message(&self, id: Uuid, recipient: &str, token: &str) -> anyhow::Result<Message> {
+    fn message(
+        &self,
+        id: Uuid,
+        kind: &str,
+        recipient: &str,
+        token: &str,
+    ) -> anyhow::Result<Message> {
         let to: Mailbox = recipient
             .parse()
             .map_err(|_| anyhow::anyhow!("the recipient is not a mailbox"))?;
-        let link = link(&self.link_base_url, token);
-        let minutes = self.link_ttl_minutes;
-        let text = format!(
-            "Sign in with this link:\n\n{link}\n\nIt works once, for {minutes} minutes. \
-             If you did not ask for it, ignore this mail.\n"
-        );
-        let html = format!(
-            "<!doctype html><html><body><p>Sign in with this link:</p>\
-             <p><a href=\"{l}\">Sign in</a></p><p>{l}</p>\
-             <p>It works once, for {minutes} minutes. If you did not ask for it, \
-             ignore this mail.</p></body></html>",
-            l = html_escape(&link)
-        );
+        let (subject, text, html) = if kind == KIND_INVITE {
+            let link = link(&self.invite_base_url, token);
+            let days = self.invite_ttl_days;
+            let text = format!(
+                "You are invited to join an organization on Hub. Accept the invitation \
+                 (signed in with this address) here:\n\n{link}\n\nIt expires in {days} days. \
+                 If you did not expect it, ignore this mail.\n"
+            );
+            let html = format!(
+                "<!doctype html><html><body><p>You are invited to join an organization on \
+                 Hub. Accept the invitation (signed in with this address) here:</p>\
+                 <p><a href=\"{l}\">Accept the invitation</a></p><p>{l}</p>\
+                 <p>It expires in {days} days. If you did not expect it, ignore this \
+                 mail.</p></body></html>",
+                l = html_escape(&link)
+            );
+            ("You are invited to an organization", text, html)
+        } else {
+            let link = link(&self.link_base_url, token);
+            let minutes = self.link_ttl_minutes;
+            let text = format!(
+                "Sign in with this link:\n\n{link}\n\nIt works once, for {minutes} minutes. \
+                 If you did not ask for it, ignore this mail.\n"
+            );
+            let html = format!(
+                "<!doctype html><html><body><p>Sign in with this link:</p>\
+                 <p><a href=\"{l}\">Sign in</a></p><p>{l}</p>\
+                 <p>It works once, for {minutes} minutes. If you did not ask for it, \
+                 ignore this mail.</p></body></html>",
+                l = html_escape(&link)
+            );
+            ("Your sign-in link", text, html)
+        };
         let domain = self.from.email.domain().to_owned();
         Message::builder()
             .from(self.from.clone())
             .to(to)
-            .subject("Your sign-in link")
+            .subject(subject)
             .message_id(Some(format!("<{id}@{domain}>")))
             .multipart(
                 MultiPart::alternative()
@@ -286,6 +341,7 @@ impl Mailer {
 
 struct Claimed {
     id: Uuid,
+    kind: String,
     recipient: String,
     token_hash: Option<Vec<u8>>,
     sealed: Option<Vec<u8>>,
@@ -315,7 +371,7 @@ pub async fn run_once(mailer: &Mailer, pool: &PgPool) -> anyhow::Result<u64> {
                       WHERE sent_at IS NULL AND dropped_at IS NULL AND next_attempt_at <= now() \
                         AND (lease_until IS NULL OR lease_until < now()) \
                       ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
-         RETURNING id, recipient, token_hash, sealed, attempts",
+         RETURNING id, kind, recipient, token_hash, sealed, attempts",
         s.lease_ms as f64 / 1000.0,
         s.concurrency.max(1) as i64,
     )
@@ -350,16 +406,24 @@ async fn attempt(mailer: &Mailer, pool: &PgPool, row: Claimed) -> Outcome {
     let (Some(hash), Some(sealed)) = (row.token_hash, row.sealed) else {
         return Outcome::Drop("nothing to send".into());
     };
-    // A link used or expired meanwhile is not worth mailing.
-    let live: Result<Option<bool>, _> = sqlx::query_scalar!(
-        r#"SELECT used_at IS NULL AND expires_at > now() AS "live!" FROM magic_links WHERE token_hash = $1"#,
-        &hash,
-    )
-    .fetch_optional(pool)
-    .await;
+    // A link used or expired meanwhile (an invite settled or expired) is not
+    // worth mailing.
+    let live = if row.kind == KIND_INVITE {
+        crate::invites::mailable(pool, &hash).await
+    } else {
+        sqlx::query_scalar!(
+            r#"SELECT used_at IS NULL AND expires_at > now() AS "live!" FROM magic_links WHERE token_hash = $1"#,
+            &hash,
+        )
+        .fetch_optional(pool)
+        .await
+        .map(|live| live.unwrap_or(false))
+    };
     match live {
-        Ok(Some(true)) => {}
-        Ok(_) => return Outcome::Drop("the link was used or expired before it was sent".into()),
+        Ok(true) => {}
+        Ok(false) => {
+            return Outcome::Drop("the link was used or expired before it was sent".into())
+        }
         Err(e) => return Outcome::Retry(format!("database: {e}")),
     }
     let token = match mailer.sealer.open(&sealed, row.id.as_bytes()) {
@@ -369,7 +433,7 @@ async fn attempt(mailer: &Mailer, pool: &PgPool, row: Claimed) -> Outcome {
     let Ok(token) = String::from_utf8(token) else {
         return Outcome::Drop("sealed token: not text".into());
     };
-    let msg = match mailer.message(row.id, &row.recipient, &token) {
+    let msg = match mailer.message(row.id, &row.kind, &row.recipient, &token) {
         Ok(m) => m,
         Err(e) => return Outcome::Drop(format!("{e:#}")),
     };
@@ -586,7 +650,7 @@ mod tests {
     fn a_configured_server_needs_a_sealing_key_and_sound_settings() {
         let build = |extra: &str| {
             let s = settings(extra);
-            Mailer::from_settings(&s.mail, &s.sealing, 900).map(|m| m.is_some())
+            Mailer::from_settings(&s.mail, &s.sealing, 900, &s.invites).map(|m| m.is_some())
         };
         assert!(!build("").expect("no server: no mailer"));
         let tls = "[mail]\nsmtp_url = \"smtps://u:p@smtp.example.com\"\n";

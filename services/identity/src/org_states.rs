@@ -10,6 +10,18 @@ use crate::state::AppState;
 use event_contracts::{Envelope, OrgAccessChanged, OrgStatusChanged};
 use hub_domain::{OrgId, OrgStatus};
 use service_kit::outbox;
+use sqlx::PgConnection;
+
+/// Whether staff have `org_id` suspended (as far as identity has heard).
+pub async fn is_suspended(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<bool> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT status AS "status: OrgStatus" FROM org_states WHERE org_id = $1"#,
+        org_id as OrgId,
+    )
+    .fetch_optional(conn)
+    .await?
+        == Some(OrgStatus::Suspended))
+}
 
 /// Apply a status change unless a newer one is already applied (events may
 /// arrive late or twice); true when it changed something.

@@ -16,10 +16,12 @@ pub struct Resolved {
     pub expires_at: OffsetDateTime,
 }
 
+/// `is_staff(email, mfa)`: whether a session of `email` (opened through a
+/// second factor or not) carries `staff: true`.
 pub async fn bearer(
     pool: &PgPool,
     token: &str,
-    is_staff: impl Fn(&str) -> bool,
+    is_staff: impl Fn(&str, bool) -> bool,
 ) -> sqlx::Result<Option<Resolved>> {
     if token.starts_with(API_KEY_PREFIX) {
         api_key(pool, token).await
@@ -31,11 +33,12 @@ pub async fn bearer(
 async fn session(
     pool: &PgPool,
     token: &str,
-    is_staff: impl Fn(&str) -> bool,
+    is_staff: impl Fn(&str, bool) -> bool,
 ) -> sqlx::Result<Option<Resolved>> {
     let row = crate::sessions::live_by_hash(pool, &crate::tokens::hash(token)).await?;
     Ok(row.map(|r| {
-        let staff = is_staff(&r.email);
+        // Staff by email, and (mfa.staff_required) only through MFA.
+        let staff = is_staff(&r.email, r.mfa);
         Resolved {
             identity: Identity {
                 user_id: r.user_id,

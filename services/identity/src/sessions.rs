@@ -78,18 +78,21 @@ pub struct NewSession<'a> {
     pub token_hash: Vec<u8>,
     pub ip: &'a str,
     pub ttl_secs: f64,
+    /// Opened through a second factor (MFA).
+    pub mfa: bool,
 }
 
 /// Open session `s`, valid `s.ttl_secs` from now.
 pub async fn open(conn: &mut PgConnection, s: NewSession<'_>) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at) \
-         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))",
+        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at, mfa) \
+         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6)",
         s.id,
         s.user_id as UserId,
         s.token_hash,
         s.ip,
         s.ttl_secs,
+        s.mfa,
     )
     .execute(conn)
     .await?;
@@ -133,6 +136,8 @@ pub struct Live {
     pub name: String,
     pub memberships: Vec<Membership>,
     pub expires_at: OffsetDateTime,
+    /// Opened through a second factor.
+    pub mfa: bool,
 }
 
 /// The live session whose token hashes to `token_hash`, if any: one indexed
@@ -140,7 +145,7 @@ pub struct Live {
 /// request with a session).
 pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Option<Live>> {
     let row = sqlx::query!(
-        r#"SELECT s.id AS "id: SessionId", s.expires_at, u.id AS "user_id: UserId",
+        r#"SELECT s.id AS "id: SessionId", s.expires_at, s.mfa, u.id AS "user_id: UserId",
                   u.email, u.name,
            COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role,
                                                        'status', COALESCE(o.status, 'active'))
@@ -161,5 +166,6 @@ pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Opti
         name: r.name,
         memberships: r.memberships.0,
         expires_at: r.expires_at,
+        mfa: r.mfa,
     }))
 }

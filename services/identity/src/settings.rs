@@ -23,8 +23,70 @@ pub struct Settings {
     pub auth: AuthSettings,
     pub jobs: JobSettings,
     pub mail: MailSettings,
-    /// Seals the magic-link token in the mail queue until it is sent.
+    /// Seals the tokens in the mail queue until they are sent, and the TOTP
+    /// secrets.
     pub sealing: SealingSettings,
+    pub invites: InviteSettings,
+    pub mfa: MfaSettings,
+}
+
+/// `[invites]`: invitations to an organization (see `invites.rs`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct InviteSettings {
+    /// A pending invite expires this long after it was made.
+    pub ttl_secs: i64,
+    /// Pending invites one organization holds at most (409 beyond).
+    pub max_pending_per_org: i64,
+    /// The accept page; the accept URL is this URL with `token=<token>` added.
+    pub accept_base_url: String,
+}
+
+impl InviteSettings {
+    /// Refuse settings the service cannot work with (at start).
+    pub fn check(&self) -> anyhow::Result<()> {
+        let base = url::Url::parse(&self.accept_base_url)
+            .map_err(|_| anyhow::anyhow!("invites.accept_base_url is not a URL"))?;
+        anyhow::ensure!(
+            matches!(base.scheme(), "https" | "http"),
+            "invites.accept_base_url must be an http(s) URL"
+        );
+        anyhow::ensure!(self.ttl_secs > 0, "invites.ttl_secs must be positive");
+        anyhow::ensure!(
+            self.max_pending_per_org > 0,
+            "invites.max_pending_per_org must be positive"
+        );
+        Ok(())
+    }
+}
+
+/// `[mfa]`: TOTP second factor (see `mfa.rs`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct MfaSettings {
+    /// A staff email's session is staff only if it was opened through MFA.
+    pub staff_required: bool,
+    /// The issuer authenticator apps show (the otpauth URI's).
+    pub issuer: String,
+    /// How long an `mfa_token` lives.
+    pub challenge_ttl_secs: i64,
+    /// Failed codes one `mfa_token` takes before it is dead.
+    pub max_attempts: i32,
+    /// Code attempts (confirm, disable) per user per hour, failures included.
+    pub attempts_per_user_per_hour: i64,
+}
+
+impl MfaSettings {
+    /// Refuse settings the service cannot work with (at start).
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            !self.issuer.contains(':') && self.issuer.len() <= 100,
+            "mfa.issuer: at most 100 characters, no colon"
+        );
+        anyhow::ensure!(
+            self.challenge_ttl_secs > 0 && self.max_attempts > 0,
+            "mfa.challenge_ttl_secs and mfa.max_attempts must be positive"
+        );
+        Ok(())
+    }
 }
 
 /// `[mail]`: outbound sign-in mail over SMTP (see `mail.rs`).
@@ -167,6 +229,12 @@ mod tests {
             "no built-in production sealing key"
         );
         assert!(s.mail.lease_ms > s.mail.timeout_ms);
+        assert!(!s.mfa.staff_required, "MFA for staff is opt-in");
+        assert_eq!(s.mfa.max_attempts, 5);
+        assert_eq!(s.mfa.challenge_ttl_secs, 300);
+        assert_eq!(s.invites.ttl_secs, 7 * 86400);
+        assert!(s.invites.check().is_ok());
+        assert!(s.mfa.check().is_ok());
     }
 
     #[test]

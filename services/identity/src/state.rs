@@ -1,6 +1,6 @@
 //! Shared handler state.
 
-use crate::settings::AuthSettings;
+use crate::settings::{AuthSettings, InviteSettings, MfaSettings};
 use event_contracts::Naming;
 use service_kit::outbox::Outbox;
 use sqlx::PgPool;
@@ -14,13 +14,23 @@ pub struct AppState {
     pub staff: HashSet<String>,
     /// Rate-limit windows are measured on this clock (tests move it).
     pub clock: service_kit::Clock,
-    /// Sends sign-in links; `None` when no SMTP server is configured.
+    /// Sends sign-in links and invites; `None` when no SMTP server is configured.
     pub mailer: Option<crate::mail::Mailer>,
+    pub invites: InviteSettings,
+    pub mfa: MfaSettings,
+    /// Seals TOTP secrets; `None` without `sealing.keys` (MFA unavailable).
+    pub sealer: Option<service_kit::sealed::Sealer>,
 }
 
 impl AppState {
     pub fn is_staff(&self, email: &str) -> bool {
         self.staff.contains(email)
+    }
+
+    /// Whether a session of `email` is staff: a staff email, and, when
+    /// `mfa.staff_required`, a session opened through MFA (`mfa`).
+    pub fn is_staff_session(&self, email: &str, mfa: bool) -> bool {
+        self.is_staff(email) && (mfa || !self.mfa.staff_required)
     }
 
     /// Publish what the handler just committed before answering; on failure the

@@ -1,5 +1,6 @@
 //! Periodic clean-up: expired magic links, dead sessions, old rate-limit
-//! hits and mail sent or dropped long ago. Idempotent, so every replica may run it.
+//! hits, mail sent or dropped long ago, dead MFA challenges; pending invites
+//! past their expiry are marked expired, settled ones deleted after a while. Idempotent, so every replica may run it.
 
 use crate::settings::JobSettings;
 use sqlx::PgPool;
@@ -31,6 +32,8 @@ pub async fn run_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
         .await?
         .rows_affected();
     n += crate::mail::sweep(pool, keep_secs).await?;
+    n += crate::invites::sweep(pool, keep_secs).await?;
+    n += crate::mfa::sweep(pool, keep_secs).await?;
     Ok(n)
 }
 

@@ -443,3 +443,92 @@ async fn a_dead_smtp_server_loses_nothing_and_sends_each_link_once() {
         assert_eq!(v.status, 200, "{e}: {:?}", v.body);
     }
 }
+
+#[tokio::test]
+async fn an_invite_is_mailed_with_its_accept_link_and_an_accepted_one_is_not() {
+    let out = temp_dir("invite-out");
+    let sink = Sink::start(
+        &out,
+        SinkOptions {
+            port: 0,
+            starttls: None,
+            auth: None,
+        },
+    )
+    .await;
+    let url = format!("smtp://127.0.0.1:{}?tls=none", sink.port);
+    // Tokens echoed here (the owner signs in through the helper); the accept
+    // page of the deployment's own.
+    let toml = mail_toml(&url, None).replace("echo_dev_token = false", "echo_dev_token = true")
+        + "[invites]\naccept_base_url = \"https://app.test/join?lang=en\"\n";
+    let s = stack(toml).await;
+    let (owner, org) = s.org_with_owner("mail-inviter@example.com").await;
+    let r = s
+        .post(
+            &format!("/v1/organizations/{org}/invites"),
+            Some(&owner),
+            serde_json::json!({"email": "Guest@Example.com", "role": "developer"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let accept_url = r.body["accept_url"]
+        .as_str()
+        .expect("accept_url")
+        .to_owned();
+    assert!(
+        accept_url.starts_with("https://app.test/join?lang=en&token=inv_"),
+        "{accept_url}"
+    );
+
+    let mail = arrived(&out, "guest@example.com", 1).await.remove(0);
+    assert_eq!(mail["from"], "Hub <no-reply@hub.test>");
+    let text = mail["text"].as_str().expect("a text/plain part");
+    let html = mail["html"].as_str().expect("a text/html part");
+    assert!(
+        text.lines().any(|l| l.trim() == accept_url),
+        "the accept link in the text: {text}"
+    );
+    assert!(
+        html.contains(&accept_url.replace('&', "&amp;")),
+        "and in the HTML: {html}"
+    );
+    // Sent: the queue keeps no token.
+    let sealed = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM identity.mail_queue WHERE kind = 'invite' AND sealed IS NOT NULL"#
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("count");
+    assert_eq!(sealed, 0);
+
+    // An invite settled before its mail went out is dropped, not sent late.
+    drop(sink);
+    let second = s
+        .post(
+            &format!("/v1/organizations/{org}/invites"),
+            Some(&owner),
+            serde_json::json!({"email": "late@example.com", "role": "visitor"}),
+        )
+        .await;
+    assert_eq!(second.status, 201, "{:?}", second.body);
+    let id = second.body["id"].as_str().expect("id");
+    let revoked = s
+        .delete(
+            &format!("/v1/organizations/{org}/invites/{id}"),
+            Some(&owner),
+        )
+        .await;
+    assert_eq!(revoked.status, 200, "{:?}", revoked.body);
+    let dropped = eventually(WAIT, || async {
+        let n = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM identity.mail_queue
+                 WHERE kind = 'invite' AND recipient = 'late@example.com' AND dropped_at IS NOT NULL"#
+        )
+        .fetch_one(&s.db)
+        .await
+        .ok()?;
+        (n == 1).then_some(())
+    })
+    .await;
+    assert!(dropped.is_some(), "the revoked invite's mail was dropped");
+}

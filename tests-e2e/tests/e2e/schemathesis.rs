@@ -68,6 +68,14 @@ async fn the_api_answers_as_documented() {
     assert_eq!(member.status, 200, "{:?}", member.body);
     let key = s.create_key(&staff, &org, None).await;
     assert_eq!(key.status, 201, "{:?}", key.body);
+    let invite = s
+        .post(
+            &format!("/v1/organizations/{org}/invites"),
+            Some(&staff),
+            json!({"email": "contract-invitee@example.com", "role": "visitor"}),
+        )
+        .await;
+    assert_eq!(invite.status, 201, "{:?}", invite.body);
     let submission = s
         .post(
             &format!("/v1/organizations/{org}/kyc"),
@@ -183,6 +191,7 @@ async fn the_api_answers_as_documented() {
         .env("HUB_USER_ID", id(&me.body, "user_id"))
         .env("HUB_MEMBER_ID", id(&member.body, "user_id"))
         .env("HUB_KEY_ID", id(&key.body["key"], "id"))
+        .env("HUB_INVITE_ID", id(&invite.body, "id"))
         .env("HUB_SESSION_ID", &other_session)
         .env("HUB_SUBMISSION_ID", id(&submission.body, "id"))
         .env("HUB_SERVER_ID", sid(&server))

@@ -109,6 +109,22 @@ async fn a_suspended_organization_reads_but_refuses_every_write_until_reactivate
     let asked = json!({"message": "MODEL:plain hi", "org_id": org});
     let ok = s.post("/v1/agent", Some(&owner), asked.clone()).await;
     assert_eq!(ok.status, 200, "the agent answers before: {:?}", ok.body);
+    // An invite made before, to accept while suspended.
+    let invited = s
+        .post(
+            &format!("/v1/organizations/{org}/invites"),
+            Some(&owner),
+            json!({"email": "joiner@example.com", "role": "visitor"}),
+        )
+        .await;
+    assert_eq!(invited.status, 201, "{:?}", invited.body);
+    let url = str_of(&invited.body, "accept_url");
+    let invite_token = url
+        .split_once("token=")
+        .map(|(_, t)| t.to_owned())
+        .unwrap_or_default();
+    let joiner = s.sign_in("joiner@example.com").await;
+    let accept = json!({"token": invite_token});
 
     // Only staff, only with a reason, only once.
     let path = format!("/v1/admin/organizations/{org}/suspend");
@@ -217,6 +233,20 @@ async fn a_suspended_organization_reads_but_refuses_every_write_until_reactivate
             format!("/v1/organizations/{org}/kyc"),
             &owner,
             Some(corporate),
+        ),
+        write(
+            "invite",
+            "POST",
+            format!("/v1/organizations/{org}/invites"),
+            &owner,
+            Some(json!({"email": "later@example.com", "role": "visitor"})),
+        ),
+        write(
+            "invite acceptance",
+            "POST",
+            "/v1/invites/accept".to_owned(),
+            &joiner,
+            Some(accept.clone()),
         ),
         write(
             "agent",
@@ -337,6 +367,8 @@ async fn a_suspended_organization_reads_but_refuses_every_write_until_reactivate
     assert!(created.is_some(), "writes work again after reactivation");
     let ok = s.post("/v1/agent", Some(&owner), asked).await;
     assert_eq!(ok.status, 200, "{:?}", ok.body);
+    let joined = s.post("/v1/invites/accept", Some(&joiner), accept).await;
+    assert_eq!(joined.status, 200, "the invite waited: {:?}", joined.body);
     let detail = s
         .get(&format!("/v1/organizations/{org}"), Some(&owner))
         .await;

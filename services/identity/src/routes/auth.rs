@@ -1,7 +1,7 @@
 //! Magic-link sign-in, identity resolution, sessions.
 
 use crate::{
-    audit,
+    audit, mfa,
     ratelimit::{self, Limit},
     resolve, sessions,
     state::AppState,
@@ -144,7 +144,9 @@ impl From<sessions::Error> for ApiError {
 
 /// POST /v1/auth/verify: exchange an unused, unexpired magic-link token for a
 /// session. The redeeming UPDATE locks the row, so of concurrent verifies of
-/// one token exactly one sees it unused.
+/// one token exactly one sees it unused. A user with MFA on gets
+/// `{mfa_required: true, mfa_token}` instead (no session yet): the token and a
+/// code go to `POST /v1/auth/mfa/verify`.
 #[tracing::instrument(skip_all)]
 pub async fn verify(
     state: web::Data<AppState>,
@@ -161,35 +163,70 @@ pub async fn verify(
 
     let mut tx = state.pool.begin().await?;
     let user_id = sessions::redeem_link(&mut tx, tokens::hash(&body.token)).await?;
-    let session_token = tokens::generate("sess_")?;
-    let session_id = Uuid::now_v7();
-    sessions::open(
-        &mut tx,
-        sessions::NewSession {
-            id: session_id,
+    if mfa::is_enabled(&mut tx, user_id).await? {
+        let mfa_token = tokens::generate("mfa_")?;
+        mfa::open_challenge(
+            &mut tx,
+            tokens::hash(&mfa_token),
             user_id,
-            token_hash: tokens::hash(&session_token),
-            ip: ctx.ip(),
-            ttl_secs: state.auth.session_ttl_secs as f64,
-        },
-    )
-    .await?;
-    audit::record(
-        &mut tx,
-        Some(user_id),
-        event_contracts::AuditAction::SignIn,
-        &format!("session:{session_id}"),
-        json!({"method": "magic_link"}),
-        ctx.ip(),
-    )
-    .await?;
+            state.mfa.challenge_ttl_secs as f64,
+        )
+        .await?;
+        tx.commit().await?;
+        return Ok(HttpResponse::Ok().json(json!({
+            "mfa_required": true,
+            "mfa_token": mfa_token,
+        })));
+    }
+    let session_token = open_session(&mut tx, &state, user_id, ctx.ip(), None).await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(json!({ "session_token": session_token })))
 }
 
+/// Open a session for `user_id` and audit the sign-in (caller's transaction);
+/// `second_factor`: how MFA was proven (`totp`, `recovery_code`), if it was.
+/// Returns the session token.
+pub(crate) async fn open_session(
+    tx: &mut sqlx::PgConnection,
+    state: &AppState,
+    user_id: UserId,
+    ip: &str,
+    second_factor: Option<&str>,
+) -> ApiResult<String> {
+    let session_token = tokens::generate("sess_")?;
+    let session_id = Uuid::now_v7();
+    sessions::open(
+        &mut *tx,
+        sessions::NewSession {
+            id: session_id,
+            user_id,
+            token_hash: tokens::hash(&session_token),
+            ip,
+            ttl_secs: state.auth.session_ttl_secs as f64,
+            mfa: second_factor.is_some(),
+        },
+    )
+    .await?;
+    let detail = match second_factor {
+        Some(f) => json!({"method": "magic_link", "second_factor": f}),
+        None => json!({"method": "magic_link"}),
+    };
+    audit::record(
+        tx,
+        Some(user_id),
+        event_contracts::AuditAction::SignIn,
+        &format!("session:{session_id}"),
+        detail,
+        ip,
+    )
+    .await?;
+    Ok(session_token)
+}
+
 /// Count a verify attempt against `ip` (per minute, committed at once: failed
-/// attempts count too); whether it is still under its limit.
-async fn verify_allowed(state: &AppState, ip: &str) -> ApiResult<bool> {
+/// attempts count too); whether it is still under its limit. The second
+/// factor's attempts (`POST /v1/auth/mfa/verify`) count here too.
+pub(crate) async fn verify_allowed(state: &AppState, ip: &str) -> ApiResult<bool> {
     let bucket = format!("verify:ip:{}", ratelimit::ip_key(ip));
     let mut tx = state.pool.begin().await?;
     let allowed = ratelimit::check_and_record(
@@ -236,7 +273,8 @@ pub async fn me(
     if token.is_empty() || token.len() > tokens::MAX_TOKEN_LEN {
         return Ok(refused());
     }
-    let resolved = resolve::bearer(&state.pool, token, |e| state.is_staff(e)).await?;
+    let resolved =
+        resolve::bearer(&state.pool, token, |e, mfa| state.is_staff_session(e, mfa)).await?;
     match resolved {
         Some(r) => {
             let mut resp = identity_response(&r.identity, r.credential);

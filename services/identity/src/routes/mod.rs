@@ -4,7 +4,9 @@ mod api_keys;
 mod audit;
 pub mod auth;
 mod internal;
+mod invites;
 mod members;
+mod mfa;
 mod profile;
 
 use actix_web::web;
@@ -24,6 +26,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         "/v1/auth/sessions/{id}",
         methods::delete().to(auth::revoke_session),
     )
+    .route("/v1/auth/mfa", methods::get().to(mfa::status))
+    .route("/v1/auth/mfa/enroll", methods::post().to(mfa::enroll))
+    .route("/v1/auth/mfa/confirm", methods::post().to(mfa::confirm))
+    .route("/v1/auth/mfa/disable", methods::post().to(mfa::disable))
+    .route("/v1/auth/mfa/verify", methods::post().to(mfa::verify))
     .route("/v1/profile", methods::get().to(profile::get))
     .route("/v1/profile", methods::patch().to(profile::patch))
     .route("/v1/audit/me", methods::get().to(audit::mine))
@@ -39,6 +46,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         "/v1/organizations/{id}/members/{user_id}",
         methods::delete().to(members::remove),
     )
+    .route(
+        "/v1/organizations/{id}/invites",
+        methods::get().to(invites::list),
+    )
+    .route(
+        "/v1/organizations/{id}/invites",
+        methods::post().to(invites::create),
+    )
+    .route(
+        "/v1/organizations/{id}/invites/{invite_id}",
+        methods::delete().to(invites::revoke),
+    )
+    .route("/v1/invites/accept", methods::post().to(invites::accept))
     .route(
         "/v1/organizations/{id}/api-keys",
         methods::get().to(api_keys::list),

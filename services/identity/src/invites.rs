@@ -1,0 +1,293 @@
+//! identity's storage of invitations (`invites`), checked at compile time:
+//! create, list, revoke, the accept lookup, and the sweep. Functions take the
+//! caller's connection or transaction; the handler decides the boundary and
+//! takes the organization's lock ([`crate::memberships::lock_org`]) first.
+//!
+//! Only a token's SHA-256 is stored. A pending invite past `expires_at` is read
+//! as `expired` at once (every read computes it); the sweep writes it so later.
+
+use hub_domain::{Email, InviteId, OrgId, Role, UserId};
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use time::OffsetDateTime;
+
+/// Where an invite stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pending,
+    Accepted,
+    Revoked,
+    Expired,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Accepted => "accepted",
+            Status::Revoked => "revoked",
+            Status::Expired => "expired",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        [
+            Status::Pending,
+            Status::Accepted,
+            Status::Revoked,
+            Status::Expired,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+}
+
+hub_domain::sqlx_text_enum!(Status, "invite status");
+
+/// An invite as its organization's admins (and its invitee) see it. The
+/// accept URL is shown only in the creation answer.
+#[derive(Serialize, Debug)]
+pub struct Invite {
+    pub id: InviteId,
+    pub org_id: OrgId,
+    pub email: String,
+    pub role: Role,
+    pub status: Status,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accept_url: Option<String>,
+}
+
+/// The stored columns; `status` already reads `expired` past `expires_at`.
+struct Row {
+    id: InviteId,
+    org_id: OrgId,
+    email: String,
+    role: Role,
+    status: Status,
+    created_at: OffsetDateTime,
+    expires_at: OffsetDateTime,
+}
+
+impl From<Row> for Invite {
+    fn from(r: Row) -> Invite {
+        Invite {
+            id: r.id,
+            org_id: r.org_id,
+            email: r.email,
+            role: r.role,
+            status: r.status,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            accept_url: None,
+        }
+    }
+}
+
+/// An invite to create.
+pub struct NewInvite<'a> {
+    pub org_id: OrgId,
+    pub email: &'a Email,
+    pub role: Role,
+    pub token_hash: Vec<u8>,
+    pub invited_by: UserId,
+    pub ttl_secs: f64,
+}
+
+/// Whether `email` is already a member of `org_id`.
+pub async fn is_member(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    email: &Email,
+) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
+                          WHERE m.org_id = $1 AND u.email = $2) AS "member!""#,
+        org_id as OrgId,
+        email.as_str(),
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Mark the pending invites of `org_id` past their expiry expired (for
+/// `email` only when given), so that a new one may take their place.
+pub async fn expire_due(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    email: Option<&Email>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE invites SET status = 'expired', updated_at = now() \
+         WHERE org_id = $1 AND status = 'pending' AND expires_at <= now() \
+           AND ($2::text IS NULL OR email = $2)",
+        org_id as OrgId,
+        email.map(Email::as_str),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Pending, unexpired invites of `org_id`.
+pub async fn pending_count(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM invites
+         WHERE org_id = $1 AND status = 'pending' AND expires_at > now()"#,
+        org_id as OrgId,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Store invite `i` under a new id; None when `i.email` already has a pending
+/// invite to the organization (the unique pending index).
+pub async fn create(conn: &mut PgConnection, i: NewInvite<'_>) -> sqlx::Result<Option<Invite>> {
+    let row = sqlx::query_as!(
+        Row,
+        r#"INSERT INTO invites (id, org_id, email, role, token_hash, invited_by, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+         ON CONFLICT (org_id, email) WHERE status = 'pending' DO NOTHING
+         RETURNING id AS "id: InviteId", org_id AS "org_id: OrgId", email, role AS "role: Role",
+                   status AS "status: Status", created_at, expires_at"#,
+        InviteId::new() as InviteId,
+        i.org_id as OrgId,
+        i.email.as_str(),
+        i.role.as_str(),
+        i.token_hash,
+        i.invited_by as UserId,
+        i.ttl_secs,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(Invite::from))
+}
+
+/// Every invite of `org_id`, newest first, at most 500.
+pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Invite>> {
+    let rows = sqlx::query_as!(
+        Row,
+        r#"SELECT id AS "id: InviteId", org_id AS "org_id: OrgId", email, role AS "role: Role",
+                  (CASE WHEN status = 'pending' AND expires_at <= now() THEN 'expired'
+                        ELSE status END) AS "status!: Status",
+                  created_at, expires_at
+         FROM invites WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 500"#,
+        org_id as OrgId,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(Invite::from).collect())
+}
+
+/// Invite `id` of `org_id`, the row locked until the transaction ends.
+pub async fn lock(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    id: InviteId,
+) -> sqlx::Result<Option<Invite>> {
+    let row = sqlx::query_as!(
+        Row,
+        r#"SELECT id AS "id: InviteId", org_id AS "org_id: OrgId", email, role AS "role: Role",
+                  (CASE WHEN status = 'pending' AND expires_at <= now() THEN 'expired'
+                        ELSE status END) AS "status!: Status",
+                  created_at, expires_at
+         FROM invites WHERE org_id = $1 AND id = $2 FOR UPDATE"#,
+        org_id as OrgId,
+        id as InviteId,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(Invite::from))
+}
+
+/// The organization of the invite whose token hashes to `token_hash`, if any
+/// (read without a lock: the handler locks the organization, then the row).
+pub async fn org_of_token(
+    conn: &mut PgConnection,
+    token_hash: &[u8],
+) -> sqlx::Result<Option<OrgId>> {
+    sqlx::query_scalar!(
+        r#"SELECT org_id AS "org_id: OrgId" FROM invites WHERE token_hash = $1"#,
+        token_hash,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The invite whose token hashes to `token_hash`, the row locked.
+pub async fn lock_by_token(
+    conn: &mut PgConnection,
+    token_hash: &[u8],
+) -> sqlx::Result<Option<Invite>> {
+    let row = sqlx::query_as!(
+        Row,
+        r#"SELECT id AS "id: InviteId", org_id AS "org_id: OrgId", email, role AS "role: Role",
+                  (CASE WHEN status = 'pending' AND expires_at <= now() THEN 'expired'
+                        ELSE status END) AS "status!: Status",
+                  created_at, expires_at
+         FROM invites WHERE token_hash = $1 FOR UPDATE"#,
+        token_hash,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(Invite::from))
+}
+
+/// Move a pending invite to `to` (revoked, accepted by `accepted_by`); whether
+/// it was pending (and unexpired).
+pub async fn settle(
+    conn: &mut PgConnection,
+    id: InviteId,
+    to: Status,
+    accepted_by: Option<UserId>,
+) -> sqlx::Result<bool> {
+    Ok(sqlx::query!(
+        "UPDATE invites SET status = $2, accepted_by = $3, updated_at = now() \
+         WHERE id = $1 AND status = 'pending' AND expires_at > now()",
+        id as InviteId,
+        to as Status,
+        accepted_by as Option<UserId>,
+    )
+    .execute(conn)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// Whether the invite with `token_hash` may still be mailed (the mail worker
+/// drops mail of invites accepted, revoked or expired meanwhile).
+pub async fn mailable(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<bool> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT status = 'pending' AND expires_at > now() AS "live!" FROM invites
+         WHERE token_hash = $1"#,
+        token_hash,
+    )
+    .fetch_optional(pool)
+    .await?
+    .unwrap_or(false))
+}
+
+/// The sweep: pending invites past their expiry become `expired`; invites
+/// settled (accepted, revoked, expired) longer than `keep_secs` ago go.
+pub async fn sweep(pool: &PgPool, keep_secs: i64) -> sqlx::Result<u64> {
+    let mut n = sqlx::query!(
+        "UPDATE invites SET status = 'expired', updated_at = now() \
+         WHERE status = 'pending' AND expires_at <= now()",
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
+    n += sqlx::query!(
+        "DELETE FROM invites WHERE status <> 'pending' \
+         AND updated_at < now() - make_interval(secs => $1)",
+        keep_secs as f64,
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(n)
+}
