@@ -37,6 +37,11 @@ pub struct InviteSettings {
     pub ttl_secs: i64,
     /// Pending invites one organization holds at most (409 beyond).
     pub max_pending_per_org: i64,
+    /// Invites one organization sends per hour (429 beyond).
+    pub per_org_per_hour: i64,
+    /// Invites one address receives per hour, from every organization (429
+    /// beyond).
+    pub per_email_per_hour: i64,
     /// The accept page; the accept URL is this URL with `token=<token>` added.
     pub accept_base_url: String,
 }

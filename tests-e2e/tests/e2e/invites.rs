@@ -456,3 +456,37 @@ async fn two_accepts_at_once_make_one_membership() {
     .expect("count");
     assert_eq!(n, 1);
 }
+
+#[tokio::test]
+async fn invites_sent_are_rate_limited_and_revoking_does_not_give_them_back() {
+    let s = TestStack::spawn_with(StackOptions {
+        identity_toml: "[invites]\nper_org_per_hour = 4\nper_email_per_hour = 2\n".to_owned(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("sender@example.com").await;
+    // One address: invited, revoked, invited, revoked: the third is refused.
+    let target = email();
+    for _ in 0..2 {
+        let r = invite(&s, &owner, &org, &target, "visitor").await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        let path = format!("/v1/organizations/{org}/invites/{}", id_of(&r));
+        assert_eq!(s.delete(&path, Some(&owner)).await.status, 200);
+    }
+    let third = invite(&s, &owner, &org, &target, "visitor").await;
+    assert_eq!(third.status, 429, "{:?}", third.body);
+    assert!(
+        third.error().starts_with("too many invites"),
+        "{}",
+        third.error()
+    );
+    // The refused one did not count: the organization has sent 2 of its 4.
+    for _ in 0..2 {
+        assert_eq!(
+            invite(&s, &owner, &org, &email(), "visitor").await.status,
+            201
+        );
+    }
+    let over = invite(&s, &owner, &org, &email(), "visitor").await;
+    assert_eq!(over.status, 429, "{:?}", over.body);
+}

@@ -171,6 +171,14 @@ async fn a_suspended_organization_reads_but_refuses_every_write_until_reactivate
         "address": {"line1": "Cd. 1", "city": "Ankara", "postal_code": "06420", "country": "TR"},
         "notice_acked": true});
     let writes = [
+        // A role without the capability hears of the suspension too.
+        write(
+            "project by finance",
+            "POST",
+            projects.clone(),
+            &finance,
+            Some(json!({"name": "P"})),
+        ),
         write(
             "project",
             "POST",

@@ -158,11 +158,13 @@ impl Caller {
             .identity
             .membership_in(org_id)
             .ok_or(ApiError::NotFound)?;
-        if !m.role.can(cap) {
-            return Err(ApiError::forbidden(cap.denied_message()));
-        }
+        // The suspension first: every member's write names it, whatever the
+        // role (both are 403, so the order reveals nothing).
         if self.writes && m.status == OrgStatus::Suspended {
             return Err(ApiError::forbidden(SUSPENDED));
+        }
+        if !m.role.can(cap) {
+            return Err(ApiError::forbidden(cap.denied_message()));
         }
         Ok(m.role)
     }

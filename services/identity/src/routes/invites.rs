@@ -6,6 +6,7 @@ use crate::{
     audit,
     invites::{self, Invite, Status},
     memberships,
+    ratelimit::{self, Limit},
     state::AppState,
     tokens,
 };
@@ -59,6 +60,35 @@ pub async fn create(
     let token = tokens::generate("inv_")?;
 
     let mut tx = state.pool.begin().await?;
+    // Sent invites count (in this transaction: a refused one does not), and
+    // revoking does not give them back: no create-revoke loop mails an
+    // address without end.
+    let (org_bucket, to_bucket) = (
+        format!("invite:org:{org_id}"),
+        format!("invite:to:{}", email.as_str()),
+    );
+    let within = ratelimit::check_and_record(
+        &mut tx,
+        state.clock.now(),
+        &[
+            Limit {
+                bucket: &org_bucket,
+                max: state.invites.per_org_per_hour,
+                window_secs: 3600,
+            },
+            Limit {
+                bucket: &to_bucket,
+                max: state.invites.per_email_per_hour,
+                window_secs: 3600,
+            },
+        ],
+    )
+    .await?;
+    if !within {
+        return Err(ApiError::QuotaExceeded(
+            "too many invites: an organization sends at most invites.per_org_per_hour an hour and an address receives at most invites.per_email_per_hour an hour".into(),
+        ));
+    }
     memberships::lock_org(&mut tx, org_id).await?;
     if invites::is_member(&mut tx, org_id, &email).await? {
         return Err(ApiError::conflict(
