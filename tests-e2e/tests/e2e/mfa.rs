@@ -529,3 +529,36 @@ async fn without_staff_required_staff_sign_in_as_before() {
     let plain = s.sign_in("staff@example.com").await;
     assert_eq!(s.get("/v1/auth/me", Some(&plain)).await.body["staff"], true);
 }
+
+#[tokio::test]
+async fn a_users_code_attempts_are_bounded_per_hour_whatever_the_link_or_ip() {
+    let s = TestStack::spawn_with(StackOptions {
+        identity_toml: "[mfa]\nattempts_per_user_per_hour = 4\n".to_owned(),
+        ..Default::default()
+    })
+    .await;
+    let user = email("guessed");
+    // Confirming took one attempt of the four.
+    let (_, secret, _) = enable(&s, &user).await;
+    next_step(&s);
+    let right = code(&s, &secret);
+    let wrong = if right == "000000" {
+        "111111"
+    } else {
+        "000000"
+    };
+    // Each guess on a fresh link from a fresh IP: the token limit never trips.
+    for i in 0..3 {
+        let token = mfa_token(&s, &user).await;
+        let r = mfa_verify(&s, json!({"mfa_token": token, "code": wrong})).await;
+        assert_eq!(r.status, 401, "guess {i}: {:?}", r.body);
+    }
+    let token = mfa_token(&s, &user).await;
+    let r = mfa_verify(&s, json!({"mfa_token": token, "code": right})).await;
+    assert_eq!(r.status, 429, "over the user's hourly budget: {:?}", r.body);
+    // An hour later the right code opens the session.
+    s.clock.advance(time::Duration::seconds(3601));
+    let token = mfa_token(&s, &user).await;
+    let r = mfa_verify(&s, json!({"mfa_token": token, "code": code(&s, &secret)})).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+}

@@ -224,7 +224,8 @@ pub struct VerifyBody {
 /// and a code (or a recovery code) open the session, as verify would have.
 /// Every wrong code counts against the token: after `mfa.max_attempts` it is
 /// dead; an unknown, expired, used or dead token and a wrong code answer the
-/// same 401. Attempts count against the client IP with verify's.
+/// same 401. Attempts count against the client IP with verify's, and against
+/// the user's `mfa.attempts_per_user_per_hour` (429 beyond).
 #[tracing::instrument(skip_all)]
 pub async fn verify(
     state: web::Data<AppState>,
@@ -243,6 +244,24 @@ pub async fn verify(
     let Some(user_id) = mfa::lock_challenge(&mut tx, &hash, state.mfa.max_attempts).await? else {
         return Err(ApiError::unauthorized(BAD_CHALLENGE));
     };
+    // The user's own hourly budget too (the one confirm and disable count
+    // against): a mailbox holder with fresh links from many IPs still gets
+    // `mfa.attempts_per_user_per_hour` guesses an hour, not five a link. The
+    // hit is committed with the outcome, success or failure.
+    let bucket = format!("mfa:user:{user_id}");
+    let within = ratelimit::check_and_record(
+        &mut tx,
+        state.clock.now(),
+        &[Limit {
+            bucket: &bucket,
+            max: state.mfa.attempts_per_user_per_hour,
+            window_secs: 3600,
+        }],
+    )
+    .await?;
+    if !within {
+        return Err(ApiError::TooManyRequests);
+    }
     match mfa::prove(
         &mut tx,
         state.sealer.as_ref(),
