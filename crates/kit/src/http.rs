@@ -340,3 +340,59 @@ mod tests {
         assert!(!valid_request_id(&"a".repeat(129)));
     }
 }
+
+/// A request body read from a JSON object only. serde's derive reads a struct
+/// from an array as well (`[null, null]` is a patch of two absent fields), so
+/// a body whose fields are all optional takes `web::Json<Object<T>>`: anything
+/// but an object is the extractor's 400, after the extractors before it (the
+/// caller's authority) have answered.
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Fields<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Fields(std::marker::PhantomData))
+            .map(Object)
+    }
+}
+
+#[cfg(test)]
+mod object_tests {
+    use super::Object;
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Patch {
+        a: Option<i32>,
+        b: Option<i32>,
+    }
+
+    #[test]
+    fn only_an_object_is_read() {
+        let ok: Object<Patch> = serde_json::from_str(r#"{"a": 1}"#).expect("an object");
+        assert_eq!(
+            ok.0,
+            Patch {
+                a: Some(1),
+                b: None
+            }
+        );
+        assert!(
+            serde_json::from_str::<Patch>("[null, null]").is_ok(),
+            "serde's own reading"
+        );
+        for bad in ["[null, null]", "[1, 2]", "null", "3", r#"{"c": 1}"#] {
+            assert!(serde_json::from_str::<Object<Patch>>(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -225,7 +225,13 @@ async fn projects_are_written_by_the_admin_roles_within_bounds_and_listed_by_pag
         (200, &json!("Uno")),
         "an empty patch changes nothing"
     );
-    for bad in [json!({"name": ""}), json!({"org_id": org})] {
+    // serde would read a patch from an array too: only an object is one.
+    for bad in [
+        json!({"name": ""}),
+        json!({"org_id": org}),
+        json!([null, null]),
+        json!(null),
+    ] {
         assert_eq!(
             s.patch(&one, Some(&owner), bad.clone()).await.status,
             400,

@@ -25,21 +25,6 @@ async fn read_body(payload: Payload, limit: usize) -> Result<Bytes, ApiError> {
     Ok(buf.freeze())
 }
 
-/// A JSON body that is not an object: every body this API takes is one, and
-/// serde would read a struct from an array (`[null, null]`) as well, so it is
-/// refused here, once for every handler.
-fn json_but_not_an_object(req: &ServiceRequest, body: &[u8]) -> bool {
-    let json = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().contains("json"));
-    json && body
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|&b| b != b'{')
-}
-
 /// Middleware: verify the assertion of every request (but the probes) and put
 /// it in the request extensions for the extractors below. The body is read
 /// here (bounded by [`BodyLimit`]) to check its digest, then handed on.
@@ -104,13 +89,6 @@ pub async fn require_assertion(
         }
     };
     match verdict {
-        Ok(_) if json_but_not_an_object(&req, &body) => {
-            let resp = json_error(
-                StatusCode::BAD_REQUEST,
-                "the request body must be a JSON object",
-            );
-            Ok(req.into_response(resp).map_into_right_body())
-        }
         Ok(a) => {
             req.extensions_mut().insert(Arc::new(a));
             req.set_payload(Payload::from(body));

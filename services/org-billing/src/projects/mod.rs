@@ -13,7 +13,7 @@ use event_contracts::AuditAction;
 use hub_domain::{Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use service_kit::{assertion::Caller, outbox, page, ApiError, ApiResult};
+use service_kit::{assertion::Caller, http::Object, outbox, page, ApiError, ApiResult};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -142,9 +142,10 @@ pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<Uuid>,
-    body: web::Json<ProjectPatch>,
+    body: web::Json<Object<ProjectPatch>>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
+    let body = body.into_inner().0;
     let p = authorized(&state, &caller, id, Capability::Admin).await?;
     if body.name.is_none() && body.description.is_none() {
         // A patch that names nothing changes nothing (merge-patch semantics).
