@@ -8,6 +8,14 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+/// A list's page parameters, `?limit=&cursor=` (checked by [`limit`] and
+/// [`decode`]).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Query {
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
 /// Where the previous page ended: its last row's `(timestamp, id)`.
 pub type After = (OffsetDateTime, Uuid);
 

@@ -129,24 +129,20 @@ impl IdentityCache {
     }
 
     pub fn invalidate_user(&self, user_id: UserId) {
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        if let Err(e) = self
-            .entries
-            .invalidate_entries_if(move |_, v| v.identity.user_id == user_id)
-        {
-            tracing::error!(error = %e, "cannot invalidate by user; clearing the cache");
-            self.entries.invalidate_all();
-        }
+        self.invalidate_if(move |v| v.identity.user_id == user_id);
     }
 
     /// Drop every entry holding a membership of `org_id` (its members'
     /// sessions and its keys).
     pub fn invalidate_org(&self, org_id: OrgId) {
+        self.invalidate_if(move |v| v.identity.memberships.iter().any(|m| m.org_id == org_id));
+    }
+
+    /// Drop every entry `drop` picks (everything, if the cache cannot).
+    fn invalidate_if(&self, drop: impl Fn(&Resolved) -> bool + Send + Sync + 'static) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        if let Err(e) = self.entries.invalidate_entries_if(move |_, v| {
-            v.identity.memberships.iter().any(|m| m.org_id == org_id)
-        }) {
-            tracing::error!(error = %e, "cannot invalidate by organization; clearing the cache");
+        if let Err(e) = self.entries.invalidate_entries_if(move |_, v| drop(v)) {
+            tracing::error!(error = %e, "cannot invalidate selectively; clearing the cache");
             self.entries.invalidate_all();
         }
     }

@@ -45,8 +45,9 @@ impl Status {
 
 hub_domain::sqlx_text_enum!(Status, "invite status");
 
-/// An invite as its organization's admins (and its invitee) see it. The
-/// accept URL is shown only in the creation answer.
+/// An invite as its organization's admins (and its invitee) see it; its
+/// `status` reads `expired` past `expires_at`. The accept URL is added to the
+/// creation answer only (`routes::invites`).
 #[derive(Serialize, Debug)]
 pub struct Invite {
     pub id: InviteId,
@@ -58,34 +59,6 @@ pub struct Invite {
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     pub expires_at: OffsetDateTime,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub accept_url: Option<String>,
-}
-
-/// The stored columns; `status` already reads `expired` past `expires_at`.
-struct Row {
-    id: InviteId,
-    org_id: OrgId,
-    email: String,
-    role: Role,
-    status: Status,
-    created_at: OffsetDateTime,
-    expires_at: OffsetDateTime,
-}
-
-impl From<Row> for Invite {
-    fn from(r: Row) -> Invite {
-        Invite {
-            id: r.id,
-            org_id: r.org_id,
-            email: r.email,
-            role: r.role,
-            status: r.status,
-            created_at: r.created_at,
-            expires_at: r.expires_at,
-            accept_url: None,
-        }
-    }
 }
 
 /// An invite to create.
@@ -114,19 +87,13 @@ pub async fn is_member(
     .await
 }
 
-/// Mark the pending invites of `org_id` past their expiry expired (for
-/// `email` only when given), so that a new one may take their place.
-pub async fn expire_due(
-    conn: &mut PgConnection,
-    org_id: OrgId,
-    email: Option<&Email>,
-) -> sqlx::Result<()> {
+/// Mark the pending invites of `org_id` past their expiry expired, so that
+/// new ones may take their place.
+pub async fn expire_due(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE invites SET status = 'expired', updated_at = now() \
-         WHERE org_id = $1 AND status = 'pending' AND expires_at <= now() \
-           AND ($2::text IS NULL OR email = $2)",
+         WHERE org_id = $1 AND status = 'pending' AND expires_at <= now()",
         org_id as OrgId,
-        email.map(Email::as_str),
     )
     .execute(conn)
     .await?;
@@ -147,8 +114,8 @@ pub async fn pending_count(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Resu
 /// Store invite `i` under a new id; None when `i.email` already has a pending
 /// invite to the organization (the unique pending index).
 pub async fn create(conn: &mut PgConnection, i: NewInvite<'_>) -> sqlx::Result<Option<Invite>> {
-    let row = sqlx::query_as!(
-        Row,
+    sqlx::query_as!(
+        Invite,
         r#"INSERT INTO invites (id, org_id, email, role, token_hash, invited_by, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
          ON CONFLICT (org_id, email) WHERE status = 'pending' DO NOTHING
@@ -163,14 +130,13 @@ pub async fn create(conn: &mut PgConnection, i: NewInvite<'_>) -> sqlx::Result<O
         i.ttl_secs,
     )
     .fetch_optional(conn)
-    .await?;
-    Ok(row.map(Invite::from))
+    .await
 }
 
 /// Every invite of `org_id`, newest first, at most 500.
 pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Invite>> {
-    let rows = sqlx::query_as!(
-        Row,
+    sqlx::query_as!(
+        Invite,
         r#"SELECT id AS "id: InviteId", org_id AS "org_id: OrgId", email, role AS "role: Role",
                   (CASE WHEN status = 'pending' AND expires_at <= now() THEN 'expired'
                         ELSE status END) AS "status!: Status",
@@ -179,8 +145,7 @@ pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Invite>> {
         org_id as OrgId,
     )
     .fetch_all(pool)
-    .await?;
-    Ok(rows.into_iter().map(Invite::from).collect())
+    .await
 }
 
 /// Invite `id` of `org_id`, the row locked until the transaction ends.
@@ -189,8 +154,8 @@ pub async fn lock(
     org_id: OrgId,
     id: InviteId,
 ) -> sqlx::Result<Option<Invite>> {
-    let row = sqlx::query_as!(
-        Row,
+    sqlx::query_as!(
+        Invite,
         r#"SELECT id AS "id: InviteId", org_id AS "org_id: OrgId", email, role AS "role: Role",
                   (CASE WHEN status = 'pending' AND expires_at <= now() THEN 'expired'
                         ELSE status END) AS "status!: Status",
@@ -200,8 +165,7 @@ pub async fn lock(
         id as InviteId,
     )
     .fetch_optional(conn)
-    .await?;
-    Ok(row.map(Invite::from))
+    .await
 }
 
 /// The organization of the invite whose token hashes to `token_hash`, if any
@@ -223,8 +187,8 @@ pub async fn lock_by_token(
     conn: &mut PgConnection,
     token_hash: &[u8],
 ) -> sqlx::Result<Option<Invite>> {
-    let row = sqlx::query_as!(
-        Row,
+    sqlx::query_as!(
+        Invite,
         r#"SELECT id AS "id: InviteId", org_id AS "org_id: OrgId", email, role AS "role: Role",
                   (CASE WHEN status = 'pending' AND expires_at <= now() THEN 'expired'
                         ELSE status END) AS "status!: Status",
@@ -233,8 +197,7 @@ pub async fn lock_by_token(
         token_hash,
     )
     .fetch_optional(conn)
-    .await?;
-    Ok(row.map(Invite::from))
+    .await
 }
 
 /// Move a pending invite to `to` (revoked, accepted by `accepted_by`); whether

@@ -11,8 +11,8 @@
 //!   and only codes of later steps are accepted afterwards (under the row's lock).
 //! - Recovery codes (80 bits each) and `mfa_token`s are stored as SHA-256 only.
 
+use crate::tokens::random_bytes as random;
 use hub_domain::UserId;
-use ring::rand::{SecureRandom, SystemRandom};
 use serde::Serialize;
 use service_kit::sealed::Sealer;
 use sqlx::{PgConnection, PgPool};
@@ -100,14 +100,6 @@ fn aad(user_id: UserId) -> Vec<u8> {
     format!("mfa:{user_id}").into_bytes()
 }
 
-fn random(n: usize) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = vec![0u8; n];
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| anyhow::anyhow!("the OS random source failed"))?;
-    Ok(bytes)
-}
-
 fn totp(secret: Vec<u8>, issuer: &str, account: &str) -> anyhow::Result<TOTP> {
     TOTP::new(
         Algorithm::SHA1,
@@ -146,23 +138,14 @@ fn step_of(
     }
     let t = totp(secret.to_vec(), "", "")?;
     let current = step_at(now);
-    let mut found = None;
-    for step in current - SKEW as i64..=current + SKEW as i64 {
-        if step < 0 || after.is_some_and(|a| step <= a) {
-            continue;
-        }
-        let expected = t.generate(step as u64 * STEP_SECS);
-        // Compare every candidate (constant time per comparison).
-        if same(expected.as_bytes(), code.as_bytes()) && found.is_none() {
-            found = Some(step);
-        }
-    }
-    Ok(found)
-}
-
-/// Whether `a` and `b` are equal, in time that depends on their length only.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    // Every candidate step is checked (the library compares in constant time,
+    // its skew 0 making `check` one step's comparison); the earliest unused
+    // one that matches is the code's.
+    let matches: Vec<i64> = (current - SKEW as i64..=current + SKEW as i64)
+        .filter(|&step| step >= 0 && after.is_none_or(|a| step > a))
+        .filter(|&step| t.check(code, step as u64 * STEP_SECS))
+        .collect();
+    Ok(matches.first().copied())
 }
 
 /// Normalize a recovery code as typed: lower case, separators dropped.

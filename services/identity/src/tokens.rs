@@ -8,11 +8,19 @@ use ring::{
 
 /// A fresh secret: 32 random bytes, base64url without padding, behind `prefix`.
 pub fn generate(prefix: &str) -> anyhow::Result<String> {
-    let mut bytes = [0u8; 32];
+    Ok(format!(
+        "{prefix}{}",
+        URL_SAFE_NO_PAD.encode(random_bytes(32)?)
+    ))
+}
+
+/// `n` bytes from the OS CSPRNG (tokens, TOTP secrets, recovery codes).
+pub fn random_bytes(n: usize) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; n];
     SystemRandom::new()
         .fill(&mut bytes)
         .map_err(|_| anyhow::anyhow!("the OS random source failed"))?;
-    Ok(format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes)))
+    Ok(bytes)
 }
 
 /// SHA-256 of the token as stored and looked up.

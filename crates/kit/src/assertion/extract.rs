@@ -113,7 +113,7 @@ pub const SUSPENDED: &str =
     "organization suspended: its members and API keys cannot change anything until staff reactivate it";
 
 /// Whether a request with this method may change something.
-pub fn is_write(method: &str) -> bool {
+fn is_write(method: &str) -> bool {
     !matches!(method, "GET" | "HEAD" | "OPTIONS")
 }
 
@@ -160,9 +160,7 @@ impl Caller {
             .ok_or(ApiError::NotFound)?;
         // The suspension first: every member's write names it, whatever the
         // role (both are 403, so the order reveals nothing).
-        if self.writes && m.status == OrgStatus::Suspended {
-            return Err(ApiError::forbidden(SUSPENDED));
-        }
+        self.refuse_suspended_write(m)?;
         if !m.role.can(cap) {
             return Err(ApiError::forbidden(cap.denied_message()));
         }
@@ -172,11 +170,16 @@ impl Caller {
     /// 403 when `org_id` is suspended and this request writes: for writes
     /// whose role check is done elsewhere (a resource's own rules).
     pub fn require_writable(&self, org_id: OrgId) -> Result<(), ApiError> {
-        let suspended = self
-            .identity
-            .membership_in(org_id)
-            .is_some_and(|m| m.status == OrgStatus::Suspended);
-        if self.writes && suspended {
+        match self.identity.membership_in(org_id) {
+            Some(m) => self.refuse_suspended_write(m),
+            None => Ok(()),
+        }
+    }
+
+    /// 403 naming the suspension when this request writes into `m`'s
+    /// suspended organization.
+    fn refuse_suspended_write(&self, m: &Membership) -> Result<(), ApiError> {
+        if self.writes && m.status == OrgStatus::Suspended {
             Err(ApiError::forbidden(SUSPENDED))
         } else {
             Ok(())

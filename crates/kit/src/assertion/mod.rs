@@ -35,9 +35,7 @@ mod middleware;
 mod mint;
 mod verify;
 
-pub use extract::{
-    from, is_write, Caller, Callers, Peer, RequestCtx, SessionCaller, StaffCaller, SUSPENDED,
-};
+pub use extract::{from, Caller, Callers, Peer, RequestCtx, SessionCaller, StaffCaller, SUSPENDED};
 pub use middleware::{internal, require_assertion, BodyLimit};
 pub use mint::Minter;
 pub use verify::Verifier;
@@ -54,7 +52,8 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use hub_domain::{
-    Capability, Credential, CredentialKind, Identity, OrgId, OrgStatus, Role, ServiceName, UserId,
+    Capability, Credential, CredentialKind, Identity, Membership, OrgId, OrgStatus, Role,
+    ServiceName, UserId,
 };
 use ring::{digest, hmac};
 use secrecy::{ExposeSecret, SecretString};

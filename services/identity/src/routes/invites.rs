@@ -42,6 +42,14 @@ impl CreateInvite {
     }
 }
 
+/// The creation answer: the invite and, here only, its accept URL.
+#[derive(Serialize)]
+struct Created {
+    #[serde(flatten)]
+    invite: Invite,
+    accept_url: String,
+}
+
 /// POST /v1/organizations/{id}/invites: an admin (owner or manager), by
 /// session, invites `email` with `role`. 201 with the invite and its
 /// `accept_url` (shown only here; mailed when mail is configured). 409: the
@@ -95,7 +103,7 @@ pub async fn create(
             "this email is already a member of the organization",
         ));
     }
-    invites::expire_due(&mut tx, org_id, None).await?;
+    invites::expire_due(&mut tx, org_id).await?;
     let max = state.invites.max_pending_per_org;
     if invites::pending_count(&mut tx, org_id).await? >= max {
         return Err(ApiError::Conflict(format!(
@@ -114,7 +122,7 @@ pub async fn create(
         },
     )
     .await?;
-    let Some(mut invite) = created else {
+    let Some(invite) = created else {
         return Err(ApiError::conflict(
             "this email already has a pending invite to the organization",
         ));
@@ -137,8 +145,10 @@ pub async fn create(
     if let Some(m) = &state.mailer {
         m.kick();
     }
-    invite.accept_url = Some(crate::mail::link(&state.invites.accept_base_url, &token));
-    Ok(HttpResponse::Created().json(invite))
+    Ok(HttpResponse::Created().json(Created {
+        accept_url: crate::mail::link(&state.invites.accept_base_url, &token),
+        invite,
+    }))
 }
 
 /// GET /v1/organizations/{id}/invites: an admin (owner or manager; sessions

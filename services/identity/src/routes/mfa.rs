@@ -88,13 +88,16 @@ fn code_of(code: &str) -> ApiResult<&str> {
     }
 }
 
-/// Count a code attempt of `user_id` (per hour, committed at once: failed
-/// attempts count too); 429 over the limit.
-async fn attempt_allowed(state: &AppState, user_id: UserId) -> ApiResult<()> {
+/// Count a code attempt of `user_id` against its hourly budget
+/// (`mfa.attempts_per_user_per_hour`) in `conn`'s transaction; 429 over it.
+async fn count_attempt(
+    conn: &mut sqlx::PgConnection,
+    state: &AppState,
+    user_id: UserId,
+) -> ApiResult<()> {
     let bucket = format!("mfa:user:{user_id}");
-    let mut tx = state.pool.begin().await?;
-    let allowed = ratelimit::check_and_record(
-        &mut tx,
+    let within = ratelimit::check_and_record(
+        conn,
         state.clock.now(),
         &[Limit {
             bucket: &bucket,
@@ -103,12 +106,19 @@ async fn attempt_allowed(state: &AppState, user_id: UserId) -> ApiResult<()> {
         }],
     )
     .await?;
-    tx.commit().await?;
-    if allowed {
+    if within {
         Ok(())
     } else {
         Err(ApiError::TooManyRequests)
     }
+}
+
+/// [`count_attempt`], committed at once (failed attempts count too).
+async fn attempt_allowed(state: &AppState, user_id: UserId) -> ApiResult<()> {
+    let mut tx = state.pool.begin().await?;
+    count_attempt(&mut tx, state, user_id).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// POST /v1/auth/mfa/confirm: a code of the pending secret turns MFA on; the
@@ -248,20 +258,7 @@ pub async fn verify(
     // against): a mailbox holder with fresh links from many IPs still gets
     // `mfa.attempts_per_user_per_hour` guesses an hour, not five a link. The
     // hit is committed with the outcome, success or failure.
-    let bucket = format!("mfa:user:{user_id}");
-    let within = ratelimit::check_and_record(
-        &mut tx,
-        state.clock.now(),
-        &[Limit {
-            bucket: &bucket,
-            max: state.mfa.attempts_per_user_per_hour,
-            window_secs: 3600,
-        }],
-    )
-    .await?;
-    if !within {
-        return Err(ApiError::TooManyRequests);
-    }
+    count_attempt(&mut tx, &state, user_id).await?;
     match mfa::prove(
         &mut tx,
         state.sealer.as_ref(),

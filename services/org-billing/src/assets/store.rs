@@ -63,12 +63,7 @@ pub async fn one(conn: &mut PgConnection, org: OrgId, id: Uuid) -> sqlx::Result<
 /// The organization's asset count, holding until the transaction ends the
 /// lock that admits one creation at a time per organization.
 pub async fn count_locked(conn: &mut PgConnection, org: OrgId) -> sqlx::Result<i64> {
-    sqlx::query!(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 6))",
-        org.to_string(),
-    )
-    .execute(&mut *conn)
-    .await?;
+    crate::orgs::store::lock_capped(&mut *conn, org, crate::orgs::store::Capped::Assets).await?;
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!" FROM org_assets WHERE org_id = $1"#,
         org as OrgId,

@@ -107,19 +107,13 @@ pub async fn create(
     Ok(HttpResponse::Created().json(claim))
 }
 
-#[derive(Deserialize)]
-pub struct ListQuery {
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 /// GET /v1/organizations/{id}/payment-claims (finance): newest first.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<OrgId>,
-    q: web::Query<ListQuery>,
+    q: web::Query<page::Query>,
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
     super::readable(&state, &caller, org).await?;

@@ -300,17 +300,11 @@ pub async fn pay_from_wallet(
     resp
 }
 
-#[derive(Deserialize)]
-pub struct ListQuery {
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 /// Payments of `owner`, newest first, in cursor pages.
 pub async fn page_of(
     state: &AppState,
     owner: Owner,
-    q: &ListQuery,
+    q: &page::Query,
     base: &str,
 ) -> ApiResult<HttpResponse> {
     let (limit, after) = super::page_of(state, q.limit, q.cursor.as_deref())?;
@@ -329,7 +323,7 @@ pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<OrgId>,
-    q: web::Query<ListQuery>,
+    q: web::Query<page::Query>,
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
     super::readable(&state, &caller, org).await?;

@@ -574,12 +574,6 @@ pub async fn staff_remove(
     Ok(HttpResponse::Ok().json(json!({"status": "removed"})))
 }
 
-#[derive(Deserialize)]
-pub struct PageQuery {
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 /// GET /v1/distributors/{id}/organizations?limit=&cursor= (staff, or an
 /// observer of the entity): the organizations routed to it, newest first, a
 /// page at a time; `x-next-cursor` (and `Link: rel="next"`) when there is more.
@@ -588,7 +582,7 @@ pub async fn organizations(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<Uuid>,
-    query: web::Query<PageQuery>,
+    query: web::Query<page::Query>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     let q = query.into_inner();
@@ -633,7 +627,7 @@ pub async fn payments(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<uuid::Uuid>,
-    q: web::Query<crate::billing::payments::ListQuery>,
+    q: web::Query<page::Query>,
 ) -> ApiResult<actix_web::HttpResponse> {
     let id = path.into_inner();
     authorize_read(&state, &caller, id).await?;

@@ -41,6 +41,27 @@ pub async fn lock_creations_of(conn: &mut PgConnection, user: UserId) -> sqlx::R
     Ok(())
 }
 
+/// An organization's collection whose size a creation checks against a cap
+/// (each has its own lock: the value is the lock key's seed).
+#[derive(Debug, Clone, Copy)]
+pub enum Capped {
+    Projects = 5,
+    Assets = 6,
+}
+
+/// Hold, until the transaction ends, the lock that admits one creation at a
+/// time into `what` of `org`, so that its cap holds under concurrent requests.
+pub async fn lock_capped(conn: &mut PgConnection, org: OrgId, what: Capped) -> sqlx::Result<()> {
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::text, $2))",
+        org.to_string(),
+        what as i64,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Organizations `user` created in the last 24 hours.
 pub async fn created_today(conn: &mut PgConnection, user: UserId) -> sqlx::Result<i64> {
     sqlx::query_scalar!(

@@ -31,12 +31,6 @@ pub struct Project {
     pub created_at: OffsetDateTime,
 }
 
-#[derive(Deserialize)]
-pub struct ListQuery {
-    limit: Option<i64>,
-    cursor: Option<String>,
-}
-
 /// GET /v1/organizations/{id}/projects?limit=&cursor= (any member): newest
 /// first, a page at a time.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
@@ -44,7 +38,7 @@ pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<OrgId>,
-    q: web::Query<ListQuery>,
+    q: web::Query<page::Query>,
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
     caller.require(org, Capability::Read)?;

@@ -44,12 +44,7 @@ pub async fn one(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Project>> {
 /// lock that admits one creation at a time per organization (so the cap
 /// holds under concurrent requests).
 pub async fn count_locked(conn: &mut PgConnection, org: OrgId) -> sqlx::Result<i64> {
-    sqlx::query!(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 5))",
-        org.to_string(),
-    )
-    .execute(&mut *conn)
-    .await?;
+    crate::orgs::store::lock_capped(&mut *conn, org, crate::orgs::store::Capped::Projects).await?;
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!" FROM projects WHERE org_id = $1"#,
         org as OrgId,
