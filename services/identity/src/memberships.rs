@@ -117,7 +117,10 @@ pub async fn check_cap(conn: &mut PgConnection, user_id: UserId, cap: i64) -> Re
     Ok(())
 }
 
-/// Make `user_id` a member of `org_id` with `role`, or change their role.
+/// Make `user_id` a member of `org_id` with `role`, or change their role. A
+/// new membership copies the organization's suspension (`org_states`); the
+/// caller holds the organization's lock ([`lock_org`]), as the status
+/// consumer does when it changes it.
 pub async fn set_role(
     conn: &mut PgConnection,
     org_id: OrgId,
@@ -125,7 +128,9 @@ pub async fn set_role(
     role: Role,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) \
+        "INSERT INTO memberships (org_id, user_id, role, org_suspended) \
+         VALUES ($1, $2, $3, EXISTS (SELECT 1 FROM org_states \
+                                     WHERE org_id = $1 AND status = 'suspended')) \
              ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role, updated_at = now()",
         org_id as OrgId,
         user_id as UserId,
@@ -240,8 +245,10 @@ pub async fn ensure_creator_owner(
     // Serialize with member adds on the same organization.
     lock_org(&mut tx, org_id).await?;
     let inserted = sqlx::query!(
-        "INSERT INTO memberships (org_id, user_id, role) \
-         SELECT $1, $2, 'owner' WHERE NOT EXISTS (SELECT 1 FROM memberships WHERE org_id = $1) \
+        "INSERT INTO memberships (org_id, user_id, role, org_suspended) \
+         SELECT $1, $2, 'owner', EXISTS (SELECT 1 FROM org_states \
+                                         WHERE org_id = $1 AND status = 'suspended') \
+          WHERE NOT EXISTS (SELECT 1 FROM memberships WHERE org_id = $1) \
            AND EXISTS (SELECT 1 FROM users WHERE id = $2) \
          ON CONFLICT DO NOTHING",
         org_id as OrgId,

@@ -1,6 +1,7 @@
 //! Organizations' statuses (`org_states`), as org-billing announces them
-//! (`core.v1.org.status_changed`): the bearer lookups put each membership's
-//! status in the identity they resolve ([`crate::sessions::live_by_hash`],
+//! (`core.v1.org.status_changed`), copied onto their memberships
+//! (`memberships.org_suspended`, so the session lookup needs no join): the
+//! bearer lookups put each membership's status in the identity they resolve ([`crate::sessions::live_by_hash`],
 //! [`crate::api_keys::live_by_hash`]), and services refuse a suspended
 //! organization's writes from it. Applying a change tells the gateways
 //! (`core.v1.identity.org_changed`, after the commit) to drop the cached
@@ -31,6 +32,10 @@ pub async fn on_status_changed(
 ) -> anyhow::Result<bool> {
     let e = env.data;
     let mut tx = state.pool.begin().await?;
+    // Serialized with membership changes of the organization: a membership
+    // made meanwhile copies either the old status and is updated below, or
+    // the new one.
+    crate::memberships::lock_org(&mut tx, e.org_id).await?;
     let applied = sqlx::query_scalar!(
         r#"INSERT INTO org_states (org_id, status, version) VALUES ($1, $2, $3)
            ON CONFLICT (org_id) DO UPDATE SET status = EXCLUDED.status,
@@ -45,6 +50,13 @@ pub async fn on_status_changed(
     .await?
     .is_some();
     if applied {
+        sqlx::query!(
+            "UPDATE memberships SET org_suspended = $2 WHERE org_id = $1",
+            e.org_id as OrgId,
+            e.status == OrgStatus::Suspended,
+        )
+        .execute(&mut *tx)
+        .await?;
         outbox::enqueue(
             &mut tx,
             &state.naming,

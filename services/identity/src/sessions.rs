@@ -147,11 +147,13 @@ pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Opti
     let row = sqlx::query!(
         r#"SELECT s.id AS "id: SessionId", s.expires_at, s.mfa, u.id AS "user_id: UserId",
                   u.email, u.name,
-           COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role,
-                                                       'status', COALESCE(o.status, 'active'))
-                                     ORDER BY m.created_at, m.org_id)
-                     FROM memberships m LEFT JOIN org_states o ON o.org_id = m.org_id
-                    WHERE m.user_id = u.id), '[]'::json)
+           COALESCE((SELECT json_agg(
+                               CASE WHEN m.org_suspended
+                                    THEN json_build_object('org_id', m.org_id, 'role', m.role,
+                                                           'status', 'suspended')
+                                    ELSE json_build_object('org_id', m.org_id, 'role', m.role) END
+                               ORDER BY m.created_at, m.org_id)
+                     FROM memberships m WHERE m.user_id = u.id), '[]'::json)
              AS "memberships!: sqlx::types::Json<Vec<Membership>>"
          FROM sessions s JOIN users u ON u.id = s.user_id
          WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"#,
