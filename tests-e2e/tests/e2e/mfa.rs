@@ -77,6 +77,15 @@ fn code(s: &TestStack, secret: &str) -> String {
     totp(&base32_decode(secret), s.clock.now().unix_timestamp(), 6)
 }
 
+/// A well-formed code that is not `right`.
+fn wrong_code(right: &str) -> &'static str {
+    if right == "000000" {
+        "111111"
+    } else {
+        "000000"
+    }
+}
+
 /// Move the stack's clock to the next 30-second step (codes already used are
 /// refused until then).
 fn next_step(s: &TestStack) {
@@ -329,11 +338,7 @@ async fn recovery_codes_work_once_and_a_token_takes_five_wrong_codes() {
     // Five wrong codes kill the token: the right one is refused after them.
     next_step(&s);
     let right = code(&s, &secret);
-    let wrong = if right == "000000" {
-        "111111"
-    } else {
-        "000000"
-    };
+    let wrong = wrong_code(&right);
     for i in 0..5 {
         let r = mfa_verify(&s, json!({"mfa_token": token, "code": wrong})).await;
         assert_eq!(r.status, 401, "attempt {i}: {:?}", r.body);
@@ -397,10 +402,7 @@ async fn disabling_needs_a_code_or_a_recovery_code() {
     for (body, want) in [
         (json!({}), 400),
         (json!({"code": "12345"}), 400),
-        (
-            json!({"code": if code(&s, &secret) == "000000" { "111111" } else { "000000" }}),
-            422,
-        ),
+        (json!({"code": wrong_code(&code(&s, &secret))}), 422),
         (json!({"recovery_code": "0000-0000"}), 422),
     ] {
         let r = s
@@ -542,11 +544,7 @@ async fn a_users_code_attempts_are_bounded_per_hour_whatever_the_link_or_ip() {
     let (_, secret, _) = enable(&s, &user).await;
     next_step(&s);
     let right = code(&s, &secret);
-    let wrong = if right == "000000" {
-        "111111"
-    } else {
-        "000000"
-    };
+    let wrong = wrong_code(&right);
     // Each guess on a fresh link from a fresh IP: the token limit never trips.
     for i in 0..3 {
         let token = mfa_token(&s, &user).await;
