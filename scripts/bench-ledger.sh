@@ -109,7 +109,7 @@ import sys
 rps, before, after = map(float, sys.argv[1:])
 lo, hi = min(before, after), max(before, after)
 print(f"ratio credits/pgbench via gateway {rps/hi:.2f}-{rps/lo:.2f} "
-      f"(against the faster and the slower pgbench run; target >= 0.6)")
+      f"(against the faster and the slower pgbench run; target >= 4)")
 PY
 accepted=$((total - non2xx))
 echo "wallet balance $balance, ledger sum $ledger, ledger rows $rows, accepted requests $accepted"
