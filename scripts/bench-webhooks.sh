@@ -5,25 +5,29 @@
 #   10 and 100 endpoints per organization, then latency from an event's commit
 #   to its delivery paced at 500 events/s. The receiver checks both signatures
 #   and counts lost, duplicated and badly signed deliveries.
-# Usage: scripts/bench-webhooks.sh [deliveries per phase, default 20000]
+# Postgres: a cluster of the benchmark's own with production's defaults
+# (autovacuum on), or BENCH_PG=shared to use PGHOST/PGPORT if it is configured
+# so (scripts/lib/bench-postgres.sh); the output says which.
+# Usage: [BENCH_PG=own|shared] scripts/bench-webhooks.sh [deliveries per phase, default 20000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${1:-20000}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/hub-target}
 BIN="$CARGO_TARGET_DIR/release"
-PGH=${PGHOST:-127.0.0.1}; PGP=${PGPORT:-5432}
+. scripts/lib/bench-postgres.sh
 DB=hub_bench_webhooks
 NATS=nats://${NATS_HOST:-127.0.0.1}:${NATS_PORT:-4222}
 PREFIX=benchwh.
 WORK=$(mktemp -d)
 cargo build --release -q -p hub-stack --bin devstack
 cargo build --release -q -p tests-e2e --bin webhook-bench
-psql -h "$PGH" -p "$PGP" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null
-psql -h "$PGH" -p "$PGP" -U postgres -qc "CREATE DATABASE $DB"
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; bench_postgres_stop; rm -rf "$WORK"; }
 trap cleanup EXIT
+bench_postgres_start
+psql -h "$PGH" -p "$PGP" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null
+psql -h "$PGH" -p "$PGP" -U postgres -qc "CREATE DATABASE $DB"
 
 export HUB_PROFILE=dev RUST_LOG=warn HUB_DATABASE_URL="postgres://postgres@$PGH:$PGP/$DB" HUB_NATS_URL="$NATS"
 # 100 endpoints in one organization (the default cap is 20).
@@ -58,6 +62,7 @@ stat() { curl -fs localhost:9900/stats; }
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 echo "webhooks: $(nproc) cores, $(date -u +%FT%TZ), $TOTAL deliveries per saturated phase"
+echo "$BENCH_PG_SAYS"
 for n in 1 10 100; do
   events=$((TOTAL / n))
   echo "${ORG[$n]}" >"$WORK/orgs"

@@ -1,0 +1,64 @@
+# Sourced by the benchmarks: the Postgres they measure against, configured
+# like a production one. This machine's shared Postgres runs with
+# `autovacuum = off` (its conf.d/90-ci.conf), which no production Postgres
+# does: a queue that updates rows (webhook deliveries) then slows down with
+# its dead rows, and per-table autovacuum settings do nothing.
+#
+#   BENCH_PG=own (default)  initdb a cluster of the benchmark's own with
+#                           Postgres's default settings (autovacuum on), on
+#                           BENCH_PG_PORT (5442), removed on exit
+#   BENCH_PG=shared         use PGHOST/PGPORT (127.0.0.1:5432), refused unless
+#                           it runs with autovacuum on
+#
+# After `bench_postgres_start`, PGH and PGP name the server, and
+# BENCH_PG_SAYS says which it is (print it with the figures).
+
+bench_postgres_start() {
+  case "${BENCH_PG:-own}" in
+  own)
+    local bindir
+    bindir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    BENCH_PG_DIR=$(mktemp -d /tmp/hub-bench-pg.XXXXXX)
+    PGH=127.0.0.1
+    PGP=${BENCH_PG_PORT:-5442}
+    local as=()
+    if [ "$(id -u)" = 0 ]; then
+      chown postgres "$BENCH_PG_DIR"
+      as=(runuser -u postgres --)
+    fi
+    "${as[@]}" "$bindir/initdb" -D "$BENCH_PG_DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
+    "${as[@]}" "$bindir/pg_ctl" -D "$BENCH_PG_DIR/data" -l "$BENCH_PG_DIR/log" -w \
+      -o "-p $PGP -k $BENCH_PG_DIR -c listen_addresses=$PGH" start >/dev/null
+    BENCH_PG_STOP=("${as[@]}" "$bindir/pg_ctl" -D "$BENCH_PG_DIR/data" -m fast -w stop)
+    BENCH_PG_SAYS="postgres: a cluster of its own (PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), initdb defaults: autovacuum $(bench_pg_show autovacuum), shared_buffers $(bench_pg_show shared_buffers), max_connections $(bench_pg_show max_connections)) on port $PGP"
+    ;;
+  shared)
+    PGH=${PGHOST:-127.0.0.1}
+    PGP=${PGPORT:-5432}
+    local av
+    av=$(bench_pg_show autovacuum)
+    if [ "$av" != on ]; then
+      echo "postgres at $PGH:$PGP runs with autovacuum = $av, unlike any production Postgres: refused (BENCH_PG=own starts one of the benchmark's own)" >&2
+      exit 1
+    fi
+    BENCH_PG_SAYS="postgres: the shared one at $PGH:$PGP (autovacuum on)"
+    ;;
+  *)
+    echo "BENCH_PG is own or shared, not ${BENCH_PG}" >&2
+    exit 2
+    ;;
+  esac
+}
+
+bench_pg_show() {
+  psql -h "$PGH" -p "$PGP" -U postgres -d postgres -Atqc "SHOW $1"
+}
+
+# Stop and remove a cluster of the benchmark's own (nothing for a shared one).
+bench_postgres_stop() {
+  if [ -n "${BENCH_PG_DIR:-}" ]; then
+    "${BENCH_PG_STOP[@]}" >/dev/null 2>&1 || true
+    rm -rf "$BENCH_PG_DIR"
+    BENCH_PG_DIR=
+  fi
+}
