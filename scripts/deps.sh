@@ -16,6 +16,7 @@ NATS_PORT=${NATS_PORT:-4222}
 PG_MAX_CONNECTIONS=${PG_MAX_CONNECTIONS:-250}
 PG_MIN_CONNECTIONS=${PG_MIN_CONNECTIONS:-210}
 
+. scripts/lib/postgres.sh
 log() { printf 'deps: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
@@ -66,10 +67,9 @@ else
     log "installing postgresql"
     apt_install postgresql
   fi
-  BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
+  BIN=$(pg_bindir)
   DATA="$LOCAL/pgdata"
   mkdir -p "$LOCAL"
-  run_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
   if [ ! -f "$DATA/PG_VERSION" ]; then
     log "creating a project-local cluster in $DATA (trust auth on loopback)"
     mkdir -p "$DATA"

@@ -13,23 +13,23 @@
 # After `bench_postgres_start`, PGH and PGP name the server, and
 # BENCH_PG_SAYS says which it is (print it with the figures).
 
+. scripts/lib/postgres.sh
+
 bench_postgres_start() {
   case "${BENCH_PG:-own}" in
   own)
     local bindir
-    bindir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    bindir=$(pg_bindir)
     BENCH_PG_DIR=$(mktemp -d /tmp/hub-bench-pg.XXXXXX)
+    [ "$(id -u)" = 0 ] && chown postgres "$BENCH_PG_DIR"
     PGH=127.0.0.1
     PGP=${BENCH_PG_PORT:-5442}
-    local as=()
-    if [ "$(id -u)" = 0 ]; then
-      chown postgres "$BENCH_PG_DIR"
-      as=(runuser -u postgres --)
-    fi
-    "${as[@]}" "$bindir/initdb" -D "$BENCH_PG_DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
-    "${as[@]}" "$bindir/pg_ctl" -D "$BENCH_PG_DIR/data" -l "$BENCH_PG_DIR/log" -w \
+    # Known before the start, so that a start failing half-way is still
+    # stopped and removed by bench_postgres_stop.
+    BENCH_PG_CTL="$bindir/pg_ctl"
+    run_pg "$bindir/initdb" -D "$BENCH_PG_DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
+    run_pg "$BENCH_PG_CTL" -D "$BENCH_PG_DIR/data" -l "$BENCH_PG_DIR/log" -w \
       -o "-p $PGP -k $BENCH_PG_DIR -c listen_addresses=$PGH" start >/dev/null
-    BENCH_PG_STOP=("${as[@]}" "$bindir/pg_ctl" -D "$BENCH_PG_DIR/data" -m fast -w stop)
     BENCH_PG_SAYS="postgres: a cluster of its own (PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), initdb defaults: autovacuum $(bench_pg_show autovacuum), shared_buffers $(bench_pg_show shared_buffers), max_connections $(bench_pg_show max_connections)) on port $PGP"
     ;;
   shared)
@@ -57,7 +57,8 @@ bench_pg_show() {
 # Stop and remove a cluster of the benchmark's own (nothing for a shared one).
 bench_postgres_stop() {
   if [ -n "${BENCH_PG_DIR:-}" ]; then
-    "${BENCH_PG_STOP[@]}" >/dev/null 2>&1 || true
+    [ -f "$BENCH_PG_DIR/data/postmaster.pid" ] &&
+      { run_pg "$BENCH_PG_CTL" -D "$BENCH_PG_DIR/data" -m fast -w stop >/dev/null 2>&1 || true; }
     rm -rf "$BENCH_PG_DIR"
     BENCH_PG_DIR=
   fi
