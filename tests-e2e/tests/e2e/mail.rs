@@ -230,16 +230,21 @@ async fn a_mailed_link_arrives_over_starttls_in_both_parts_and_signs_in() {
     assert_eq!(me.body["email"], "reader@example.com");
     assert_eq!(s.verify_from(&token, &ip).await.status, 401);
 
-    // Sent: the queue row keeps no token, sealed or not.
-    let row = sqlx::query!(
-        r#"SELECT sent_at IS NOT NULL AS "sent!", sealed IS NOT NULL AS "sealed!", q::text AS "dump!"
-             FROM identity.mail_queue q"#
-    )
-    .fetch_one(&s.db)
+    // Sent: the queue row keeps no token, sealed or not. The sink has the
+    // mail before the sender records it, so wait for the record first.
+    let (sealed, dump) = eventually(WAIT, || async {
+        let row = sqlx::query!(
+            r#"SELECT sent_at IS NOT NULL AS "sent!", sealed IS NOT NULL AS "sealed!", q::text AS "dump!"
+                 FROM identity.mail_queue q"#
+        )
+        .fetch_one(&s.db)
+        .await
+        .ok()?;
+        row.sent.then_some((row.sealed, row.dump))
+    })
     .await
-    .expect("one mail row");
-    let (sent, sealed, dump) = (row.sent, row.sealed, row.dump);
-    assert!(sent && !sealed, "sent, the sealed token cleared");
+    .expect("the mail row marked sent");
+    assert!(!sealed, "sent, the sealed token cleared");
     assert!(!dump.contains(&token), "no plaintext token in the queue");
 }
 
@@ -492,14 +497,21 @@ async fn an_invite_is_mailed_with_its_accept_link_and_an_accepted_one_is_not() {
         html.contains(&accept_url.replace('&', "&amp;")),
         "and in the HTML: {html}"
     );
-    // Sent: the queue keeps no token.
-    let sealed = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!" FROM identity.mail_queue WHERE kind = 'invite' AND sealed IS NOT NULL"#
-    )
-    .fetch_one(&s.db)
+    // Sent: the queue keeps no token. The sink has the mail before the
+    // sender records it, so wait for the record first.
+    let sealed = eventually(WAIT, || async {
+        let row = sqlx::query!(
+            r#"SELECT sent_at IS NOT NULL AS "sent!", sealed IS NOT NULL AS "sealed!"
+                 FROM identity.mail_queue WHERE kind = 'invite'"#
+        )
+        .fetch_one(&s.db)
+        .await
+        .ok()?;
+        row.sent.then_some(row.sealed)
+    })
     .await
-    .expect("count");
-    assert_eq!(sealed, 0);
+    .expect("the invite's mail row marked sent");
+    assert!(!sealed, "sent, the sealed token cleared");
 
     // An invite settled before its mail went out is dropped, not sent late.
     drop(sink);
