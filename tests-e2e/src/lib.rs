@@ -6,6 +6,7 @@
 
 pub mod nats_server;
 pub mod runs;
+pub mod scratch;
 pub mod tls;
 
 use anyhow::Context;

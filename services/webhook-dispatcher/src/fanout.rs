@@ -1,7 +1,8 @@
 //! Fan-out: each product event on the PRODUCT stream becomes one delivery per
 //! endpoint of its organization that existed when the event was committed (a
-//! durable consumer; one INSERT per batch of events; idempotent by
-//! (endpoint, event), so a redelivered event adds nothing). Only the webhook
+//! durable consumer; one statement per batch of events storing the event once,
+//! a log row and a queue row per delivery; idempotent by (endpoint, event), so
+//! a redelivered event adds nothing). Only the webhook
 //! kinds ([`event_contracts::WEBHOOK_KINDS`]) go out: the stream also carries
 //! internal events (`usage.recorded`, billing data for org-billing), which
 //! every endpoint would otherwise receive (endpoints have no event filter), so
@@ -43,13 +44,29 @@ pub async fn store(state: &AppState, msgs: Vec<RawMessage>) -> anyhow::Result<()
         return Ok(());
     }
     let now = state.clock.now();
+    // One statement: the events that have an endpoint (their payload once),
+    // a log row and a queue row per endpoint. A redelivered event conflicts
+    // on its log rows, so it queues nothing twice.
     let n = sqlx::query!(
-        "INSERT INTO deliveries (endpoint_id, org_id, event_id, event_type, payload, next_attempt_at, created_at, updated_at) \
-         SELECT e.id, ev.org_id, ev.id, ev.kind, ev.payload, $6, $6, $6 \
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) AS ev(id, org_id, kind, payload, at) \
-         JOIN endpoints e ON e.org_id = ev.org_id AND e.created_at <= ev.at \
-           AND (e.deleted_at IS NULL OR e.deleted_at > ev.at) \
-         ON CONFLICT (endpoint_id, event_id, series) DO NOTHING",
+        "WITH ev AS ( \
+           SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
+             AS ev(id, org_id, kind, payload, at)), \
+         target AS ( \
+           SELECT e.id AS endpoint_id, ev.id AS event_id FROM ev \
+           JOIN endpoints e ON e.org_id = ev.org_id AND e.created_at <= ev.at \
+             AND (e.deleted_at IS NULL OR e.deleted_at > ev.at)), \
+         stored AS ( \
+           INSERT INTO events (id, org_id, event_type, payload, created_at) \
+           SELECT ev.id, ev.org_id, ev.kind, ev.payload, ev.at FROM ev \
+           WHERE ev.id IN (SELECT event_id FROM target) \
+           ON CONFLICT (id) DO NOTHING), \
+         logged AS ( \
+           INSERT INTO deliveries (endpoint_id, event_id, created_at) \
+           SELECT endpoint_id, event_id, $6 FROM target \
+           ON CONFLICT (endpoint_id, event_id, series) DO NOTHING \
+           RETURNING id, endpoint_id, event_id) \
+         INSERT INTO queue (delivery_id, endpoint_id, event_id, due_at) \
+         SELECT id, endpoint_id, event_id, $6 FROM logged",
         &ids as &[Uuid],
         &orgs as &[OrgId],
         &kinds,

@@ -1,6 +1,6 @@
 //! webhook-dispatcher's storage for its routes: endpoints (`endpoints`) and
-//! the delivery log and manual retries (`deliveries`), checked at compile
-//! time. Functions take the caller's connection or transaction (the handler
+//! the delivery log (`delivery_log`: each delivery with its latest outcome)
+//! and manual retries, checked at compile time. Functions take the caller's connection or transaction (the handler
 //! decides the boundary); the delivery worker and the fan-out keep their own
 //! statements.
 
@@ -143,9 +143,17 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid, at: OffsetDateTime) -> Re
     if gone == 0 {
         return Err(Error::NotFound);
     }
+    // Its queued deliveries leave the queue with a last outcome saying why
+    // (keeping the last status code seen). An attempt in flight finds its
+    // row gone and records nothing. The queue has no index by endpoint: it
+    // holds only what waits, and deletions are rare.
     sqlx::query!(
-        "UPDATE deliveries SET status = 'failed', last_error = 'endpoint deleted', updated_at = $2 \
-         WHERE endpoint_id = $1 AND status = 'pending'",
+        "WITH gone AS (DELETE FROM queue WHERE endpoint_id = $1 RETURNING delivery_id, attempts) \
+         INSERT INTO outcomes (delivery_id, seq, attempts, status, status_code, error, at) \
+         SELECT g.delivery_id, g.attempts + 1, g.attempts, 'failed', \
+           (SELECT o.status_code FROM outcomes o WHERE o.delivery_id = g.delivery_id ORDER BY o.seq DESC LIMIT 1), \
+           'endpoint deleted', $2 \
+         FROM gone g",
         id,
         at,
     )
@@ -177,9 +185,10 @@ pub async fn rotate_secret(
 pub async fn deliveries(pool: &PgPool, endpoint: Uuid) -> sqlx::Result<Vec<Delivery>> {
     sqlx::query_as!(
         Delivery,
-        "SELECT id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
-           last_status_code, last_error, created_at, updated_at, delivered_at \
-         FROM deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50",
+        r#"SELECT id AS "id!", endpoint_id AS "endpoint_id!", event_type AS "event!", event_id AS "event_id!",
+             series AS "series!", attempts AS "attempts!", status AS "status!",
+             last_status_code, last_error, created_at AS "created_at!", updated_at AS "updated_at!", delivered_at
+           FROM delivery_log WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50"#,
         endpoint,
     )
     .fetch_all(pool)
@@ -218,7 +227,7 @@ pub async fn latest_series(
 }
 
 /// Queue row `delivery`'s event again at `endpoint` as attempt series
-/// `series`, due at `at`.
+/// `series`, due at `at`: a new log row, not yet attempted.
 pub async fn requeue(
     conn: &mut PgConnection,
     delivery: Uuid,
@@ -228,11 +237,19 @@ pub async fn requeue(
 ) -> sqlx::Result<Delivery> {
     sqlx::query_as!(
         Delivery,
-        "INSERT INTO deliveries (endpoint_id, org_id, event_id, event_type, payload, series, next_attempt_at, created_at, updated_at) \
-         SELECT d.endpoint_id, d.org_id, d.event_id, d.event_type, d.payload, $3, $4, $4, $4 \
-         FROM deliveries d WHERE d.id = $1 AND d.endpoint_id = $2 \
-         RETURNING id, endpoint_id, event_type AS event, event_id, series, attempts, status, \
-           last_status_code, last_error, created_at, updated_at, delivered_at",
+        r#"WITH logged AS (
+             INSERT INTO deliveries (endpoint_id, event_id, series, created_at)
+             SELECT d.endpoint_id, d.event_id, $3, $4 FROM deliveries d
+             WHERE d.id = $1 AND d.endpoint_id = $2
+             RETURNING id, endpoint_id, event_id, series, created_at),
+           queued AS (
+             INSERT INTO queue (delivery_id, endpoint_id, event_id, due_at)
+             SELECT id, endpoint_id, event_id, $4 FROM logged)
+           SELECT l.id AS "id!", l.endpoint_id AS "endpoint_id!", ev.event_type AS "event!",
+             l.event_id AS "event_id!", l.series AS "series!", 0 AS "attempts!", 'pending' AS "status!",
+             NULL::int AS last_status_code, NULL::text AS last_error,
+             l.created_at AS "created_at!", l.created_at AS "updated_at!", NULL::timestamptz AS delivered_at
+           FROM logged l JOIN events ev ON ev.id = l.event_id"#,
         delivery,
         endpoint,
         series,

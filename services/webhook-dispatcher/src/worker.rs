@@ -1,15 +1,17 @@
 //! The delivery worker.
 //!
-//! Due deliveries are claimed in batches with `FOR UPDATE SKIP LOCKED` and a
-//! lease (their `next_attempt_at` moves `delivery.lease_ms` ahead), so any
-//! number of replicas share them and an attempt a crashed dispatcher held is
-//! made again when its lease runs out. Attempts run concurrently
+//! Due deliveries are claimed from the queue table in batches with `FOR UPDATE
+//! SKIP LOCKED` and a lease (their `due_at` moves `delivery.lease_ms` ahead),
+//! so any number of replicas share them and an attempt a crashed dispatcher
+//! held is made again when its lease runs out. Attempts run concurrently
 //! (`delivery.concurrency` in all), at most `delivery.per_endpoint` per
 //! endpoint: a receiver that hangs holds only its own slots until the
 //! attempt's timeout, and every other endpoint's deliveries go on. Outcomes are
-//! recorded in batches: a 2xx is delivered; anything else (timeout, connection
-//! error, blocked address, any other status, a redirect) counts as a failed
-//! attempt, retried after `delivery.backoff_ms` until `delivery.attempts`.
+//! recorded in batches, one statement each: every attempt adds a row to the
+//! `outcomes` log, and a settled delivery leaves the queue. A 2xx is
+//! delivered; anything else (timeout, connection error, blocked address, any
+//! other status, a redirect) counts as a failed attempt, retried after
+//! `delivery.backoff_ms` until `delivery.attempts`.
 //!
 //! Guarantee: every delivery is sent at least once. It is sent exactly once
 //! unless the dispatcher stops between sending and recording the outcome (then
@@ -202,23 +204,23 @@ async fn claim_and_send(
         let claimed = sqlx::query_as!(
             Claimed,
             r#"WITH cand AS (
-               SELECT id, endpoint_id, next_attempt_at FROM deliveries
-               WHERE status = 'pending' AND next_attempt_at <= $1 AND endpoint_id <> ALL($2)
-               ORDER BY next_attempt_at LIMIT $3 * 4),
+               SELECT delivery_id, endpoint_id, due_at FROM queue
+               WHERE due_at <= $1 AND endpoint_id <> ALL($2)
+               ORDER BY due_at LIMIT $3 * 4),
              ranked AS (
-               SELECT c.id, c.next_attempt_at,
-                      row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.next_attempt_at, c.id) AS rn,
+               SELECT c.delivery_id, c.due_at,
+                      row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.due_at, c.delivery_id) AS rn,
                       $5 - COALESCE(f.n, 0) AS room
                FROM cand c LEFT JOIN unnest($6::uuid[], $7::int[]) AS f(endpoint_id, n)
                  ON f.endpoint_id = c.endpoint_id),
              due AS (
-               SELECT d.id FROM deliveries d JOIN ranked r ON r.id = d.id
-               WHERE r.rn <= r.room AND d.status = 'pending'
-               ORDER BY r.next_attempt_at LIMIT $3 FOR UPDATE OF d SKIP LOCKED)
-             UPDATE deliveries d SET next_attempt_at = $4 FROM due, endpoints e
-             WHERE d.id = due.id AND e.id = d.endpoint_id
-             RETURNING d.id AS "id!", d.endpoint_id AS "endpoint_id!", d.event_id AS "event_id!",
-                       d.event_type AS "event_type!", d.payload AS "payload!", d.attempts AS "attempts!",
+               SELECT q.delivery_id FROM queue q JOIN ranked r ON r.delivery_id = q.delivery_id
+               WHERE r.rn <= r.room AND q.due_at <= $1
+               ORDER BY r.due_at LIMIT $3 FOR UPDATE OF q SKIP LOCKED)
+             UPDATE queue q SET due_at = $4 FROM due, events ev, endpoints e
+             WHERE q.delivery_id = due.delivery_id AND ev.id = q.event_id AND e.id = q.endpoint_id
+             RETURNING q.delivery_id AS "id!", q.endpoint_id AS "endpoint_id!", q.event_id AS "event_id!",
+                       ev.event_type AS "event_type!", ev.payload AS "payload!", q.attempts AS "attempts!",
                        e.url AS "url!", e.secret AS "secret!", e.previous_secret, e.previous_until"#,
             now,
             &busy,
@@ -246,9 +248,10 @@ async fn claim_and_send(
             if !admitted {
                 // Over this endpoint's share: give the claim back.
                 sqlx::query!(
-                    "UPDATE deliveries SET next_attempt_at = $2 WHERE id = $1 AND status = 'pending'",
+                    "UPDATE queue SET due_at = $2 WHERE delivery_id = $1 AND attempts = $3",
                     c.id,
                     now,
+                    c.attempts,
                 )
                 .execute(pool)
                 .await?;
@@ -404,7 +407,11 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s.chars().take(300).collect()
 }
 
-/// Record outcomes in batches: one UPDATE for everything that finished meanwhile.
+/// Record outcomes in batches: one statement for everything that finished
+/// meanwhile. An outcome counts only while its delivery is still queued with
+/// the attempt count the attempt started from (not stopped by its endpoint's
+/// deletion, nor recorded already by a replica that took over an expired
+/// lease); a settled delivery leaves the queue, one to retry is due again.
 async fn record(
     state: actix_web::web::Data<AppState>,
     pool: sqlx::PgPool,
@@ -414,8 +421,8 @@ async fn record(
     while rx.recv_many(&mut buf, 512).await > 0 {
         let now = state.clock.now();
         let max = state.delivery.attempts.max(1);
-        let (mut ids, mut statuses, mut nexts, mut codes, mut errors) =
-            (vec![], vec![], vec![], vec![], vec![]);
+        let (mut ids, mut befores, mut statuses, mut nexts, mut codes, mut errors) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
         for o in buf.drain(..) {
             let attempts = o.attempts_before + 1;
             let (status, next) = match (&o.error, attempts >= max) {
@@ -433,18 +440,30 @@ async fn record(
                 }
             };
             ids.push(o.id);
+            befores.push(o.attempts_before);
             statuses.push(status);
             nexts.push(next);
             codes.push(o.code);
             errors.push(o.error);
         }
         let updated = sqlx::query!(
-            "UPDATE deliveries d SET status = u.status, attempts = d.attempts + 1, next_attempt_at = u.next, \
-               last_status_code = u.code, last_error = u.err, updated_at = $6, \
-               delivered_at = CASE WHEN u.status = 'delivered' THEN $6 ELSE d.delivered_at END \
-             FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::text[]) AS u(id, status, next, code, err) \
-             WHERE d.id = u.id AND d.status = 'pending'",
+            "WITH u AS ( \
+               SELECT DISTINCT ON (id) * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::int[], $6::text[]) \
+                 AS u(id, before, status, next, code, err)), \
+             settled AS ( \
+               DELETE FROM queue q USING u \
+               WHERE q.delivery_id = u.id AND q.attempts = u.before AND u.status <> 'pending' \
+               RETURNING q.delivery_id), \
+             again AS ( \
+               UPDATE queue q SET attempts = u.before + 1, due_at = u.next FROM u \
+               WHERE q.delivery_id = u.id AND q.attempts = u.before AND u.status = 'pending' \
+               RETURNING q.delivery_id) \
+             INSERT INTO outcomes (delivery_id, seq, attempts, status, status_code, error, at) \
+             SELECT u.id, u.before + 1, u.before + 1, u.status, u.code, u.err, $7 FROM u \
+             WHERE u.id IN (SELECT delivery_id FROM settled UNION ALL SELECT delivery_id FROM again) \
+             ON CONFLICT (delivery_id, seq) DO NOTHING",
             &ids,
+            &befores,
             &statuses as &[&str],
             &nexts,
             &codes as &[Option<i32>],

@@ -5,7 +5,10 @@
 use serde_json::{json, Value};
 use service_kit::settings::Layered;
 use sqlx::{Connection, Executor, PgConnection};
-use tests_e2e::{admin_database_url, Resp, TestStack};
+use tests_e2e::{
+    scratch::{self, Only},
+    Resp, TestStack,
+};
 
 const COMPANY: &str = "Kestrel Lojistik AS";
 const TAX_ID: &str = "TX-40417733";
@@ -254,29 +257,6 @@ const OLD_NAME: &str = "Selin Ozturk-Aydin";
 const OLD_ID: &str = "NID-27182818284";
 const OLD_STREET: &str = "Cumhuriyet Cd. 77";
 
-async fn scratch_database() -> (String, PgConnection) {
-    let admin = admin_database_url();
-    let name = tests_e2e::runs::database_name();
-    let mut conn = PgConnection::connect(&admin).await.expect("admin");
-    conn.execute(format!("CREATE DATABASE \"{name}\"").as_str())
-        .await
-        .expect("create database");
-    let (base, _) = admin.rsplit_once('/').expect("a database part");
-    let url = format!("{base}/{name}");
-    let conn = PgConnection::connect(&url).await.expect("admin on it");
-    (url, conn)
-}
-
-async fn drop_database(url: &str) {
-    let mut conn = PgConnection::connect(&admin_database_url())
-        .await
-        .expect("admin");
-    let name = url.rsplit('/').next().unwrap_or_default();
-    conn.execute(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)").as_str())
-        .await
-        .ok();
-}
-
 /// The table's main file as Postgres wrote it (after a checkpoint), read by
 /// the administrator.
 async fn table_file(admin: &mut PgConnection) -> Vec<u8> {
@@ -295,7 +275,7 @@ fn holds(bytes: &[u8], s: &str) -> bool {
 
 #[tokio::test]
 async fn identities_stored_in_clear_are_sealed_at_start_up_and_nothing_is_left_behind() {
-    let (url, mut admin) = scratch_database().await;
+    let (url, mut admin) = scratch::database().await;
     let role = hub_stack::role_url(&url, "hub_org_billing").expect("role url");
     let key = "m1:bWlncmF0aW9uLXRlc3Qtc2VhbGluZy1rZXktMzJiISE=";
     let layer = |keys: &str| {
@@ -473,27 +453,12 @@ async fn identities_stored_in_clear_are_sealed_at_start_up_and_nothing_is_left_b
     assert_eq!(again, Some(old));
 
     admin.close().await.ok();
-    drop_database(&url).await;
-}
-
-/// A fixed list of migrations (an earlier version's).
-#[derive(Debug)]
-struct Only(Vec<sqlx::migrate::Migration>);
-
-impl sqlx::migrate::MigrationSource<'static> for Only {
-    fn resolve(
-        self,
-    ) -> futures::future::BoxFuture<
-        'static,
-        Result<Vec<sqlx::migrate::Migration>, sqlx::error::BoxDynError>,
-    > {
-        Box::pin(async move { Ok(self.0) })
-    }
+    scratch::drop_database(&url).await;
 }
 
 #[tokio::test]
 async fn name_changes_audited_with_the_name_before_are_rewritten_to_the_field_name() {
-    let (url, mut admin) = scratch_database().await;
+    let (url, mut admin) = scratch::database().await;
     let role = hub_stack::role_url(&url, "hub_identity").expect("role url");
     let settings = identity::Settings::from_layers(&[&format!(
         "[database]\nurl = {role:?}\nadmin_url = {url:?}\nmax_connections = 2\n"
@@ -501,12 +466,7 @@ async fn name_changes_audited_with_the_name_before_are_rewritten_to_the_field_na
     .expect("settings");
     // identity's schema before this change, with a name change audited the
     // old way and another entry that must not change.
-    let old: Vec<_> = identity::MIGRATOR
-        .iter()
-        .filter(|m| m.version < 20261124200001)
-        .cloned()
-        .collect();
-    let legacy = sqlx::migrate::Migrator::new(Only(old))
+    let legacy = sqlx::migrate::Migrator::new(Only::before(&identity::MIGRATOR, 20261124200001))
         .await
         .expect("legacy");
     let pool = service_kit::db::prepare(&settings.database, identity::SCHEMA, "legacy", &legacy)
@@ -538,5 +498,5 @@ async fn name_changes_audited_with_the_name_before_are_rewritten_to_the_field_na
     );
 
     admin.close().await.ok();
-    drop_database(&url).await;
+    scratch::drop_database(&url).await;
 }

@@ -471,7 +471,7 @@ async fn usage_events_never_reach_a_webhook_endpoint() {
         .await;
     let done = eventually(Duration::from_secs(20), || async {
         let pending: i64 = sqlx::query_scalar!(
-            r#"SELECT count(*) AS "n!" FROM webhook_dispatcher.deliveries
+            r#"SELECT count(*) AS "n!" FROM webhook_dispatcher.delivery_log
                 WHERE org_id = $1 AND status <> 'delivered'"#,
             uuid(&org),
         )
@@ -491,7 +491,7 @@ async fn usage_events_never_reach_a_webhook_endpoint() {
         "only webhook kinds reach the endpoint"
     );
     let stored: Vec<String> = sqlx::query_scalar!(
-        "SELECT event_type FROM webhook_dispatcher.deliveries WHERE org_id = $1 ORDER BY event_type",
+        r#"SELECT event_type AS "event_type!" FROM webhook_dispatcher.delivery_log WHERE org_id = $1 ORDER BY event_type"#,
         uuid(&org),
     )
     .fetch_all(&s.db)

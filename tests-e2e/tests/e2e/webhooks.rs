@@ -622,7 +622,7 @@ async fn deleting_an_endpoint_stops_its_deliveries() {
     assert!(until_count(&witness, 4, 10).await);
     assert_eq!(rx.count(), 1, "no delivery for later events");
     let rows: Vec<(String, Option<String>)> = sqlx::query!(
-        r#"SELECT status AS "c0!", last_error AS "c1?" FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid"#,
+        r#"SELECT status AS "c0!", last_error AS "c1?" FROM webhook_dispatcher.delivery_log WHERE endpoint_id = $1::uuid"#,
         uuid::Uuid::parse_str(&ep).expect("a uuid"),
     )
     .fetch_all(&s.db)
@@ -684,7 +684,7 @@ async fn internal_addresses_are_refused_at_creation_and_at_delivery() {
     publish_event(&s, &org, "server.created").await;
     let refused = eventually(Duration::from_secs(10), || async {
         let errs: Vec<Option<String>> =
-            sqlx::query_scalar!("SELECT last_error FROM webhook_dispatcher.deliveries")
+            sqlx::query_scalar!("SELECT last_error FROM webhook_dispatcher.delivery_log")
                 .fetch_all(&s.db)
                 .await
                 .unwrap_or_default();
@@ -750,7 +750,7 @@ async fn a_restart_between_attempts_loses_nothing_and_sends_nothing_twice() {
     assert!(until_count(&rx, 1, 10).await);
     let row = || async {
         sqlx::query_as::<_, (i32, String)>(
-            "SELECT attempts, status FROM webhook_dispatcher.deliveries WHERE endpoint_id = $1::uuid",
+            "SELECT attempts, status FROM webhook_dispatcher.delivery_log WHERE endpoint_id = $1::uuid",
         )
         .bind(&ep)
         .fetch_optional(&s.db)
@@ -874,7 +874,7 @@ async fn each_row_at_creation_and_at_delivery(s: &TestStack, allow_loopback: boo
     publish_event(s, &org, "server.created").await;
     let errors = eventually(Duration::from_secs(15), || async {
         let rows: Vec<(uuid::Uuid, Option<String>)> = sqlx::query!(
-            r#"SELECT endpoint_id AS "c0!", last_error AS "c1?" FROM webhook_dispatcher.deliveries
+            r#"SELECT endpoint_id AS "c0!", last_error AS "c1?" FROM webhook_dispatcher.delivery_log
          WHERE endpoint_id = ANY($1) AND attempts > 0"#,
             &ids,
         )
@@ -1090,4 +1090,223 @@ async fn a_delivery_is_retried_by_hand_at_most_ten_times_even_under_concurrent_r
     );
     // Every retry was delivered.
     assert!(until_count(&rx, 2 + 10 + 1, 15).await, "{}", rx.count());
+}
+
+/// The queue leaving the log (migration 20261127000001): every delivery an
+/// earlier version stored reads the same through the log afterwards, and
+/// exactly the pending ones are queued, with their attempts and due time.
+#[tokio::test]
+async fn the_queue_migration_keeps_every_delivery_as_it_was() {
+    use service_kit::settings::Layered;
+    use sqlx::Connection;
+    use tests_e2e::scratch::{self, Only};
+    type Row = (
+        uuid::Uuid,
+        String,
+        i32,
+        i32,
+        String,
+        Option<i32>,
+        Option<String>,
+        time::OffsetDateTime,
+        Option<time::OffsetDateTime>,
+    );
+    let (url, mut admin) = scratch::database().await;
+    let role = hub_stack::role_url(&url, "hub_webhook_dispatcher").expect("role url");
+    let settings = webhook_dispatcher::Settings::from_layers(&[&format!(
+        "[database]\nurl = {role:?}\nadmin_url = {url:?}\nmax_connections = 2\n"
+    )])
+    .expect("settings");
+    let legacy =
+        sqlx::migrate::Migrator::new(Only::before(&webhook_dispatcher::MIGRATOR, 20261127000001))
+            .await
+            .expect("legacy");
+    let pool = service_kit::db::prepare(
+        &settings.database,
+        webhook_dispatcher::SCHEMA,
+        "legacy",
+        &legacy,
+    )
+    .await
+    .expect("legacy schema");
+    let t = |s: i64| time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(1_800_000_000 + s);
+    let (org, ep) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let (a, b, c, d) = (
+        uuid::Uuid::new_v4(),
+        uuid::Uuid::new_v4(),
+        uuid::Uuid::new_v4(),
+        uuid::Uuid::new_v4(),
+    );
+    // The earlier schema, written as that version wrote it (runtime strings:
+    // the checked queries know only the schema of today).
+    sqlx::query(
+        "INSERT INTO endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2, 'https://example.com/h', '\\x00', $2, $3)",
+    )
+    .bind(ep)
+    .bind(org)
+    .bind(t(0))
+    .execute(&pool)
+    .await
+    .expect("endpoint");
+    // (id, event, type, series, status, attempts, due, code, error, updated, delivered)
+    #[allow(clippy::type_complexity)]
+    let old: [(
+        uuid::Uuid,
+        uuid::Uuid,
+        &str,
+        i32,
+        &str,
+        i32,
+        i64,
+        Option<i32>,
+        Option<&str>,
+        i64,
+        Option<i64>,
+    ); 5] = [
+        (
+            uuid::Uuid::new_v4(),
+            a,
+            "server.created",
+            0,
+            "delivered",
+            2,
+            12,
+            Some(200),
+            None,
+            12,
+            Some(12),
+        ),
+        (
+            uuid::Uuid::new_v4(),
+            b,
+            "server.active",
+            0,
+            "pending",
+            1,
+            40,
+            Some(500),
+            Some("the endpoint answered 500"),
+            20,
+            None,
+        ),
+        (
+            uuid::Uuid::new_v4(),
+            b,
+            "server.active",
+            1,
+            "pending",
+            0,
+            30,
+            None,
+            None,
+            2,
+            None,
+        ),
+        (
+            uuid::Uuid::new_v4(),
+            c,
+            "server.stopped",
+            0,
+            "failed",
+            3,
+            50,
+            None,
+            Some("timed out"),
+            50,
+            None,
+        ),
+        (
+            uuid::Uuid::new_v4(),
+            d,
+            "server.terminated",
+            0,
+            "failed",
+            1,
+            60,
+            Some(503),
+            Some("endpoint deleted"),
+            60,
+            None,
+        ),
+    ];
+    for (i, (id, event, kind, series, status, attempts, due, code, error, updated, delivered)) in
+        old.iter().enumerate()
+    {
+        sqlx::query(
+            "INSERT INTO deliveries (id, endpoint_id, org_id, event_id, event_type, payload, series, status, attempts, \
+               next_attempt_at, last_status_code, last_error, created_at, updated_at, delivered_at) \
+             VALUES ($1, $2, $3, $4, $5, '{\"id\":\"' || $4 || '\"}', $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        )
+        .bind(id)
+        .bind(ep)
+        .bind(org)
+        .bind(event)
+        .bind(kind)
+        .bind(series)
+        .bind(status)
+        .bind(attempts)
+        .bind(t(*due))
+        .bind(code)
+        .bind(error)
+        .bind(t(i as i64))
+        .bind(t(*updated))
+        .bind(delivered.map(t))
+        .execute(&pool)
+        .await
+        .expect("old delivery");
+    }
+    pool.close().await;
+
+    webhook_dispatcher::migrate(&settings)
+        .await
+        .expect("migrate");
+    let log: Vec<Row> = sqlx::query_as(
+        "SELECT id, event_type, series, attempts, status, last_status_code, last_error, updated_at, delivered_at \
+         FROM webhook_dispatcher.delivery_log ORDER BY created_at",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("log");
+    let want: Vec<Row> = old
+        .iter()
+        .map(
+            |(id, _, kind, series, status, attempts, _, code, error, updated, delivered)| {
+                (
+                    *id,
+                    (*kind).to_owned(),
+                    *series,
+                    *attempts,
+                    (*status).to_owned(),
+                    *code,
+                    error.map(str::to_owned),
+                    t(*updated),
+                    delivered.map(t),
+                )
+            },
+        )
+        .collect();
+    assert_eq!(log, want);
+    let queued: Vec<(uuid::Uuid, uuid::Uuid, i32, time::OffsetDateTime)> = sqlx::query_as(
+        "SELECT delivery_id, event_id, attempts, due_at FROM webhook_dispatcher.queue ORDER BY due_at",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("queue");
+    assert_eq!(
+        queued,
+        [(old[2].0, b, 0, t(30)), (old[1].0, b, 1, t(40))],
+        "the pending ones, as they were due"
+    );
+    let payloads: Vec<(uuid::Uuid, String)> =
+        sqlx::query_as("SELECT id, payload FROM webhook_dispatcher.events ORDER BY created_at")
+            .fetch_all(&mut admin)
+            .await
+            .expect("events");
+    assert_eq!(
+        payloads,
+        [a, b, c, d].map(|e| (e, format!("{{\"id\":\"{e}\"}}"))),
+        "each event's payload once"
+    );
+    admin.close().await.ok();
+    scratch::drop_database(&url).await;
 }
