@@ -1,11 +1,14 @@
 //! Webhook benchmark tools (scripts/bench-webhooks.sh runs them):
 //!
-//! `webhook-bench receive <port> <secrets file>`: a receiver answering 200 at
-//! once. For each endpoint (`/r/<n>`, secret on line n of the file) it checks
-//! both signatures, counts deliveries, duplicates (same endpoint and
-//! `webhook-id`) and bad signatures, and the latency from the event's
-//! `created_at` to arrival. `GET /stats` returns the counts; `POST /reset`
-//! clears them.
+//! `webhook-bench receive <port> <secrets file> [--standard-only]`: a
+//! receiver answering 200 at once. For each endpoint (`/r/<n>`, secret on line
+//! n of the file) it checks both signatures, counts deliveries, duplicates
+//! (same endpoint and message id) and bad signatures, and the latency from the
+//! event's `created_at` to arrival. `GET /stats` returns the counts; `POST
+//! /reset` clears them. With `--standard-only` (a server other than ours, such
+//! as Svix: scripts/lib/bench-svix.sh) only the Standard Webhooks signature is
+//! checked, under `webhook-id`/`webhook-timestamp`/`webhook-signature` or, when
+//! those are absent, Svix's default `svix-id`/`svix-timestamp`/`svix-signature`.
 //!
 //! `webhook-bench publish <nats url> <subject prefix> <org ids file> <events>
 //! <rate/s, 0 = as fast as possible>`: commits product events for those
@@ -33,6 +36,8 @@ struct Stats {
 
 struct Recv {
     secrets: Vec<String>,
+    /// Check the Standard Webhooks signature only (no `x-service-sig`).
+    standard_only: bool,
     stats: Mutex<Stats>,
 }
 
@@ -52,17 +57,27 @@ async fn receive(
     };
     let secret = r.secrets.get(n).cloned().unwrap_or_default();
     let now = time::OffsetDateTime::now_utc();
-    let ok = hub_webhooks::verify_service_signature(&secret, &body, &h("x-service-sig"))
-        && hub_webhooks::verify_standard(
-            &[&secret],
-            &h("webhook-id"),
-            &h("webhook-timestamp"),
-            &body,
-            &h("webhook-signature"),
-            now.unix_timestamp(),
-            300,
-        )
-        .is_ok();
+    // Svix sends the Standard Webhooks headers under `svix-` unless its
+    // `whitelabel_headers` is set; ours always under `webhook-`.
+    let prefix = if r.standard_only && !req.headers().contains_key("webhook-signature") {
+        "svix-"
+    } else {
+        "webhook-"
+    };
+    let id = h(&format!("{prefix}id"));
+    let standard = hub_webhooks::verify_standard(
+        &[&secret],
+        &id,
+        &h(&format!("{prefix}timestamp")),
+        &body,
+        &h(&format!("{prefix}signature")),
+        now.unix_timestamp(),
+        300,
+    )
+    .is_ok();
+    let ok = standard
+        && (r.standard_only
+            || hub_webhooks::verify_service_signature(&secret, &body, &h("x-service-sig")));
     let created = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| {
@@ -83,7 +98,7 @@ async fn receive(
     if !ok {
         s.bad_signatures += 1;
     }
-    if s.seen.insert((n, h("webhook-id"))) {
+    if s.seen.insert((n, id)) {
         s.delivered += 1;
         if let Some(c) = created {
             s.latencies_ms.push((now - c).as_seconds_f64() * 1000.0);
@@ -186,7 +201,8 @@ async fn main() -> anyhow::Result<()> {
             let port: u16 = args.get(2).map_or(Ok(9900), |p| p.parse())?;
             let secrets: Vec<String> = std::fs::read_to_string(args.get(3).map_or("/tmp/secrets", String::as_str))?
                 .lines().map(str::to_owned).collect();
-            let r = web::Data::new(Arc::new(Recv { secrets, stats: Mutex::default() }));
+            let standard_only = args.iter().skip(4).any(|a| a == "--standard-only");
+            let r = web::Data::new(Arc::new(Recv { secrets, standard_only, stats: Mutex::default() }));
             HttpServer::new(move || {
                 App::new()
                     .app_data(r.clone())
@@ -204,6 +220,6 @@ async fn main() -> anyhow::Result<()> {
             let a = |i: usize| args.get(i).cloned().unwrap_or_default();
             publish(&a(2), &a(3), &a(4), a(5).parse()?, a(6).parse()?).await
         }
-        _ => anyhow::bail!("usage: webhook-bench receive <port> <secrets> | publish <nats> <prefix> <orgs> <events> <rate>"),
+        _ => anyhow::bail!("usage: webhook-bench receive <port> <secrets> [--standard-only] | publish <nats> <prefix> <orgs> <events> <rate>"),
     }
 }
