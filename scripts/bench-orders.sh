@@ -99,7 +99,9 @@ done
 # CPU seconds used so far by the stack, the bench cluster's Postgres (its
 # postmaster, the children it reaped and its living backends) and NATS (the
 # machine's, shared). The load generator's own is not counted.
-ticks() { awk -v hz="$(getconf CLK_TCK)" '{s += $14 + $15 + $16 + $17} END {printf "%.1f", s / hz}' "$@" 2>/dev/null || echo 0; }
+# (A backend that exits between listing and reading is skipped: its time
+# moves to the postmaster's reaped children.)
+ticks() { cat "$@" 2>/dev/null | awk -v hz="$(getconf CLK_TCK)" '{s += $14 + $15 + $16 + $17} END {printf "%.1f", s / hz}'; }
 pg_pm=$(head -1 "${BENCH_PG_DIR:-/nonexistent}/data/postmaster.pid" 2>/dev/null || echo)
 cpu_now() {
   local pg=0

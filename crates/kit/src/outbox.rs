@@ -91,6 +91,73 @@ pub async fn enqueue_raw(
     Ok(())
 }
 
+/// An outbox row before it is written: what [`enqueue`] and [`enqueue_raw`]
+/// write, made first (in the request, so that it carries the request's trace
+/// context) and written with others in one statement by [`enqueue_messages`]
+/// (a batch of a group-commit writer or of a job).
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// Also its `Nats-Msg-Id`.
+    pub id: Uuid,
+    pub subject: String,
+    pub payload: String,
+    pub traceparent: Option<String>,
+}
+
+impl Message {
+    /// `event` in its [`Envelope`], as [`enqueue`] writes it.
+    pub fn event<T: Event>(naming: &Naming, event: T) -> anyhow::Result<Message> {
+        let env = Envelope::new(event);
+        Ok(Message {
+            id: env.id,
+            subject: naming.subject(T::SUBJECT),
+            payload: serde_json::to_string(&env).context("serializing event")?,
+            traceparent: crate::telemetry::current_traceparent(),
+        })
+    }
+
+    /// An already serialized message, as [`enqueue_raw`] writes it.
+    pub fn raw(naming: &Naming, relative_subject: &str, id: Uuid, payload: String) -> Message {
+        Message {
+            id,
+            subject: naming.subject(relative_subject),
+            payload,
+            traceparent: crate::telemetry::current_traceparent(),
+        }
+    }
+}
+
+/// Write `messages` to the outbox inside the caller's transaction, in one
+/// statement.
+pub async fn enqueue_messages<'a>(
+    conn: &mut PgConnection,
+    messages: impl IntoIterator<Item = &'a Message>,
+) -> anyhow::Result<()> {
+    let (mut ids, mut subjects, mut payloads, mut traceparents) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for m in messages {
+        ids.push(m.id);
+        subjects.push(m.subject.as_str());
+        payloads.push(m.payload.as_str());
+        traceparents.push(m.traceparent.as_deref());
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "INSERT INTO outbox (id, subject, payload, traceparent) \
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[])",
+        &ids,
+        &subjects as &[&str],
+        &payloads as &[&str],
+        &traceparents as &[Option<&str>],
+    )
+    .execute(conn)
+    .await
+    .context("writing outbox rows")?;
+    Ok(())
+}
+
 #[derive(Clone)]
 pub struct Outbox {
     pool: PgPool,

@@ -1,6 +1,7 @@
 //! server-product: the product API for ordering servers. SKUs, servers with
-//! one lifecycle ([`lifecycle`]), provisioning through a provider driver
-//! ([`provider`], durable jobs run by [`worker`]) or a staff fulfilment queue,
+//! one lifecycle ([`lifecycle`]), orders stored by group commit (`orders`),
+//! provisioning through a provider driver ([`provider`], durable jobs run in
+//! batches by [`worker`]) or a staff fulfilment queue,
 //! power and termination, usage and its billing data ([`usage`]), and the
 //! service-contract surface. Owns the Postgres schema `server_product`; emits
 //! `server.created`, `server.active`, `server.terminated` and (internal, for
@@ -9,6 +10,7 @@
 pub mod catalog;
 pub mod lifecycle;
 mod maintenance;
+mod orders;
 pub mod provider;
 mod routes;
 pub mod seed;
@@ -91,6 +93,13 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     if settings.seed.skus {
         seed::skus(&pool).await?;
     }
+    let (orders, order_writers) = orders::Orders::spawn(
+        pool.clone(),
+        settings.orders.writers,
+        settings.orders.max_batch,
+        cancel.clone(),
+        f.metrics.commits(),
+    );
     let state = web::Data::new(state::AppState {
         pool: pool.clone(),
         outbox: outbox.clone(),
@@ -103,8 +112,9 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         }),
         clock: rt.clock.clone(),
         pages: settings.pages.clone(),
+        orders,
     });
-    let mut tasks = Vec::new();
+    let mut tasks = order_writers;
     if settings.provider.worker {
         tasks.push(worker::spawn(
             state.clone(),

@@ -43,6 +43,23 @@ pub async fn transition(
     }))
 }
 
+/// [`transition`] of many servers by [`Action::Provisioned`] at `now`, each
+/// storing its sealed credentials (`sealed[i]` for `ids[i]`) in the same
+/// conditional UPDATE: the provisioning worker's batch. Returns the rows that
+/// moved; a server that is not provisioning any more is not among them.
+pub async fn provisioned_all(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    sealed: &[Vec<u8>],
+    now: OffsetDateTime,
+) -> sqlx::Result<Vec<Row>> {
+    let action = Action::Provisioned;
+    let Some(to) = action.to() else {
+        return Ok(Vec::new());
+    };
+    store::move_status_with_credentials(conn, ids, sealed, action.from(), to, now).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,17 +2,25 @@
 //! then asked for its status until it is ready (cloud APIs complete
 //! asynchronously); power and deletion are synchronous.
 //!
+//! A pending server may come with the provider's estimate of when it will be
+//! ready (as cloud APIs give one, e.g. in `Retry-After`): the worker asks
+//! again then instead of at every poll.
+//!
 //! The sandbox driver behaves like such an API without a network: the
 //! reference it returns encodes when the server was created, and the server is
-//! ready `sandbox_delay_ms` later, so its state survives a restart of this
-//! service like a real provider's would.
+//! ready `sandbox_delay_ms` later (its estimate), so its state survives a
+//! restart of this service like a real provider's would.
 
 use futures::future::BoxFuture;
 use service_kit::Clock;
+use time::OffsetDateTime;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
-    Pending,
+    /// Not ready yet; `eta`: when the provider expects it to be, if it says.
+    Pending {
+        eta: Option<OffsetDateTime>,
+    },
     /// Ready, with access credentials.
     Ready(Credentials),
     Failed(String),
@@ -91,8 +99,14 @@ impl Provider for Sandbox {
                 )));
             };
             let created: i64 = created.parse()?;
-            if now_ms(&self.clock) < created + self.delay_ms {
-                return Ok(Status::Pending);
+            let ready_ms = created + self.delay_ms;
+            if now_ms(&self.clock) < ready_ms {
+                return Ok(Status::Pending {
+                    eta: OffsetDateTime::from_unix_timestamp_nanos(
+                        i128::from(ready_ms) * 1_000_000,
+                    )
+                    .ok(),
+                });
             }
             Ok(Status::Ready(Credentials {
                 username: "root".into(),
@@ -139,7 +153,17 @@ mod tests {
             clock: clock.clone(),
         };
         let r = p.create("web-1").await.expect("create");
-        assert_eq!(p.status(&r).await.expect("status"), Status::Pending);
+        // Pending, with its estimate: the delay after creation.
+        match p.status(&r).await.expect("status") {
+            Status::Pending { eta: Some(eta) } => {
+                let wait = eta - clock.now();
+                assert!(
+                    wait > time::Duration::seconds(59) && wait <= time::Duration::seconds(60),
+                    "{wait}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
         clock.advance(time::Duration::seconds(61));
         match p.status(&r).await.expect("status") {
             Status::Ready(c) => {

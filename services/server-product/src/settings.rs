@@ -27,6 +27,13 @@ pub struct Settings {
     pub catalog: CatalogSettings,
     pub jobs: RelaySettings,
     pub usage: UsageSettings,
+    pub orders: OrderSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OrderSettings {
+    pub writers: usize,
+    pub max_batch: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

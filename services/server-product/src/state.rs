@@ -15,4 +15,6 @@ pub struct AppState {
     pub provider: Arc<dyn Provider>,
     pub clock: Clock,
     pub pages: crate::settings::PageSettings,
+    /// The orders' group-commit writers.
+    pub orders: crate::orders::Orders,
 }

@@ -674,3 +674,96 @@ async fn a_restart_mid_provisioning_finishes_the_order() {
     assert_eq!(d["credentials"]["username"], "root");
     cancel.cancel();
 }
+
+#[tokio::test]
+async fn concurrent_orders_each_take_their_hostname_once_and_all_become_active() {
+    // Orders are stored by group commit (server-product's orders writers):
+    // concurrent orders share transactions. Each must still be its own: one
+    // 201 per hostname, the others 409 with nothing of them stored, and each
+    // stored order one server, one server.created and (API) one server.active.
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("concurrent-orders@example.com").await;
+    let hostnames: Vec<String> = (0..24).map(|i| format!("batch-{}", i % 8)).collect();
+    let answers = futures::future::join_all(hostnames.iter().map(|h| {
+        let (s, owner, org) = (&s, owner.clone(), org.clone());
+        async move { (h.clone(), order(s, &owner, &org, "vps-small", h).await) }
+    }))
+    .await;
+    let mut created = std::collections::BTreeMap::new();
+    for (h, r) in &answers {
+        match r.status {
+            201 => {
+                assert!(
+                    created.insert(h.clone(), r.body.clone()).is_none(),
+                    "{h} twice"
+                );
+            }
+            409 => assert_eq!(
+                r.error(),
+                format!("hostname {h} is already used by a server of this organization")
+            ),
+            other => panic!("{h}: {other} {:?}", r.body),
+        }
+    }
+    assert_eq!(created.len(), 8, "one 201 per hostname: {created:?}");
+    // What the 201 said is what was stored (what provisioning does not change).
+    for body in created.values() {
+        let d = p_call(
+            &s,
+            "GET",
+            &format!("/v1/servers/{}", body["id"].as_str().unwrap_or_default()),
+            Some(&owner),
+            None,
+        )
+        .await;
+        for field in [
+            "id",
+            "org_id",
+            "sku_id",
+            "hostname",
+            "fulfilment",
+            "due_at",
+            "created_at",
+        ] {
+            assert_eq!(d.body[field], body[field], "{field}: {:?}", d.body);
+        }
+    }
+    let stored: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "v!" FROM server_product.servers WHERE org_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&org).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("count");
+    assert_eq!(stored, 8);
+    for body in created.values() {
+        wait_for(
+            &s,
+            &owner,
+            body["id"].as_str().unwrap_or_default(),
+            "active",
+        )
+        .await;
+    }
+    let events = eventually(Duration::from_secs(10), || async {
+        let e: Vec<Value> = product_events(&s)
+            .await
+            .into_iter()
+            .filter(|e| e["org_id"] == json!(org))
+            .collect();
+        (e.len() >= 16).then_some(e)
+    })
+    .await
+    .expect("two events per server");
+    for body in created.values() {
+        let of: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["data"]["id"] == body["id"])
+            .collect();
+        let kinds: Vec<&str> = of.iter().filter_map(|e| e["type"].as_str()).collect();
+        assert_eq!(kinds, ["server.created", "server.active"], "{body}");
+        // The event carries the server as the 201 showed it.
+        assert_eq!(&of[0]["data"], body);
+    }
+    assert_eq!(events.len(), 16, "{events:#?}");
+}

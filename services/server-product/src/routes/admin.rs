@@ -82,7 +82,7 @@ pub async fn complete(
     let active = lifecycle::transition(&mut tx, row.org_id, id, Action::Fulfil, now).await??;
     store::set_credentials(&mut tx, id, sealed).await?;
     servers::open_usage(&mut tx, &active, now).await?;
-    servers::emit(&mut tx, &state, SERVER_ACTIVE, &active).await?;
+    servers::emit(&mut tx, &state.naming, &state.clock, SERVER_ACTIVE, &active).await?;
     service_kit::outbox::audit(
         &mut tx,
         &state.naming,

@@ -95,7 +95,7 @@ async fn simple(
     action: Action,
     audited: event_contracts::AuditAction,
 ) -> ApiResult<HttpResponse> {
-    let row = servers::authorized(state, caller, id, Capability::OperateServers).await?;
+    let row = servers::authorized(&state.pool, caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
     let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await??;
     service_kit::outbox::audit(
@@ -169,7 +169,7 @@ pub async fn resize(
     body: web::Json<Resize>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner().as_uuid();
-    let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
+    let row = servers::authorized(&state.pool, &caller, id, Capability::OperateServers).await?;
     let plan = skus::listed_fulfilment(&state.pool, &body.plan).await?;
     match plan {
         None => return Err(ApiError::bad_request("plan is not a SKU of the catalog")),
@@ -220,7 +220,7 @@ pub async fn transfer(
     body: web::Json<Transfer>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner().as_uuid();
-    let row = servers::authorized(&state, &caller, id, Capability::TransferServices).await?;
+    let row = servers::authorized(&state.pool, &caller, id, Capability::TransferServices).await?;
     caller.require(body.to_org_id, Capability::TransferServices)?;
     if body.to_org_id == row.org_id {
         return Err(ApiError::bad_request(

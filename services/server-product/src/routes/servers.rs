@@ -6,12 +6,9 @@
 
 use crate::{
     lifecycle::{self, Action},
+    orders::{Order, Placed},
     provider::{Credentials, Power},
-    servers::{
-        self,
-        store::{self, NewServer},
-        Row, Server, Status,
-    },
+    servers::{self, store, Row, Server, Status},
     skus,
     state::AppState,
     usage,
@@ -21,7 +18,7 @@ use event_contracts::{SERVER_CREATED, SERVER_TERMINATED};
 use hub_domain::{Capability, OrgId, ServerId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use service_kit::{assertion::Caller, page, ApiError, ApiResult, OnConstraint};
+use service_kit::{assertion::Caller, outbox, page, ApiError, ApiResult};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -47,7 +44,9 @@ pub async fn order(
     let sku = skus::orderable(&state.pool, sku_id)
         .await?
         .ok_or_else(|| ApiError::bad_request("sku_id is not a SKU of the catalog"))?;
-    let now = state.clock.now();
+    // As Postgres keeps it (microseconds): the row answered and the event
+    // are the row stored.
+    let now = servers::stored_time(state.clock.now());
     // A manual SKU waits for staff within its SLA; an API one is provisioned.
     let (status, due_at) = match sku.sla_hours {
         Some(h) => (
@@ -56,40 +55,48 @@ pub async fn order(
         ),
         None => (Status::Provisioning, None),
     };
-    let mut tx = state.pool.begin().await?;
-    let row = store::insert(
-        &mut tx,
-        NewServer {
-            org_id,
-            sku_id,
-            hostname: &hostname,
-            status,
-            fulfilment: &sku.fulfilment,
-            due_at,
-            created_by: caller.user_id(),
-            at: now,
-        },
-    )
-    .await
-    .on_constraint(servers::HOSTNAME_PER_ORG, || {
-        ApiError::Conflict(format!(
-            "hostname {hostname} is already used by a server of this organization"
-        ))
-    })?;
-    if sku.fulfilment == "api" {
-        store::enqueue_job(&mut tx, row.id, now).await?;
-    }
-    servers::emit(&mut tx, state, SERVER_CREATED, &row).await?;
-    service_kit::outbox::audit(
-        &mut tx,
-        &state.naming,
-        caller,
-        event_contracts::AuditAction::ServerOrdered,
+    let row = Row {
+        id: Uuid::now_v7(),
         org_id,
-        json!({"server_id": row.id, "sku_id": sku_id, "hostname": hostname}),
-    )
-    .await?;
-    state.outbox.commit(tx).await?;
+        sku_id: sku_id.to_owned(),
+        hostname: hostname.clone(),
+        status,
+        fulfilment: sku.fulfilment,
+        provider_ref: None,
+        credentials: None,
+        due_at,
+        failure: None,
+        created_at: now,
+        updated_at: now,
+        activated_at: None,
+        terminated_at: None,
+    };
+    let order = Order {
+        job: row.fulfilment == "api",
+        created_by: caller.user_id(),
+        created: servers::event(&state.naming, &state.clock, SERVER_CREATED, &row)?,
+        audit: outbox::Message::event(
+            &state.naming,
+            outbox::audit_event(
+                caller,
+                event_contracts::AuditAction::ServerOrdered,
+                org_id,
+                json!({"server_id": row.id, "sku_id": sku_id, "hostname": hostname}),
+            ),
+        )?,
+        row,
+    };
+    let row = order.row.clone();
+    // Stored by group commit with the orders waiting meanwhile (crate::orders).
+    match state.orders.place(order).await? {
+        Placed::Stored => {}
+        Placed::HostnameTaken => {
+            return Err(ApiError::Conflict(format!(
+                "hostname {hostname} is already used by a server of this organization"
+            )))
+        }
+    }
+    state.outbox.kick();
     Ok(row)
 }
 
@@ -158,7 +165,7 @@ pub async fn detail(
     path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
     let row = servers::authorized(
-        &state,
+        &state.pool,
         &caller,
         path.into_inner().as_uuid(),
         Capability::Read,
@@ -217,7 +224,7 @@ pub async fn power(
         Power::Start => Action::Start,
     };
     let id = path.into_inner().as_uuid();
-    let row = servers::authorized(&state, &caller, id, Capability::OperateServers).await?;
+    let row = servers::authorized(&state.pool, &caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
     let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await??;
     if let Some(reference) = moved.provider_ref.as_deref() {
@@ -243,13 +250,20 @@ pub async fn power(
 /// Terminate: the one implementation behind `POST /v1/servers/{id}/terminate`
 /// and the service contract's terminate. Usage ends in the same transaction.
 pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Row> {
-    let row = servers::authorized(state, caller, id, Capability::OperateServers).await?;
+    let row = servers::authorized(&state.pool, caller, id, Capability::OperateServers).await?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     let done = lifecycle::transition(&mut tx, row.org_id, id, Action::Terminate, now).await??;
     usage::close(&mut tx, &state.naming, &done, now).await?;
     store::drop_job(&mut tx, id).await?;
-    servers::emit(&mut tx, state, SERVER_TERMINATED, &done).await?;
+    servers::emit(
+        &mut tx,
+        &state.naming,
+        &state.clock,
+        SERVER_TERMINATED,
+        &done,
+    )
+    .await?;
     service_kit::outbox::audit(
         &mut tx,
         &state.naming,

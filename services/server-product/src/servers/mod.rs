@@ -5,14 +5,13 @@
 
 pub mod store;
 
-pub use store::open_usage;
+pub use store::{open_usage, open_usage_all};
 
-use crate::state::AppState;
-use event_contracts::{product_subject, ProductEvent};
+use event_contracts::{product_subject, Naming, ProductEvent};
 use hub_domain::OrgId;
 use serde::Serialize;
-use service_kit::{outbox, ApiError};
-use sqlx::PgConnection;
+use service_kit::{outbox, ApiError, Clock};
+use sqlx::{PgConnection, PgPool};
 use std::fmt;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -239,6 +238,13 @@ impl Row {
     }
 }
 
+/// `t` as Postgres stores it (`timestamptz` keeps microseconds): a row made
+/// here before it is stored reads as it will read back.
+pub fn stored_time(t: OffsetDateTime) -> OffsetDateTime {
+    t.replace_nanosecond(t.nanosecond() / 1_000 * 1_000)
+        .unwrap_or(t)
+}
+
 /// The AAD a server's credentials are sealed with.
 pub fn credentials_aad(id: Uuid) -> Vec<u8> {
     format!("server-credentials:{id}").into_bytes()
@@ -253,12 +259,12 @@ pub async fn load(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Result<Row,
 /// such server or the caller is not a member of its organization (never
 /// saying which), 403 naming the role when the member's role falls short.
 pub async fn authorized(
-    state: &AppState,
+    pool: &PgPool,
     caller: &service_kit::assertion::Caller,
     id: Uuid,
     cap: hub_domain::Capability,
 ) -> Result<Row, ApiError> {
-    let row = load(&mut *state.pool.acquire().await?, id).await??;
+    let row = load(&mut *pool.acquire().await?, id).await??;
     caller.require(row.org_id, cap)?;
     Ok(row)
 }
@@ -267,36 +273,59 @@ pub async fn authorized(
 /// PRODUCT stream), in the caller's transaction.
 pub async fn emit(
     conn: &mut PgConnection,
-    state: &AppState,
+    naming: &Naming,
+    clock: &Clock,
     kind: &str,
     row: &Row,
 ) -> anyhow::Result<()> {
+    emit_all(conn, naming, clock, kind, std::slice::from_ref(row)).await
+}
+
+/// [`emit`] of `kind` for each of `rows` (a batch of the provisioning
+/// worker), in one statement for the history and one for the outbox.
+pub async fn emit_all(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    clock: &Clock,
+    kind: &str,
+    rows: &[Row],
+) -> anyhow::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let events = rows
+        .iter()
+        .map(|row| event(naming, clock, kind, row))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    store::insert_events(&mut *conn, kind, &events).await?;
+    outbox::enqueue_messages(conn, events.iter().map(|e| &e.message)).await
+}
+
+/// A product event of a server, made before it is stored: its row of the
+/// history (`events`) and its outbox message carry the same payload.
+pub struct Event {
+    pub org_id: OrgId,
+    pub server_id: Uuid,
+    pub created_at: OffsetDateTime,
+    pub message: outbox::Message,
+}
+
+/// Product event `kind` for `row`, now (not stored yet).
+pub fn event(naming: &Naming, clock: &Clock, kind: &str, row: &Row) -> anyhow::Result<Event> {
     let event = ProductEvent {
         id: Uuid::now_v7(),
         kind: kind.to_owned(),
-        created_at: state.clock.now(),
+        created_at: clock.now(),
         org_id: row.org_id,
         data: row.server(),
     };
     let payload = serde_json::to_string(&event)?;
-    store::insert_event(
-        &mut *conn,
-        event.id,
-        row.org_id,
-        row.id,
-        kind,
-        &payload,
-        event.created_at,
-    )
-    .await?;
-    outbox::enqueue_raw(
-        conn,
-        &state.naming,
-        &product_subject(kind),
-        event.id,
-        payload,
-    )
-    .await
+    Ok(Event {
+        org_id: row.org_id,
+        server_id: row.id,
+        created_at: event.created_at,
+        message: outbox::Message::raw(naming, &product_subject(kind), event.id, payload),
+    })
 }
 
 /// A hostname: one DNS label (1 to 63 of a-z, 0-9 and '-', not starting or

@@ -11,36 +11,44 @@ use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-/// A server to insert.
-pub struct NewServer<'a> {
-    pub org_id: OrgId,
-    pub sku_id: &'a str,
-    pub hostname: &'a str,
-    pub status: Status,
-    pub fulfilment: &'a str,
-    pub due_at: Option<OffsetDateTime>,
-    pub created_by: UserId,
-    pub at: OffsetDateTime,
-}
-
-/// Insert `s` under a new id; a live server of the organization with the same
-/// hostname violates [`super::HOSTNAME_PER_ORG`].
-pub async fn insert(conn: &mut PgConnection, s: NewServer<'_>) -> sqlx::Result<Row> {
-    sqlx::query_as!(
-        Row,
+/// Insert `rows` (new servers, each with its creator in `created_by`) in one
+/// statement, all but those whose hostname a live server of their
+/// organization holds (already, or earlier in `rows`): the partial unique
+/// index [`super::HOSTNAME_PER_ORG`], `ON CONFLICT DO NOTHING`. Returns the
+/// ids inserted.
+pub async fn insert_servers(
+    conn: &mut PgConnection,
+    rows: &[&Row],
+    created_by: &[UserId],
+) -> sqlx::Result<Vec<Uuid>> {
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let orgs: Vec<OrgId> = rows.iter().map(|r| r.org_id).collect();
+    let skus: Vec<&str> = rows.iter().map(|r| r.sku_id.as_str()).collect();
+    let hostnames: Vec<&str> = rows.iter().map(|r| r.hostname.as_str()).collect();
+    let statuses: Vec<Status> = rows.iter().map(|r| r.status).collect();
+    let fulfilments: Vec<&str> = rows.iter().map(|r| r.fulfilment.as_str()).collect();
+    let due: Vec<Option<OffsetDateTime>> = rows.iter().map(|r| r.due_at).collect();
+    let at: Vec<OffsetDateTime> = rows.iter().map(|r| r.created_at).collect();
+    sqlx::query_scalar!(
         r#"INSERT INTO servers (id, org_id, sku_id, hostname, status, fulfilment, due_at, created_by,
-           created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
-        Uuid::now_v7(),
-        s.org_id as OrgId,
-        s.sku_id,
-        s.hostname,
-        s.status as Status,
-        s.fulfilment,
-        s.due_at,
-        s.created_by as UserId,
-        s.at,
+           created_at, updated_at)
+           SELECT s.id, s.org_id, s.sku_id, s.hostname, s.status, s.fulfilment, s.due_at, s.created_by, s.at, s.at
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[],
+                         $7::timestamptz[], $8::uuid[], $9::timestamptz[])
+               AS s(id, org_id, sku_id, hostname, status, fulfilment, due_at, created_by, at)
+           ON CONFLICT (org_id, hostname) WHERE status NOT IN ('terminated', 'failed') DO NOTHING
+           RETURNING id"#,
+        &ids,
+        &orgs as &[OrgId],
+        &skus as &[&str],
+        &hostnames as &[&str],
+        &statuses as &[Status],
+        &fulfilments as &[&str],
+        &due as &[Option<OffsetDateTime>],
+        created_by as &[UserId],
+        &at,
     )
-    .fetch_one(conn)
+    .fetch_all(conn)
     .await
 }
 
@@ -140,6 +148,35 @@ pub async fn move_status(
     .await
 }
 
+/// Move each server of `ids` from one of `from` to `to` at `at`, storing its
+/// sealed `credentials` (same order) in the same UPDATE: [`move_status`] for
+/// a batch of the provisioning worker, conditional the same way. Returns the
+/// rows that moved.
+pub async fn move_status_with_credentials(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    credentials: &[Vec<u8>],
+    from: &[Status],
+    to: Status,
+    at: OffsetDateTime,
+) -> sqlx::Result<Vec<Row>> {
+    sqlx::query_as!(
+        Row,
+        r#"UPDATE servers s SET credentials = u.credentials, status = $4, updated_at = $5,
+           activated_at = CASE WHEN $4 = 'active' AND s.activated_at IS NULL THEN $5 ELSE s.activated_at END,
+           terminated_at = CASE WHEN $4 = 'terminated' THEN $5 ELSE s.terminated_at END
+           FROM unnest($1::uuid[], $2::bytea[]) AS u(id, credentials)
+           WHERE s.id = u.id AND s.status = ANY($3) RETURNING s.id, s.org_id AS "org_id: OrgId", s.sku_id, s.hostname, s.status AS "status: Status", s.fulfilment, s.provider_ref, s.credentials, s.due_at, s.failure, s.created_at, s.updated_at, s.activated_at, s.terminated_at"#,
+        ids,
+        credentials,
+        from as &[Status],
+        to as Status,
+        at,
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// Server `id`'s status, if it is a server of `org_id`.
 pub async fn status_in_org(
     conn: &mut PgConnection,
@@ -171,16 +208,18 @@ pub async fn set_credentials(
     Ok(())
 }
 
-/// Remember the provider's reference for server `id`.
-pub async fn set_provider_ref(
+/// Remember the provider's reference of each server of `ids` (`refs`, in
+/// the same order): one statement for a batch of the worker.
+pub async fn set_provider_refs(
     conn: &mut PgConnection,
-    id: Uuid,
-    reference: &str,
+    ids: &[Uuid],
+    refs: &[String],
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "UPDATE servers SET provider_ref = $2 WHERE id = $1",
-        id,
-        reference,
+        "UPDATE servers s SET provider_ref = u.reference \
+         FROM unnest($1::uuid[], $2::text[]) AS u(id, reference) WHERE s.id = u.id",
+        ids,
+        refs,
     )
     .execute(conn)
     .await?;
@@ -230,57 +269,122 @@ pub async fn set_org(
     .await
 }
 
-/// Queue provisioning of server `id` at the provider, due at `at`.
-pub async fn enqueue_job(
+/// Queue provisioning of the servers of `ids` at the provider, each due at
+/// its `due_at`.
+pub async fn enqueue_jobs(
     conn: &mut PgConnection,
-    id: Uuid,
-    at: OffsetDateTime,
+    ids: &[Uuid],
+    due_at: &[OffsetDateTime],
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO provision_jobs (server_id, due_at) VALUES ($1, $2)",
-        id,
-        at,
+        "INSERT INTO provision_jobs (server_id, due_at) SELECT * FROM unnest($1::uuid[], $2::timestamptz[])",
+        ids,
+        due_at,
     )
     .execute(conn)
     .await?;
     Ok(())
 }
 
-/// A provisioning job: its server and the provider errors it has met.
-pub struct Job {
-    pub server_id: Uuid,
+/// A provisioning job taken by the worker: its server, locked with it, and
+/// the provider errors it has met.
+pub struct Claimed {
     pub attempts: i32,
+    pub row: Row,
 }
 
-/// The job due first at `now`, locked until the transaction ends (jobs other
-/// replicas hold are skipped: `FOR UPDATE SKIP LOCKED`).
-pub async fn claim_job(conn: &mut PgConnection, now: OffsetDateTime) -> sqlx::Result<Option<Job>> {
-    sqlx::query_as!(
-        Job,
-        "SELECT server_id, attempts FROM provision_jobs WHERE due_at <= $1 \
-         ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED",
-        now,
-    )
-    .fetch_optional(conn)
-    .await
-}
-
-/// Make server `id`'s job due again at `due_at`, counting one more attempt
-/// when it met an error.
-pub async fn reschedule_job(
+/// Up to `limit` jobs due at `now`, first due first, each locked with its
+/// server until the transaction ends; jobs or servers another transaction
+/// holds (another replica's worker, a termination in progress) are skipped
+/// (`SKIP LOCKED`). The server is taken `FOR NO KEY UPDATE`, the lock every
+/// lifecycle change takes first: no move can slip in between this read and
+/// the worker's own, and a termination waits for the batch instead of
+/// deadlocking with it (it would update the server, then wait for the job).
+pub async fn claim_jobs(
     conn: &mut PgConnection,
-    id: Uuid,
-    due_at: OffsetDateTime,
-    error: bool,
+    now: OffsetDateTime,
+    limit: i64,
+) -> sqlx::Result<Vec<Claimed>> {
+    struct Flat {
+        attempts: i32,
+        id: Uuid,
+        org_id: OrgId,
+        sku_id: String,
+        hostname: String,
+        status: Status,
+        fulfilment: String,
+        provider_ref: Option<String>,
+        credentials: Option<Vec<u8>>,
+        due_at: Option<OffsetDateTime>,
+        failure: Option<String>,
+        created_at: OffsetDateTime,
+        updated_at: OffsetDateTime,
+        activated_at: Option<OffsetDateTime>,
+        terminated_at: Option<OffsetDateTime>,
+    }
+    let rows = sqlx::query_as!(
+        Flat,
+        r#"SELECT j.attempts, s.id, s.org_id AS "org_id: OrgId", s.sku_id, s.hostname, s.status AS "status: Status",
+                  s.fulfilment, s.provider_ref, s.credentials, s.due_at, s.failure, s.created_at, s.updated_at,
+                  s.activated_at, s.terminated_at
+             FROM provision_jobs j JOIN servers s ON s.id = j.server_id
+            WHERE j.due_at <= $1 ORDER BY j.due_at LIMIT $2
+              FOR UPDATE OF j SKIP LOCKED FOR NO KEY UPDATE OF s SKIP LOCKED"#,
+        now,
+        limit,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|f| Claimed {
+            attempts: f.attempts,
+            row: Row {
+                id: f.id,
+                org_id: f.org_id,
+                sku_id: f.sku_id,
+                hostname: f.hostname,
+                status: f.status,
+                fulfilment: f.fulfilment,
+                provider_ref: f.provider_ref,
+                credentials: f.credentials,
+                due_at: f.due_at,
+                failure: f.failure,
+                created_at: f.created_at,
+                updated_at: f.updated_at,
+                activated_at: f.activated_at,
+                terminated_at: f.terminated_at,
+            },
+        })
+        .collect())
+}
+
+/// Make the jobs of `ids` due again, each at its `due_at`, adding its
+/// `errors` (0 or 1) to the provider errors it has met.
+pub async fn reschedule_jobs(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    due_at: &[OffsetDateTime],
+    errors: &[i32],
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "UPDATE provision_jobs SET due_at = $2, attempts = attempts + $3 WHERE server_id = $1",
-        id,
+        "UPDATE provision_jobs j SET due_at = u.due_at, attempts = j.attempts + u.errors \
+         FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS u(id, due_at, errors) \
+         WHERE j.server_id = u.id",
+        ids,
         due_at,
-        i32::from(error),
+        errors,
     )
     .execute(conn)
     .await?;
+    Ok(())
+}
+
+/// Drop the provisioning jobs of the servers of `ids`, if any.
+pub async fn drop_jobs(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result<()> {
+    sqlx::query!("DELETE FROM provision_jobs WHERE server_id = ANY($1)", ids)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -292,25 +396,33 @@ pub async fn drop_job(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Store product event `id` of `kind` (its JSON `payload`) for server `server`.
-pub async fn insert_event(
+/// Store `events` of one `kind` (each for its server) in the history, in
+/// one statement.
+pub async fn insert_events<'a>(
     conn: &mut PgConnection,
-    id: Uuid,
-    org_id: OrgId,
-    server: Uuid,
     kind: &str,
-    payload: &str,
-    at: OffsetDateTime,
+    events: impl IntoIterator<Item = &'a super::Event>,
 ) -> sqlx::Result<()> {
+    let (mut ids, mut orgs, mut servers, mut payloads, mut at) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for e in events {
+        ids.push(e.message.id);
+        orgs.push(e.org_id);
+        servers.push(e.server_id);
+        payloads.push(e.message.payload.as_str());
+        at.push(e.created_at);
+    }
     sqlx::query!(
         "INSERT INTO events (id, org_id, server_id, type, payload, created_at) \
-         VALUES ($1, $2, $3, $4, $5::text::jsonb, $6)",
-        id,
-        org_id as OrgId,
-        server,
+         SELECT e.id, e.org_id, e.server_id, $1, e.payload::jsonb, e.at \
+         FROM unnest($2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::timestamptz[]) \
+           AS e(id, org_id, server_id, payload, at)",
         kind,
-        payload,
-        at,
+        &ids,
+        &orgs as &[OrgId],
+        &servers,
+        &payloads as &[&str],
+        &at,
     )
     .execute(conn)
     .await?;
@@ -338,6 +450,28 @@ pub async fn open_usage(
         row.id,
         row.org_id as OrgId,
         &row.sku_id,
+        at,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// [`open_usage`] for each of `rows` at `at`, in one statement.
+pub async fn open_usage_all(
+    conn: &mut PgConnection,
+    rows: &[Row],
+    at: OffsetDateTime,
+) -> sqlx::Result<()> {
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let orgs: Vec<OrgId> = rows.iter().map(|r| r.org_id).collect();
+    let skus: Vec<String> = rows.iter().map(|r| r.sku_id.clone()).collect();
+    sqlx::query!(
+        "INSERT INTO usage_periods (server_id, org_id, sku_id, started_at) \
+         SELECT u.id, u.org_id, u.sku_id, $4 FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(id, org_id, sku_id)",
+        &ids,
+        &orgs as &[OrgId],
+        &skus,
         at,
     )
     .execute(conn)
