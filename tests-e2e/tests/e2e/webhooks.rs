@@ -1137,8 +1137,9 @@ async fn the_queue_migration_keeps_every_delivery_as_it_was() {
         uuid::Uuid::new_v4(),
         uuid::Uuid::new_v4(),
     );
-    // The earlier schema, written as that version wrote it (runtime strings:
-    // the checked queries know only the schema of today).
+    // The earlier schema, written as that version wrote it: the two inserts
+    // stay runtime strings, as the checked queries know only the schema of
+    // today (its `deliveries` has none of these columns).
     sqlx::query(
         "INSERT INTO endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2, 'https://example.com/h', '\\x00', $2, $3)",
     )
@@ -1260,13 +1261,29 @@ async fn the_queue_migration_keeps_every_delivery_as_it_was() {
     webhook_dispatcher::migrate(&settings)
         .await
         .expect("migrate");
-    let log: Vec<Row> = sqlx::query_as(
-        "SELECT id, event_type, series, attempts, status, last_status_code, last_error, updated_at, delivered_at \
-         FROM webhook_dispatcher.delivery_log ORDER BY created_at",
+    let log: Vec<Row> = sqlx::query!(
+        r#"SELECT id AS "id!", event_type AS "event_type!", series AS "series!", attempts AS "attempts!",
+             status AS "status!", last_status_code, last_error, updated_at AS "updated_at!", delivered_at
+           FROM webhook_dispatcher.delivery_log ORDER BY created_at"#
     )
     .fetch_all(&mut admin)
     .await
-    .expect("log");
+    .expect("log")
+    .into_iter()
+    .map(|r| {
+        (
+            r.id,
+            r.event_type,
+            r.series,
+            r.attempts,
+            r.status,
+            r.last_status_code,
+            r.last_error,
+            r.updated_at,
+            r.delivered_at,
+        )
+    })
+    .collect();
     let want: Vec<Row> = old
         .iter()
         .map(
@@ -1286,22 +1303,28 @@ async fn the_queue_migration_keeps_every_delivery_as_it_was() {
         )
         .collect();
     assert_eq!(log, want);
-    let queued: Vec<(uuid::Uuid, uuid::Uuid, i32, time::OffsetDateTime)> = sqlx::query_as(
-        "SELECT delivery_id, event_id, attempts, due_at FROM webhook_dispatcher.queue ORDER BY due_at",
+    let queued: Vec<(uuid::Uuid, uuid::Uuid, i32, time::OffsetDateTime)> = sqlx::query!(
+        "SELECT delivery_id, event_id, attempts, due_at FROM webhook_dispatcher.queue ORDER BY due_at"
     )
     .fetch_all(&mut admin)
     .await
-    .expect("queue");
+    .expect("queue")
+    .into_iter()
+    .map(|r| (r.delivery_id, r.event_id, r.attempts, r.due_at))
+    .collect();
     assert_eq!(
         queued,
         [(old[2].0, b, 0, t(30)), (old[1].0, b, 1, t(40))],
         "the pending ones, as they were due"
     );
     let payloads: Vec<(uuid::Uuid, String)> =
-        sqlx::query_as("SELECT id, payload FROM webhook_dispatcher.events ORDER BY created_at")
+        sqlx::query!("SELECT id, payload FROM webhook_dispatcher.events ORDER BY created_at")
             .fetch_all(&mut admin)
             .await
-            .expect("events");
+            .expect("events")
+            .into_iter()
+            .map(|r| (r.id, r.payload))
+            .collect();
     assert_eq!(
         payloads,
         [a, b, c, d].map(|e| (e, format!("{{\"id\":\"{e}\"}}"))),
