@@ -9,7 +9,10 @@
 #                           BENCH_PG_PORT (5442), removed on exit;
 #                           BENCH_PG_MAX_CONNECTIONS overrides the one
 #                           default a benchmark may outgrow (100: the stack
-#                           holds about 56, Svix's pool beside it more)
+#                           holds about 56, Svix's pool beside it more);
+#                           BENCH_PG_OPTIONS adds server options for a
+#                           diagnosis (e.g. "-c shared_preload_libraries=
+#                           pg_stat_statements"): not for reported figures
 #   BENCH_PG=shared         use PGHOST/PGPORT (127.0.0.1:5432), refused unless
 #                           it runs with autovacuum on
 #
@@ -32,7 +35,7 @@ bench_postgres_start() {
     BENCH_PG_CTL="$bindir/pg_ctl"
     run_pg "$bindir/initdb" -D "$BENCH_PG_DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
     run_pg "$BENCH_PG_CTL" -D "$BENCH_PG_DIR/data" -l "$BENCH_PG_DIR/log" -w \
-      -o "-p $PGP -k $BENCH_PG_DIR -c listen_addresses=$PGH ${BENCH_PG_MAX_CONNECTIONS:+-c max_connections=$BENCH_PG_MAX_CONNECTIONS}" start >/dev/null
+      -o "-p $PGP -k $BENCH_PG_DIR -c listen_addresses=$PGH ${BENCH_PG_MAX_CONNECTIONS:+-c max_connections=$BENCH_PG_MAX_CONNECTIONS} ${BENCH_PG_OPTIONS:-}" start >/dev/null
     BENCH_PG_SAYS="postgres: a cluster of its own (PostgreSQL $("$bindir/postgres" --version | awk '{print $3}'), initdb defaults${BENCH_PG_MAX_CONNECTIONS:+ but max_connections}: autovacuum $(bench_pg_show autovacuum), shared_buffers $(bench_pg_show shared_buffers), max_connections $(bench_pg_show max_connections)) on port $PGP"
     ;;
   shared)

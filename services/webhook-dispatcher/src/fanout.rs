@@ -9,76 +9,152 @@
 //! they are acknowledged and skipped here rather than by narrowing the durable
 //! consumer's subject on deployments that have it.
 
-use crate::state::AppState;
+use crate::{
+    state::AppState,
+    worker::{Dispatch, Handoff, Leased, Room},
+};
 use event_contracts::ProductEvent;
 use hub_domain::OrgId;
 use service_kit::nats::RawMessage;
+use std::{collections::HashMap, sync::Arc};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-pub async fn store(state: &AppState, msgs: Vec<RawMessage>) -> anyhow::Result<()> {
-    let mut ids = Vec::with_capacity(msgs.len());
-    let mut orgs: Vec<OrgId> = Vec::with_capacity(msgs.len());
-    let mut kinds = Vec::with_capacity(msgs.len());
-    let mut payloads = Vec::with_capacity(msgs.len());
-    let mut at: Vec<OffsetDateTime> = Vec::with_capacity(msgs.len());
+/// The events of one batch that go to webhooks, as arrays for one statement.
+#[derive(Default)]
+struct Batch {
+    ids: Vec<Uuid>,
+    orgs: Vec<OrgId>,
+    kinds: Vec<String>,
+    payloads: Vec<String>,
+    at: Vec<OffsetDateTime>,
+}
+
+/// Store a batch of product events and queue their deliveries. With the
+/// worker in this process (`dispatch`), the deliveries it has room for are
+/// queued leased and sent at once (see [`Dispatch::admit`]); the others, and
+/// all of them without a worker here, wait in the queue for a claim.
+pub async fn store(
+    state: &AppState,
+    dispatch: Option<&Arc<Dispatch>>,
+    msgs: Vec<RawMessage>,
+) -> anyhow::Result<()> {
+    let mut b = Batch::default();
     for m in msgs {
         match serde_json::from_slice::<ProductEvent<serde_json::Value>>(&m.payload) {
             Ok(e) if !event_contracts::is_webhook_kind(&e.kind) => {
                 tracing::debug!(kind = %e.kind, "internal product event; not for webhooks")
             }
             Ok(e) => {
-                ids.push(e.id);
-                orgs.push(e.org_id);
-                kinds.push(e.kind);
+                b.ids.push(e.id);
+                b.orgs.push(e.org_id);
+                b.kinds.push(e.kind);
                 // The raw body exactly as committed: what gets signed and sent.
-                payloads.push(String::from_utf8_lossy(&m.payload).into_owned());
-                at.push(e.created_at);
+                b.payloads
+                    .push(String::from_utf8_lossy(&m.payload).into_owned());
+                b.at.push(e.created_at);
             }
             Err(e) => {
                 tracing::error!(error = %e, subject = %m.subject, "not a product event; skipped")
             }
         }
     }
-    if ids.is_empty() {
+    if b.ids.is_empty() {
         return Ok(());
     }
-    let now = state.clock.now();
-    // One statement: the events that have an endpoint (their payload once),
-    // a log row and a queue row per endpoint. A redelivered event conflicts
-    // on its log rows, so it queues nothing twice.
-    let n = sqlx::query!(
-        "WITH ev AS ( \
-           SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
-             AS ev(id, org_id, kind, payload, at)), \
-         target AS ( \
-           SELECT e.id AS endpoint_id, ev.id AS event_id FROM ev \
-           JOIN endpoints e ON e.org_id = ev.org_id AND e.created_at <= ev.at \
-             AND (e.deleted_at IS NULL OR e.deleted_at > ev.at)), \
-         stored AS ( \
-           INSERT INTO events (id, org_id, event_type, payload, created_at) \
-           SELECT ev.id, ev.org_id, ev.kind, ev.payload, ev.at FROM ev \
-           WHERE ev.id IN (SELECT event_id FROM target) \
-           ON CONFLICT (id) DO NOTHING), \
-         logged AS ( \
-           INSERT INTO deliveries (endpoint_id, event_id, created_at) \
-           SELECT endpoint_id, event_id, $6 FROM target \
-           ON CONFLICT (endpoint_id, event_id, series) DO NOTHING \
-           RETURNING id, endpoint_id, event_id) \
-         INSERT INTO queue (delivery_id, endpoint_id, event_id, due_at) \
-         SELECT id, endpoint_id, event_id, $6 FROM logged",
-        &ids as &[Uuid],
-        &orgs as &[OrgId],
-        &kinds,
-        &payloads,
-        &at,
-        now,
-    )
-    .execute(&state.pool)
-    .await?
-    .rows_affected();
-    if n > 0 {
-        state.wake.notify_one();
+    match dispatch {
+        Some(d) => d.admit(|room| queue(state, &b, Some(room))).await,
+        None => queue(state, &b, None).await.map(|_| ()),
     }
-    Ok(())
+}
+
+/// One statement: the events that have an endpoint (their payload once), a
+/// log row and a queue row per endpoint, leased (due when the lease runs out)
+/// for those `room` admits: no more than its total, and no endpoint beyond
+/// its share, taking endpoints in turn. A redelivered event conflicts on its
+/// log rows, so it queues nothing twice.
+async fn queue(state: &AppState, b: &Batch, room: Option<Room>) -> anyhow::Result<Handoff> {
+    let now = state.clock.now();
+    let lease = now + time::Duration::milliseconds(state.delivery.lease_ms.max(1) as i64);
+    let room = room.unwrap_or(Room {
+        total: 0,
+        cap: 0,
+        busy: vec![],
+        endpoints: vec![],
+        in_flight: vec![],
+    });
+    let rows = sqlx::query!(
+        r#"WITH ev AS (
+           SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[])
+             AS ev(id, org_id, kind, payload, at)),
+         target AS (
+           SELECT e.id AS endpoint_id, ev.id AS event_id FROM ev
+           JOIN endpoints e ON e.org_id = ev.org_id AND e.created_at <= ev.at
+             AND (e.deleted_at IS NULL OR e.deleted_at > ev.at)),
+         stored AS (
+           INSERT INTO events (id, org_id, event_type, payload, created_at)
+           SELECT ev.id, ev.org_id, ev.kind, ev.payload, ev.at FROM ev
+           WHERE ev.id IN (SELECT event_id FROM target)
+           ON CONFLICT (id) DO NOTHING),
+         logged AS (
+           INSERT INTO deliveries (endpoint_id, event_id, created_at)
+           SELECT endpoint_id, event_id, $6 FROM target
+           ON CONFLICT (endpoint_id, event_id, series) DO NOTHING
+           RETURNING id, endpoint_id, event_id),
+         turn AS (
+           SELECT l.id, l.endpoint_id, l.event_id,
+                  row_number() OVER (PARTITION BY l.endpoint_id ORDER BY l.id) AS rn,
+                  $9 - COALESCE(f.n, 0) AS room
+           FROM logged l LEFT JOIN unnest($10::uuid[], $11::int[]) AS f(endpoint_id, n)
+             ON f.endpoint_id = l.endpoint_id),
+         taken AS (
+           SELECT id, endpoint_id, event_id,
+                  rn <= room AND row_number() OVER (ORDER BY rn <= room DESC, rn, id) <= $8 AS take
+           FROM turn),
+         queued AS (
+           INSERT INTO queue (delivery_id, endpoint_id, event_id, due_at)
+           SELECT id, endpoint_id, event_id, CASE WHEN take THEN $7 ELSE $6 END FROM taken
+           RETURNING delivery_id, endpoint_id, event_id, due_at)
+         SELECT q.delivery_id AS "id!", q.endpoint_id AS "endpoint_id!", q.event_id AS "event_id!",
+                q.due_at > $6 AS "leased!", q.due_at AS "due_at!", e.url AS "url!", e.secret AS "secret!",
+                e.previous_secret, e.previous_until
+         FROM queued q JOIN endpoints e ON e.id = q.endpoint_id"#,
+        &b.ids as &[Uuid],
+        &b.orgs as &[OrgId],
+        &b.kinds,
+        &b.payloads,
+        &b.at,
+        now,
+        lease,
+        room.total.min(i64::MAX as usize) as i64,
+        room.cap.min(i32::MAX as usize) as i32,
+        &room.endpoints,
+        &room.in_flight,
+    )
+    .fetch_all(&state.pool)
+    .await?;
+    let events: HashMap<Uuid, usize> = b.ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let mut handoff = Handoff {
+        leased: Vec::with_capacity(rows.len()),
+        waiting: 0,
+    };
+    for r in rows {
+        let Some(&i) = events.get(&r.event_id).filter(|_| r.leased) else {
+            handoff.waiting += 1;
+            continue;
+        };
+        handoff.leased.push(Leased {
+            id: r.id,
+            endpoint_id: r.endpoint_id,
+            event_id: r.event_id,
+            event_type: b.kinds[i].clone(),
+            payload: b.payloads[i].clone(),
+            url: r.url,
+            secret: r.secret,
+            previous_secret: r.previous_secret,
+            previous_until: r.previous_until,
+            lease: r.due_at,
+        });
+    }
+    Ok(handoff)
 }

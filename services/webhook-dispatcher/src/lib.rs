@@ -78,19 +78,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         metrics: worker::AttemptMetrics::new(&f.metrics),
     });
     let mut tasks = Vec::new();
-    let fan = state.clone();
-    tasks.push(nats::spawn_raw_batch_consumer(
-        js,
-        settings.nats.clone(),
-        FANOUT_CONSUMER,
-        256,
-        Duration::from_millis(2),
-        cancel.clone(),
-        move |msgs| {
-            let state = fan.clone();
-            async move { fanout::store(&state, msgs).await }
-        },
-    ));
+    let mut dispatch = None;
     if settings.delivery.worker {
         // The worker's own connections, planning its claims as ordered index
         // scans: those stop at the claim's limit and mark the dead index
@@ -104,8 +92,23 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
                     .options([("enable_bitmapscan", "off")]),
             )
             .await?;
-        tasks.extend(worker::spawn(state.clone(), worker_pool, cancel.clone())?);
+        let (d, worker_tasks) = worker::spawn(state.clone(), worker_pool, cancel.clone())?;
+        dispatch = Some(d);
+        tasks.extend(worker_tasks);
     }
+    let fan = state.clone();
+    tasks.push(nats::spawn_raw_batch_consumer(
+        js,
+        settings.nats.clone(),
+        FANOUT_CONSUMER,
+        256,
+        Duration::from_millis(2),
+        cancel.clone(),
+        move |msgs| {
+            let (state, dispatch) = (fan.clone(), dispatch.clone());
+            async move { fanout::store(&state, dispatch.as_ref(), msgs).await }
+        },
+    ));
     f.tasks.extend(tasks);
     f.serve(&settings.http, state, configure)
 }

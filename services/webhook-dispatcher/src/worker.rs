@@ -1,9 +1,12 @@
 //! The delivery worker.
 //!
-//! Due deliveries are claimed from the queue table in batches with `FOR UPDATE
-//! SKIP LOCKED` and a lease (their `due_at` moves `delivery.lease_ms` ahead),
-//! so any number of replicas share them and an attempt a crashed dispatcher
-//! held is made again when its lease runs out. Attempts run concurrently
+//! A first attempt normally never waits in the queue: the fan-out queues the
+//! deliveries it has room for already leased (their `due_at` `delivery.lease_ms`
+//! ahead) and hands them straight to this worker, which sends them at once
+//! ([`Dispatch::admit`]). Everything else (retries, what the fan-out had no room
+//! for, attempts whose lease ran out because their dispatcher stopped) is
+//! claimed from the queue table in batches with `FOR UPDATE SKIP LOCKED` and a
+//! lease, so any number of replicas share it. Attempts run concurrently
 //! (`delivery.concurrency` in all), at most `delivery.per_endpoint` per
 //! endpoint: a receiver that hangs holds only its own slots until the
 //! attempt's timeout, and every other endpoint's deliveries go on. Outcomes are
@@ -14,9 +17,12 @@
 //! `delivery.backoff_ms` until `delivery.attempts`.
 //!
 //! Guarantee: every delivery is sent at least once. It is sent exactly once
-//! unless the dispatcher stops between sending and recording the outcome (then
-//! the lease runs out and it is sent again with the same `webhook-id`, which
-//! receivers use to drop the duplicate).
+//! unless the dispatcher stops between sending and recording the outcome, or
+//! an attempt outlasts its lease (`lease_ms` is above `timeout_ms` by
+//! default): then the lease runs out and it is sent again with the same
+//! `webhook-id`, which receivers use to drop the duplicate. Of two answers to
+//! one attempt only the first is recorded (outcomes are fenced by the attempt
+//! count).
 
 use crate::{
     settings::{DeliverySettings, SsrfSettings},
@@ -29,7 +35,10 @@ use service_kit::{
 };
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc, Mutex, PoisonError,
+    },
     time::Duration,
 };
 use time::OffsetDateTime;
@@ -48,6 +57,8 @@ struct Claimed {
     secret: Vec<u8>,
     previous_secret: Option<Vec<u8>>,
     previous_until: Option<OffsetDateTime>,
+    /// The `due_at` this process holds the delivery with: its lease.
+    lease: OffsetDateTime,
 }
 
 struct Outcome {
@@ -57,7 +68,14 @@ struct Outcome {
     error: Option<String>,
 }
 
-type InFlight = Arc<Mutex<HashMap<Uuid, usize>>>;
+/// An endpoint's attempts taken in this process: `taken` (sending, or
+/// waiting for a slot) and its slots (`delivery.per_endpoint` sending at once).
+struct Taken {
+    taken: usize,
+    sending: Arc<Semaphore>,
+}
+
+type InFlight = Arc<Mutex<HashMap<Uuid, Taken>>>;
 
 /// Delivery attempts by result (`delivered`; `rejected`: the endpoint
 /// answered non-2xx; `timeout`; `unreachable`: connection or TLS failed;
@@ -130,12 +148,76 @@ pub fn client(
     Ok(builder.build()?)
 }
 
-/// Run until `cancel` fires.
+/// What the worker admits at one moment: how many attempts in all, at most
+/// `cap` per endpoint, given each endpoint's attempts taken already (those at
+/// `cap`, `busy`, are left out).
+pub struct Room {
+    pub total: usize,
+    pub cap: usize,
+    pub busy: Vec<Uuid>,
+    pub endpoints: Vec<Uuid>,
+    pub in_flight: Vec<i32>,
+}
+
+/// The delivery worker's admission and launch, shared by its claimer and the
+/// fan-out's hand-off (see [`Dispatch::admit`]).
+pub struct Dispatch {
+    state: actix_web::web::Data<AppState>,
+    client: reqwest::Client,
+    /// Slots: `delivery.concurrency` attempts sending at once.
+    sem: Arc<Semaphore>,
+    inflight: InFlight,
+    /// Attempts taken in all (sending, or waiting for a slot).
+    taken: Arc<AtomicUsize>,
+    /// Attempts taken per slot, in all and per endpoint: [`DEPTH`] when a
+    /// lease outlasts an attempt (the default: 30 s over 10 s), so that
+    /// attempts wait for a slot in memory, leased (a lease about to run out
+    /// is renewed before sending, see [`Dispatch::still_ours`]), and claims
+    /// come in batches; else 1.
+    depth: usize,
+    tx: mpsc::Sender<Outcome>,
+    /// Held from reading the [`Room`] to launching what was claimed with it:
+    /// slots are only taken under it, so a claim never finds fewer than it
+    /// was sized for, and no endpoint gets more than its share.
+    admission: tokio::sync::Mutex<()>,
+    /// Due deliveries may be waiting in the queue (the last claim took some,
+    /// or left an endpoint at its share out, or the fan-out queued some it
+    /// had no room to lease): a finished attempt then wakes the claimer.
+    backlog: AtomicBool,
+}
+
+/// What the fan-out queued under [`Dispatch::admit`]: the deliveries it
+/// leased as it queued them, and how many it queued unleased (no room).
+pub struct Handoff {
+    pub leased: Vec<Leased>,
+    pub waiting: usize,
+}
+
+/// A first attempt that the fan-out leased as it queued it.
+pub struct Leased {
+    pub id: Uuid,
+    pub endpoint_id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub payload: String,
+    pub url: String,
+    pub secret: Vec<u8>,
+    pub previous_secret: Option<Vec<u8>>,
+    pub previous_until: Option<OffsetDateTime>,
+    /// Its queue row's `due_at`, as stored: the lease.
+    pub lease: OffsetDateTime,
+}
+
+/// Attempts taken per slot when leases can be renewed (see `Dispatch::depth`).
+const DEPTH: usize = 8;
+
+/// Start the worker: its claimer and its recorder run until `cancel` fires.
+/// The returned [`Dispatch`] also takes the fan-out's hand-offs.
 pub fn spawn(
     state: actix_web::web::Data<AppState>,
     pool: sqlx::PgPool,
     cancel: CancellationToken,
-) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+) -> anyhow::Result<(Arc<Dispatch>, Vec<tokio::task::JoinHandle<()>>)> {
     let client = client(
         &state.delivery,
         &state.tls,
@@ -144,142 +226,287 @@ pub fn spawn(
     )?;
     let (tx, rx) = mpsc::channel::<Outcome>(state.delivery.concurrency * 2);
     let recorder = tokio::spawn(record(state.clone(), pool.clone(), rx));
-    let sem = Arc::new(Semaphore::new(state.delivery.concurrency.max(1)));
-    let inflight: InFlight = Arc::default();
+    let dispatch = Arc::new(Dispatch {
+        state: state.clone(),
+        client,
+        sem: Arc::new(Semaphore::new(state.delivery.concurrency.max(1))),
+        inflight: Arc::default(),
+        taken: Arc::default(),
+        depth: if renewable(&state.delivery) { DEPTH } else { 1 },
+        tx,
+        admission: tokio::sync::Mutex::new(()),
+        backlog: AtomicBool::new(true),
+    });
+    let d = dispatch.clone();
     let claimer = tokio::spawn(async move {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = state.wake.notified() => {},
+                _ = d.state.wake.notified() => {},
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {},
             }
-            if let Err(e) = claim_and_send(&state, &pool, &client, &sem, &inflight, &tx).await {
+            if let Err(e) = d.claim_and_send(&pool).await {
                 tracing::warn!(error = ?e, "delivery pass failed");
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
         // Let attempts in flight finish (bounded by their timeout).
-        let _ = sem
-            .acquire_many(state.delivery.concurrency.max(1) as u32)
+        let _ = d
+            .sem
+            .acquire_many(d.state.delivery.concurrency.max(1) as u32)
             .await;
     });
-    Ok(vec![claimer, recorder])
+    Ok((dispatch, vec![claimer, recorder]))
 }
 
-async fn claim_and_send(
-    state: &actix_web::web::Data<AppState>,
-    pool: &sqlx::PgPool,
-    client: &reqwest::Client,
-    sem: &Arc<Semaphore>,
-    inflight: &InFlight,
-    tx: &mpsc::Sender<Outcome>,
-) -> anyhow::Result<()> {
-    let cap = state.delivery.per_endpoint.max(1);
-    loop {
-        let room = sem.available_permits().min(state.delivery.batch as usize);
-        if room == 0 {
-            // Every slot is busy: wait for one.
-            drop(sem.acquire().await?);
-            continue;
-        }
-        // Each endpoint's attempts in flight: those at their share are left out
-        // of the candidates (a hanging receiver cannot block the queue's head),
-        // the others are offered no more than their remaining share.
-        let (ids, counts): (Vec<Uuid>, Vec<i32>) = inflight
+impl Dispatch {
+    /// What may be taken now, at most `limit`: `depth` attempts per slot, in
+    /// all and per endpoint, counting those taken already (sending or
+    /// waiting for a slot).
+    fn room(&self, limit: usize) -> Room {
+        let depth = self.depth;
+        let cap = self.state.delivery.per_endpoint.max(1) * depth;
+        let (endpoints, in_flight): (Vec<Uuid>, Vec<i32>) = self
+            .inflight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .map(|(id, n)| (*id, *n as i32))
+            .map(|(id, t)| (*id, t.taken as i32))
             .unzip();
-        let busy: Vec<Uuid> = ids
+        let busy = endpoints
             .iter()
-            .zip(&counts)
+            .zip(&in_flight)
             .filter(|(_, n)| **n as usize >= cap)
             .map(|(id, _)| *id)
             .collect();
-        let now = state.clock.now();
-        let lease = now + time::Duration::milliseconds(state.delivery.lease_ms as i64);
-        // Candidates come from the head of the due index (bounded), so ranking
-        // them per endpoint costs the same however long the queue is.
-        let claimed = sqlx::query_as!(
-            Claimed,
-            r#"WITH cand AS (
-               SELECT delivery_id, endpoint_id, due_at FROM queue
-               WHERE due_at <= $1 AND endpoint_id <> ALL($2)
-               ORDER BY due_at LIMIT $3 * 4),
-             ranked AS (
-               SELECT c.delivery_id, c.due_at,
-                      row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.due_at, c.delivery_id) AS rn,
-                      $5 - COALESCE(f.n, 0) AS room
-               FROM cand c LEFT JOIN unnest($6::uuid[], $7::int[]) AS f(endpoint_id, n)
-                 ON f.endpoint_id = c.endpoint_id),
-             due AS (
-               SELECT q.delivery_id FROM queue q JOIN ranked r ON r.delivery_id = q.delivery_id
-               WHERE r.rn <= r.room AND q.due_at <= $1
-               ORDER BY r.due_at LIMIT $3 FOR UPDATE OF q SKIP LOCKED)
-             UPDATE queue q SET due_at = $4 FROM due, events ev, endpoints e
-             WHERE q.delivery_id = due.delivery_id AND ev.id = q.event_id AND e.id = q.endpoint_id
-             RETURNING q.delivery_id AS "id!", q.endpoint_id AS "endpoint_id!", q.event_id AS "event_id!",
-                       ev.event_type AS "event_type!", ev.payload AS "payload!", q.attempts AS "attempts!",
-                       e.url AS "url!", e.secret AS "secret!", e.previous_secret, e.previous_until"#,
-            now,
-            &busy,
-            room as i64,
-            lease,
-            cap as i32,
-            &ids,
-            &counts,
-        )
-        .fetch_all(pool)
-        .await?;
-        if claimed.is_empty() {
-            return Ok(());
+        let total = (self.state.delivery.concurrency.max(1) * depth)
+            .saturating_sub(self.taken.load(Ordering::Relaxed));
+        Room {
+            total: total.min(limit),
+            cap,
+            busy,
+            endpoints,
+            in_flight,
         }
+    }
+
+    /// Lease and launch first attempts straight from the fan-out: `queue` is
+    /// given the [`Room`] there is now and queues its deliveries, leasing
+    /// those the room admits; they are sent without a claim, at once or as
+    /// soon as a slot (and their endpoint's share) is free. What it queued
+    /// unleased waits for the claimer, as do the leased ones if this process
+    /// stops before recording them (their lease runs out).
+    pub async fn admit<F, Fut>(self: &Arc<Self>, queue: F) -> anyhow::Result<()>
+    where
+        F: FnOnce(Room) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Handoff>>,
+    {
+        let _turn = self.admission.lock().await;
+        let room = self.room(usize::MAX);
+        let handoff = queue(room).await?;
+        if handoff.waiting > 0 {
+            self.backlog.store(true, Ordering::Relaxed);
+            self.state.wake.notify_one();
+        }
+        let claimed = handoff
+            .leased
+            .into_iter()
+            .map(|l| Claimed {
+                id: l.id,
+                endpoint_id: l.endpoint_id,
+                event_id: l.event_id,
+                event_type: l.event_type,
+                payload: l.payload,
+                attempts: 0,
+                url: l.url,
+                secret: l.secret,
+                previous_secret: l.previous_secret,
+                previous_until: l.previous_until,
+                lease: l.lease,
+            })
+            .collect();
+        self.launch(claimed).await
+    }
+
+    async fn claim_and_send(self: &Arc<Self>, pool: &sqlx::PgPool) -> anyhow::Result<()> {
+        loop {
+            let _turn = self.admission.lock().await;
+            let batch = self.state.delivery.batch.max(1) as usize;
+            let room = self.room(batch);
+            // Claim in batches: with most of the room taken, wait (for the
+            // attempts that finish to wake the claimer) until a batch's worth
+            // is free, rather than claim a few rows each time one finishes.
+            if room.total < (batch / 2).min(self.state.delivery.concurrency / 4).max(1) {
+                self.backlog.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+            let now = self.state.clock.now();
+            let lease = now + time::Duration::milliseconds(self.state.delivery.lease_ms as i64);
+            // Candidates come from the head of the due index (bounded), so
+            // ranking them per endpoint costs the same however long the queue
+            // is; an endpoint is offered no more than its remaining share.
+            let claimed = sqlx::query_as!(
+                Claimed,
+                r#"WITH cand AS (
+                   SELECT delivery_id, endpoint_id, due_at FROM queue
+                   WHERE due_at <= $1 AND endpoint_id <> ALL($2)
+                   ORDER BY due_at LIMIT $3 * 4),
+                 ranked AS (
+                   SELECT c.delivery_id, c.due_at,
+                          row_number() OVER (PARTITION BY c.endpoint_id ORDER BY c.due_at, c.delivery_id) AS rn,
+                          $5 - COALESCE(f.n, 0) AS room
+                   FROM cand c LEFT JOIN unnest($6::uuid[], $7::int[]) AS f(endpoint_id, n)
+                     ON f.endpoint_id = c.endpoint_id),
+                 due AS (
+                   SELECT q.delivery_id FROM queue q JOIN ranked r ON r.delivery_id = q.delivery_id
+                   WHERE r.rn <= r.room AND q.due_at <= $1
+                   ORDER BY r.due_at LIMIT $3 FOR UPDATE OF q SKIP LOCKED)
+                 UPDATE queue q SET due_at = $4 FROM due, events ev, endpoints e
+                 WHERE q.delivery_id = due.delivery_id AND ev.id = q.event_id AND e.id = q.endpoint_id
+                 RETURNING q.delivery_id AS "id!", q.endpoint_id AS "endpoint_id!", q.event_id AS "event_id!",
+                           ev.event_type AS "event_type!", ev.payload AS "payload!", q.attempts AS "attempts!",
+                           e.url AS "url!", e.secret AS "secret!", e.previous_secret, e.previous_until,
+                           q.due_at AS "lease!""#,
+                now,
+                &room.busy,
+                room.total as i64,
+                lease,
+                room.cap as i32,
+                &room.endpoints,
+                &room.in_flight,
+            )
+            .fetch_all(pool)
+            .await?;
+            // Due deliveries may be left behind a claim that took some, and
+            // behind an endpoint at its share (left out of the claim): take
+            // them as slots free up. An empty claim with no endpoint left out
+            // found nothing due.
+            self.backlog.store(
+                !claimed.is_empty() || !room.busy.is_empty(),
+                Ordering::Relaxed,
+            );
+            if claimed.is_empty() {
+                return Ok(());
+            }
+            self.launch(claimed).await?;
+        }
+    }
+
+    /// `c`, about to be sent, if its lease still covers the attempt; else
+    /// renewed first, as long as the queue row still holds this process's
+    /// lease. `None`: the lease ran out and another claim took the delivery
+    /// (or it was settled or stopped): not this process's to send.
+    async fn still_ours(&self, mut c: Claimed) -> Option<Claimed> {
+        let d = &self.state.delivery;
+        let now = self.state.clock.now();
+        let attempt_needs = time::Duration::milliseconds(d.timeout_ms as i64 + RENEW_MARGIN_MS);
+        if !renewable(d) || c.lease - now > attempt_needs {
+            return Some(c);
+        }
+        let lease = now + time::Duration::milliseconds(d.lease_ms as i64);
+        let renewed = sqlx::query_scalar!(
+            "UPDATE queue SET due_at = $4 WHERE delivery_id = $1 AND attempts = $2 AND due_at = $3 \
+             RETURNING due_at",
+            c.id,
+            c.attempts,
+            c.lease,
+            lease,
+        )
+        .fetch_optional(&self.state.pool)
+        .await;
+        match renewed {
+            Ok(Some(lease)) => {
+                c.lease = lease;
+                Some(c)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                // Not sent now: its lease runs out and a claim sends it.
+                tracing::warn!(error = ?e, "renewing a delivery's lease failed");
+                None
+            }
+        }
+    }
+
+    /// Take each attempt and start it in a task that waits for its
+    /// endpoint's share and a slot, then sends. The caller holds the
+    /// admission turn and sized what it took by the [`Room`] it read under it;
+    /// an attempt over its endpoint's limit, which that sizing rules out, is
+    /// given back to the queue.
+    async fn launch(self: &Arc<Self>, claimed: Vec<Claimed>) -> anyhow::Result<()> {
+        let (cap, limit) = {
+            let cap = self.state.delivery.per_endpoint.max(1);
+            (cap, cap * self.depth)
+        };
         for c in claimed {
-            let admitted = {
-                let mut map = inflight.lock().unwrap_or_else(PoisonError::into_inner);
-                let n = map.entry(c.endpoint_id).or_insert(0);
-                let ok = *n < cap;
-                if ok {
-                    *n += 1;
-                }
-                ok
+            let sending = {
+                let mut map = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
+                let t = map.entry(c.endpoint_id).or_insert_with(|| Taken {
+                    taken: 0,
+                    sending: Arc::new(Semaphore::new(cap)),
+                });
+                (t.taken < limit).then(|| {
+                    t.taken += 1;
+                    t.sending.clone()
+                })
             };
-            if !admitted {
-                // Over this endpoint's share: give the claim back.
+            let Some(sending) = sending else {
                 sqlx::query!(
                     "UPDATE queue SET due_at = $2 WHERE delivery_id = $1 AND attempts = $3",
                     c.id,
-                    now,
+                    self.state.clock.now(),
                     c.attempts,
                 )
-                .execute(pool)
+                .execute(&self.state.pool)
                 .await?;
+                self.backlog.store(true, Ordering::Relaxed);
                 continue;
-            }
-            let permit = sem.clone().acquire_owned().await?;
-            let (state, client, tx, inflight) =
-                (state.clone(), client.clone(), tx.clone(), inflight.clone());
+            };
+            self.taken.fetch_add(1, Ordering::Relaxed);
+            let d = self.clone();
             tokio::spawn(async move {
                 let endpoint = c.endpoint_id;
-                let outcome = attempt(&state, &client, c).await;
+                // Neither is ever closed.
+                let share = sending.acquire_owned().await;
+                let slot = d.sem.clone().acquire_owned().await;
+                let outcome = match d.still_ours(c).await {
+                    Some(c) => Some(attempt(&d.state, &d.client, c).await),
+                    None => None,
+                };
                 {
-                    let mut map = inflight.lock().unwrap_or_else(PoisonError::into_inner);
-                    if let Some(n) = map.get_mut(&endpoint) {
-                        *n -= 1;
-                        if *n == 0 {
+                    let mut map = d.inflight.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(t) = map.get_mut(&endpoint) {
+                        t.taken -= 1;
+                        if t.taken == 0 {
                             map.remove(&endpoint);
                         }
                     }
                 }
-                let _ = tx.send(outcome).await;
-                drop(permit);
-                // A slot (and this endpoint's share) is free: claim again now
-                // rather than at the next poll.
-                state.wake.notify_one();
+                d.taken.fetch_sub(1, Ordering::Relaxed);
+                if let Some(outcome) = outcome {
+                    let _ = d.tx.send(outcome).await;
+                }
+                drop((slot, share));
+                // A slot (and this endpoint's share) is free: when deliveries
+                // are waiting in the queue, claim again now rather than at
+                // the next poll.
+                if d.backlog.load(Ordering::Relaxed) {
+                    d.state.wake.notify_one();
+                }
             });
         }
+        Ok(())
     }
+}
+
+/// How much of a lease beyond the attempt's timeout must be left to send
+/// without renewing it.
+const RENEW_MARGIN_MS: i64 = 1_000;
+
+/// Whether a lease can outlast an attempt, so that attempts may wait for a
+/// slot (renewed when needed) rather than be claimed only when one is free.
+fn renewable(d: &DeliverySettings) -> bool {
+    d.lease_ms as i64 > d.timeout_ms as i64 + 2 * RENEW_MARGIN_MS
 }
 
 /// One attempt: sign, send, classify.

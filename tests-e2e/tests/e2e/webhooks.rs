@@ -646,6 +646,221 @@ async fn deleting_an_endpoint_stops_its_deliveries() {
     );
 }
 
+/// The outcomes recorded for `ep`'s deliveries: (seq, attempts, status, error).
+async fn outcomes(s: &TestStack, ep: &str) -> Vec<(i32, i32, String, Option<String>)> {
+    sqlx::query!(
+        "SELECT o.seq, o.attempts, o.status, o.error FROM webhook_dispatcher.outcomes o \
+         JOIN webhook_dispatcher.deliveries d ON d.id = o.delivery_id \
+         WHERE d.endpoint_id = $1::uuid ORDER BY o.delivery_id, o.seq",
+        uuid::Uuid::parse_str(ep).expect("a uuid"),
+    )
+    .fetch_all(&s.db)
+    .await
+    .expect("outcomes")
+    .into_iter()
+    .map(|r| (r.seq, r.attempts, r.status, r.error))
+    .collect()
+}
+
+#[tokio::test]
+async fn an_attempt_in_flight_when_its_endpoint_is_deleted_records_nothing() {
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[delivery]\ntimeout_ms = 60000\nlease_ms = 120000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-delete-inflight@example.com").await;
+    let rx = Receiver::start(200);
+    rx.held.store(true, Ordering::SeqCst);
+    let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
+    publish_event(&s, &org, "server.created").await;
+    assert!(until_count(&rx, 1, 10).await, "the attempt is in flight");
+    let r = p_call(
+        &s,
+        "DELETE",
+        &format!("/v1/webhooks/{ep}"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    // The attempt lands after the deletion.
+    rx.held.store(false, Ordering::SeqCst);
+    let delivered = "hub_webhook_attempts_total{result=\"delivered\"}";
+    eventually(Duration::from_secs(10), || async {
+        let m = s.scrape("webhook_dispatcher").await;
+        (tests_e2e::sample(&m, delivered) == Some(1.0)).then_some(())
+    })
+    .await
+    .expect("the attempt came back delivered");
+    // Its outcome went to the recorder as it was counted. A later delivery,
+    // sent after that, is recorded after it (one recorder, in order).
+    let witness = Receiver::start(200);
+    let wep = endpoint_id(&s, &owner, &org, &witness.url).await;
+    publish_event(&s, &org, "server.active").await;
+    until_log(&s, &owner, &wep, 10, |rows| {
+        rows.first().is_some_and(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("the later delivery was recorded");
+    assert_eq!(
+        outcomes(&s, &ep).await,
+        [(
+            1,
+            0,
+            "failed".to_owned(),
+            Some("endpoint deleted".to_owned())
+        )],
+        "the deletion's outcome stands; the late answer is not recorded"
+    );
+    assert_eq!(rx.count(), 1);
+}
+
+#[tokio::test]
+async fn an_answer_that_comes_after_its_lease_was_taken_over_changes_nothing() {
+    // The first attempt hangs past its lease, so a claim (of this replica or
+    // any other: the fence is in Postgres) sends the delivery again. That one
+    // fails and is recorded (a retry is due); then the first answers 200, too
+    // late: recording it would end the series and drop the retry.
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml:
+            "[delivery]\ntimeout_ms = 60000\nlease_ms = 3000\nbackoff_ms = [1500, 1500]\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-lease@example.com").await;
+    // Request 1 waits for `first` and answers 200; request 2 waits for
+    // `second` and answers 500; later ones answer 200 at once.
+    let (first, second) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let seen = Arc::new(AtomicUsize::new(0));
+    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (f, sc, n, i) = (first.clone(), second.clone(), seen.clone(), ids.clone());
+    let url = tests_e2e::stand_in(move |req, _| {
+        if let Ok(mut i) = i.lock() {
+            i.push(
+                req.headers()
+                    .get("webhook-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned(),
+            );
+        }
+        let (gate, code) = match n.fetch_add(1, Ordering::SeqCst) {
+            0 => (Some(&f), 200),
+            1 => (Some(&sc), 500),
+            _ => (None, 200),
+        };
+        while gate.is_some_and(|g| !g.load(Ordering::SeqCst)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        actix_web::HttpResponse::build(
+            actix_web::http::StatusCode::from_u16(code).unwrap_or_default(),
+        )
+        .finish()
+    });
+    let ep = endpoint_id(&s, &owner, &org, &url).await;
+    let event = publish_event(&s, &org, "server.created").await;
+    let count = |k: usize| {
+        let seen = seen.clone();
+        async move {
+            eventually(Duration::from_secs(15), || async {
+                (seen.load(Ordering::SeqCst) >= k).then_some(())
+            })
+            .await
+            .is_some()
+        }
+    };
+    assert!(count(2).await, "sent again once the lease ran out");
+    second.store(true, Ordering::SeqCst);
+    until_log(&s, &owner, &ep, 10, |rows| {
+        rows.first()
+            .is_some_and(|d| d["status"] == "pending" && d["attempts"] == 1)
+    })
+    .await
+    .expect("the failure was recorded, a retry is due");
+    first.store(true, Ordering::SeqCst);
+    // The retry still comes, and its answer ends the series.
+    assert!(count(3).await, "the retry was sent");
+    let log = until_log(&s, &owner, &ep, 10, |rows| {
+        rows.first().is_some_and(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("the retry was recorded");
+    assert_eq!(log[0]["attempts"], 2, "{log:?}");
+    assert_eq!(
+        outcomes(&s, &ep)
+            .await
+            .into_iter()
+            .map(|(seq, attempts, status, _)| (seq, attempts, status))
+            .collect::<Vec<_>>(),
+        [(1, 1, "pending".to_owned()), (2, 2, "delivered".to_owned())]
+    );
+    let ids = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    assert!(ids.len() >= 3 && ids.iter().all(|i| *i == event), "{ids:?}");
+}
+
+#[tokio::test]
+async fn an_attempt_that_waited_for_a_slot_renews_its_lease_and_is_sent_once() {
+    // One slot, and attempts that take 3.5 s: the second event's attempt waits
+    // 3.5 s for the slot, leased for 6.5 s from its fan-out, and would still be
+    // in flight when that lease ran out (a claim would then send it again).
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml:
+            "[delivery]\nconcurrency = 1\nper_endpoint = 1\ntimeout_ms = 4000\nlease_ms = 6500\n"
+                .into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-renew@example.com").await;
+    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let i = ids.clone();
+    let url = tests_e2e::stand_in(move |req, _| {
+        let id = req
+            .headers()
+            .get("webhook-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let first = i.lock().map(|mut i| {
+            let first = !i.contains(&id);
+            i.push(id);
+            first
+        });
+        if first.unwrap_or(true) {
+            std::thread::sleep(Duration::from_millis(3500));
+        }
+        actix_web::HttpResponse::Ok().finish()
+    });
+    let ep = endpoint_id(&s, &owner, &org, &url).await;
+    let a = publish_event(&s, &org, "server.created").await;
+    let b = publish_event(&s, &org, "server.active").await;
+    until_log(&s, &owner, &ep, 20, |rows| {
+        rows.len() == 2 && rows.iter().all(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("both delivered");
+    // Past the second attempt's first lease: a later event, sent after anything
+    // a claim of it would have sent, is the marker.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let c = publish_event(&s, &org, "server.terminated").await;
+    until_log(&s, &owner, &ep, 20, |rows| {
+        rows.len() == 3 && rows.iter().all(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("the marker delivered");
+    let mut got = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    // The first two in either order (one fan-out may take both), then the marker.
+    let first_two = 2.min(got.len());
+    got[..first_two].sort();
+    let mut want = vec![a, b];
+    want.sort();
+    want.push(c);
+    assert_eq!(got, want, "each sent once");
+}
+
 #[tokio::test]
 async fn internal_addresses_are_refused_at_creation_and_at_delivery() {
     let s = TestStack::spawn_with(StackOptions {
