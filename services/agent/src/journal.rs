@@ -74,10 +74,7 @@ impl Journal {
 
     /// Store `e` with whatever else is waiting; returns once committed.
     pub async fn record(&self, e: Exchange) -> Result<(), ApiError> {
-        self.0
-            .submit(e.user_id.as_u128(), e)
-            .await
-            .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?
+        self.0.submit(e.user_id.as_u128(), e).await?
     }
 }
 

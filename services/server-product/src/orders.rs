@@ -78,10 +78,7 @@ impl Orders {
 
     /// Store `o` with whatever else is waiting; returns once committed.
     pub async fn place(&self, o: Order) -> Result<Placed, ApiError> {
-        self.0
-            .submit(o.row.org_id.as_uuid().as_u128(), o)
-            .await
-            .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?
+        self.0.submit(o.row.org_id.as_uuid().as_u128(), o).await?
     }
 }
 

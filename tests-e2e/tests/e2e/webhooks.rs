@@ -110,6 +110,19 @@ async fn delivery_log(s: &TestStack, token: &str, ep: &str) -> tests_e2e::Resp {
     .await
 }
 
+/// `DELETE /v1/webhooks/{ep}` as `token`; its status.
+async fn delete_endpoint(s: &TestStack, token: &str, ep: &str) -> u16 {
+    p_call(
+        s,
+        "DELETE",
+        &format!("/v1/webhooks/{ep}"),
+        Some(token),
+        None,
+    )
+    .await
+    .status
+}
+
 /// Publish a product event for `org` on the stack's PRODUCT stream, as
 /// server-product's outbox would; returns its id.
 async fn publish_event(s: &TestStack, org: &str, kind: &str) -> String {
@@ -595,15 +608,7 @@ async fn deleting_an_endpoint_stops_its_deliveries() {
     let wep = endpoint_id(&s, &owner, &org, &witness.url).await;
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 1, 10).await);
-    let r = p_call(
-        &s,
-        "DELETE",
-        &format!("/v1/webhooks/{ep}"),
-        Some(&owner),
-        None,
-    )
-    .await;
-    assert_eq!(r.status, 200);
+    assert_eq!(delete_endpoint(&s, &owner, &ep).await, 200);
     // The witness's series is over (three attempts, 1.5 s apart, the last
     // recorded failed): the deleted endpoint's retries, due at the same
     // times, would have come by then.
@@ -632,18 +637,7 @@ async fn deleting_an_endpoint_stops_its_deliveries() {
         rows,
         [("failed".to_owned(), Some("endpoint deleted".to_owned()))]
     );
-    assert_eq!(
-        p_call(
-            &s,
-            "DELETE",
-            &format!("/v1/webhooks/{ep}"),
-            Some(&owner),
-            None
-        )
-        .await
-        .status,
-        404
-    );
+    assert_eq!(delete_endpoint(&s, &owner, &ep).await, 404);
 }
 
 /// The outcomes recorded for `ep`'s deliveries: (seq, attempts, status, error).
@@ -675,15 +669,7 @@ async fn an_attempt_in_flight_when_its_endpoint_is_deleted_records_nothing() {
     let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 1, 10).await, "the attempt is in flight");
-    let r = p_call(
-        &s,
-        "DELETE",
-        &format!("/v1/webhooks/{ep}"),
-        Some(&owner),
-        None,
-    )
-    .await;
-    assert_eq!(r.status, 200);
+    assert_eq!(delete_endpoint(&s, &owner, &ep).await, 200);
     // The attempt lands after the deletion.
     rx.held.store(false, Ordering::SeqCst);
     let delivered = "hub_webhook_attempts_total{result=\"delivered\"}";
@@ -1202,18 +1188,7 @@ async fn an_organization_has_at_most_twenty_endpoints_even_under_concurrent_crea
     assert_eq!(list.body.as_array().map(Vec::len), Some(20));
     // Deleting one makes room for one; another organization has its own count.
     let first = list.body[0]["id"].as_str().unwrap_or_default().to_owned();
-    assert_eq!(
-        p_call(
-            &s,
-            "DELETE",
-            &format!("/v1/webhooks/{first}"),
-            Some(&owner),
-            None
-        )
-        .await
-        .status,
-        200
-    );
+    assert_eq!(delete_endpoint(&s, &owner, &first).await, 200);
     assert_eq!(endpoint(&s, &owner, &org, &rx.url).await.status, 201);
     assert_eq!(endpoint(&s, &owner, &org, &rx.url).await.status, 409);
     let (other_owner, other) = s.org_with_owner("hooks-cap-other@example.com").await;

@@ -61,10 +61,7 @@ impl<B: Book> Writer<B> {
     /// Apply `m` with whatever else is waiting for the same writer; returns once
     /// its transaction committed.
     pub async fn apply(&self, m: Move) -> Result<B::Applied, ApiError> {
-        self.0
-            .submit(m.org_id.as_uuid().as_u128(), m)
-            .await
-            .map_err(|_| ApiError::Unavailable("the service is shutting down".into()))?
+        self.0.submit(m.org_id.as_uuid().as_u128(), m).await?
     }
 }
 
