@@ -150,14 +150,6 @@ impl ApiError {
     }
 }
 
-impl From<crate::group_commit::Stopped> for ApiError {
-    /// A group-commit writer stopped before answering: the service is
-    /// shutting down (503; the item may or may not have been applied).
-    fn from(_: crate::group_commit::Stopped) -> Self {
-        ApiError::Unavailable("the service is shutting down".into())
-    }
-}
-
 impl From<anyhow::Error> for ApiError {
     /// An outage anywhere in the chain is a 503; anything else a 500 that
     /// names the line of the `?` that raised it.

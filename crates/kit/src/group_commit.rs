@@ -49,6 +49,13 @@ pub trait Batch: Send + 'static {
 #[error("the writer stopped before answering (shutting down)")]
 pub struct Stopped;
 
+impl From<Stopped> for crate::error::ApiError {
+    /// Answered as the service shutting down (503).
+    fn from(_: Stopped) -> Self {
+        crate::error::ApiError::Unavailable("the service is shutting down".into())
+    }
+}
+
 type Job<B> = (<B as Batch>::Item, oneshot::Sender<<B as Batch>::Output>);
 
 /// The submitting side of a set of writers (cheap to clone).
