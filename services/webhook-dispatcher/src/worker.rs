@@ -345,6 +345,10 @@ impl Dispatch {
             // Candidates come from the head of the due index (bounded), so
             // ranking them per endpoint costs the same however long the queue
             // is; an endpoint is offered no more than its remaining share.
+            // Each candidate is then locked through its primary key (the
+            // LATERAL makes it a nested loop, in due order, stopping at the
+            // batch): joined instead, the planner hashed the whole due range
+            // of the queue for every claim, 35 ms per 256 rows at 20k rows.
             let claimed = sqlx::query_as!(
                 Claimed,
                 r#"WITH cand AS (
@@ -358,9 +362,13 @@ impl Dispatch {
                    FROM cand c LEFT JOIN unnest($6::uuid[], $7::int[]) AS f(endpoint_id, n)
                      ON f.endpoint_id = c.endpoint_id),
                  due AS (
-                   SELECT q.delivery_id FROM queue q JOIN ranked r ON r.delivery_id = q.delivery_id
-                   WHERE r.rn <= r.room AND q.due_at <= $1
-                   ORDER BY r.due_at LIMIT $3 FOR UPDATE OF q SKIP LOCKED)
+                   SELECT l.delivery_id
+                   FROM (SELECT delivery_id, due_at FROM ranked WHERE rn <= room
+                         ORDER BY due_at, delivery_id) r,
+                   LATERAL (SELECT q.delivery_id FROM queue q
+                            WHERE q.delivery_id = r.delivery_id AND q.due_at <= $1
+                            FOR UPDATE SKIP LOCKED) l
+                   LIMIT $3)
                  UPDATE queue q SET due_at = $4 FROM due, events ev, endpoints e
                  WHERE q.delivery_id = due.delivery_id AND ev.id = q.event_id AND e.id = q.endpoint_id
                  RETURNING q.delivery_id AS "id!", q.endpoint_id AS "endpoint_id!", q.event_id AS "event_id!",

@@ -80,6 +80,20 @@ fn header<'a>(h: &'a [(String, String)], name: &str) -> &'a str {
         .map_or("", |(_, v)| v.as_str())
 }
 
+/// The `webhook-id` (the event's id) a stand-in receiver was sent.
+fn webhook_id(req: &actix_web::HttpRequest) -> String {
+    req.headers()
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// One slot in all, attempts of up to 4 s and leases of 6.5 s: attempts wait
+/// for the slot in memory, and their lease is renewed when it would run out.
+const ONE_SLOT: &str =
+    "[delivery]\nconcurrency = 1\nper_endpoint = 1\ntimeout_ms = 4000\nlease_ms = 6500\n";
+
 async fn endpoint(s: &TestStack, token: &str, org: &str, url: &str) -> tests_e2e::Resp {
     p_call(
         s,
@@ -726,13 +740,7 @@ async fn an_answer_that_comes_after_its_lease_was_taken_over_changes_nothing() {
     let (f, sc, n, i) = (first.clone(), second.clone(), seen.clone(), ids.clone());
     let url = tests_e2e::stand_in(move |req, _| {
         if let Ok(mut i) = i.lock() {
-            i.push(
-                req.headers()
-                    .get("webhook-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned(),
-            );
+            i.push(webhook_id(req));
         }
         let (gate, code) = match n.fetch_add(1, Ordering::SeqCst) {
             0 => (Some(&f), 200),
@@ -794,9 +802,7 @@ async fn an_attempt_that_waited_for_a_slot_renews_its_lease_and_is_sent_once() {
     // 3.5 s for the slot, leased for 6.5 s from its fan-out, and would still be
     // in flight when that lease ran out (a claim would then send it again).
     let s = TestStack::spawn_with(StackOptions {
-        webhook_toml:
-            "[delivery]\nconcurrency = 1\nper_endpoint = 1\ntimeout_ms = 4000\nlease_ms = 6500\n"
-                .into(),
+        webhook_toml: ONE_SLOT.into(),
         ..Default::default()
     })
     .await;
@@ -804,12 +810,7 @@ async fn an_attempt_that_waited_for_a_slot_renews_its_lease_and_is_sent_once() {
     let ids: Arc<Mutex<Vec<String>>> = Arc::default();
     let i = ids.clone();
     let url = tests_e2e::stand_in(move |req, _| {
-        let id = req
-            .headers()
-            .get("webhook-id")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned();
+        let id = webhook_id(req);
         let first = i.lock().map(|mut i| {
             let first = !i.contains(&id);
             i.push(id);
@@ -845,6 +846,90 @@ async fn an_attempt_that_waited_for_a_slot_renews_its_lease_and_is_sent_once() {
     want.sort();
     want.push(c);
     assert_eq!(got, want, "each sent once");
+}
+
+#[tokio::test]
+async fn an_attempt_whose_lease_was_taken_while_it_waited_is_not_sent() {
+    // One slot, held by the first event's attempt until the test lets it go.
+    // The other event's attempt waits for the slot, leased; meanwhile its
+    // queue row takes another lease (as a claim of another replica does once
+    // a lease has run out). When the slot frees, its lease must be renewed to
+    // cover an attempt, and the renewal finds the row no longer this
+    // process's: the attempt is dropped, not sent.
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: ONE_SLOT.into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-taken@example.com").await;
+    let release = Arc::new(AtomicBool::new(false));
+    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (r, i) = (release.clone(), ids.clone());
+    let url = tests_e2e::stand_in(move |req, _| {
+        let first = i
+            .lock()
+            .map(|mut i| {
+                i.push(webhook_id(req));
+                i.len() == 1
+            })
+            .unwrap_or(false);
+        while first && !r.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        actix_web::HttpResponse::Ok().finish()
+    });
+    let ep = endpoint_id(&s, &owner, &org, &url).await;
+    let a = publish_event(&s, &org, "server.created").await;
+    let b = publish_event(&s, &org, "server.active").await;
+    // One attempt is at the receiver; the other's row is leased (due later).
+    let (sending, waiting, lease) = eventually(Duration::from_secs(15), || async {
+        let sending = ids.lock().ok()?.first().cloned()?;
+        let waiting = if sending == a { b.clone() } else { a.clone() };
+        let lease = sqlx::query_scalar!(
+            "SELECT due_at FROM webhook_dispatcher.queue WHERE event_id = $1::uuid AND due_at > now()",
+            uuid::Uuid::parse_str(&waiting).ok()?,
+        )
+        .fetch_optional(&s.db)
+        .await
+        .ok()??;
+        Some((sending, waiting, lease))
+    })
+    .await
+    .expect("one attempt sending, the other waiting, leased");
+    let taken = sqlx::query!(
+        "UPDATE webhook_dispatcher.queue SET due_at = now() + interval '1 hour' \
+         WHERE event_id = $1::uuid",
+        uuid::Uuid::parse_str(&waiting).expect("a uuid"),
+    )
+    .execute(&s.db)
+    .await
+    .expect("take the lease over")
+    .rows_affected();
+    assert_eq!(taken, 1);
+    // Free the slot once the waiting attempt's lease no longer covers an
+    // attempt (timeout 4 s, plus a second's margin), so it must be renewed.
+    let renew_from = lease - time::Duration::milliseconds(4500);
+    let wait = renew_from - time::OffsetDateTime::now_utc();
+    tokio::time::sleep(Duration::try_from(wait).unwrap_or_default()).await;
+    release.store(true, Ordering::SeqCst);
+    // A later event waits behind it for the slot: once it is delivered, the
+    // waiting attempt has had its turn.
+    let c = publish_event(&s, &org, "server.terminated").await;
+    let log = until_log(&s, &owner, &ep, 20, |rows| {
+        rows.iter()
+            .any(|d| d["event_id"] == json!(c) && d["status"] == "delivered")
+    })
+    .await
+    .expect("the marker delivered");
+    assert_eq!(
+        ids.lock().map(|i| i.clone()).unwrap_or_default(),
+        [sending, c],
+        "the attempt whose lease was taken is not sent"
+    );
+    // Its delivery stays pending, for the claim that holds it now.
+    let left: Vec<_> = log.iter().filter(|d| d["status"] == "pending").collect();
+    assert_eq!(left.len(), 1, "{log:?}");
+    assert_eq!(left[0]["attempts"], 0, "{log:?}");
 }
 
 #[tokio::test]
