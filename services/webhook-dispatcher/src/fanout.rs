@@ -13,6 +13,7 @@ use crate::{
     state::AppState,
     worker::{Dispatch, Handoff, Leased, Room},
 };
+use bytes::Bytes;
 use event_contracts::ProductEvent;
 use hub_domain::OrgId;
 use service_kit::nats::RawMessage;
@@ -27,6 +28,8 @@ struct Batch {
     orgs: Vec<OrgId>,
     kinds: Vec<String>,
     payloads: Vec<String>,
+    /// The same bodies, shared by the deliveries handed off to the worker.
+    bodies: Vec<Bytes>,
     at: Vec<OffsetDateTime>,
 }
 
@@ -50,8 +53,9 @@ pub async fn store(
                 b.orgs.push(e.org_id);
                 b.kinds.push(e.kind);
                 // The raw body exactly as committed: what gets signed and sent.
-                b.payloads
-                    .push(String::from_utf8_lossy(&m.payload).into_owned());
+                let payload = String::from_utf8_lossy(&m.payload).into_owned();
+                b.bodies.push(Bytes::from(payload.clone()));
+                b.payloads.push(payload);
                 b.at.push(e.created_at);
             }
             Err(e) => {
@@ -148,7 +152,7 @@ async fn queue(state: &AppState, b: &Batch, room: Option<Room>) -> anyhow::Resul
             endpoint_id: r.endpoint_id,
             event_id: r.event_id,
             event_type: b.kinds[i].clone(),
-            payload: b.payloads[i].clone(),
+            payload: b.bodies[i].clone(),
             url: r.url,
             secret: r.secret,
             previous_secret: r.previous_secret,

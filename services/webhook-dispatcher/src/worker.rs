@@ -29,6 +29,7 @@ use crate::{
     ssrf,
     state::{secret_aad, AppState},
 };
+use bytes::Bytes;
 use service_kit::{
     metrics::{HistogramVec, IntCounterVec, Metrics},
     tls::TlsSettings,
@@ -51,7 +52,8 @@ struct Claimed {
     endpoint_id: Uuid,
     event_id: Uuid,
     event_type: String,
-    payload: String,
+    /// The event's body, shared by its deliveries handed off together.
+    payload: Bytes,
     attempts: i32,
     url: String,
     secret: Vec<u8>,
@@ -169,12 +171,13 @@ pub struct Dispatch {
     inflight: InFlight,
     /// Attempts taken in all (sending, or waiting for a slot).
     taken: Arc<AtomicUsize>,
-    /// Attempts taken per slot, in all and per endpoint: [`DEPTH`] when a
-    /// lease outlasts an attempt (the default: 30 s over 10 s), so that
-    /// attempts wait for a slot in memory, leased (a lease about to run out
-    /// is renewed before sending, see [`Dispatch::still_ours`]), and claims
-    /// come in batches; else 1.
+    /// Attempts taken per slot, in all ([`DEPTH`]) and per endpoint
+    /// ([`DEPTH_PER_ENDPOINT`]), when a lease outlasts an attempt (the
+    /// default: 30 s over 10 s), so that attempts wait for a slot in memory,
+    /// leased (a lease about to run out is renewed before sending, see
+    /// [`Dispatch::still_ours`]), and claims come in batches; else 1 and 1.
     depth: usize,
+    depth_per_endpoint: usize,
     tx: mpsc::Sender<Outcome>,
     /// Held from reading the [`Room`] to launching what was claimed with it:
     /// slots are only taken under it, so a claim never finds fewer than it
@@ -199,7 +202,7 @@ pub struct Leased {
     pub endpoint_id: Uuid,
     pub event_id: Uuid,
     pub event_type: String,
-    pub payload: String,
+    pub payload: Bytes,
     pub url: String,
     pub secret: Vec<u8>,
     pub previous_secret: Option<Vec<u8>>,
@@ -208,8 +211,15 @@ pub struct Leased {
     pub lease: OffsetDateTime,
 }
 
-/// Attempts taken per slot when leases can be renewed (see `Dispatch::depth`).
-const DEPTH: usize = 8;
+/// Attempts taken per slot when leases can be renewed (see `Dispatch::depth`),
+/// in all: a fan-out as wide as 100 endpoints times a batch of 200 events
+/// mostly fits (16,384 with the default 512 slots), so it is handed off
+/// rather than queued for claims; an attempt waiting costs its queue row's
+/// few fields (the body is shared with its event's other deliveries).
+const DEPTH: usize = 32;
+/// The same per endpoint (512 with the default 64 slots), so a slow
+/// endpoint's backlog stays mostly in the queue, where any replica can take it.
+const DEPTH_PER_ENDPOINT: usize = 8;
 
 /// Start the worker: its claimer and its recorder run until `cancel` fires.
 /// The returned [`Dispatch`] also takes the fan-out's hand-offs.
@@ -233,6 +243,11 @@ pub fn spawn(
         inflight: Arc::default(),
         taken: Arc::default(),
         depth: if renewable(&state.delivery) { DEPTH } else { 1 },
+        depth_per_endpoint: if renewable(&state.delivery) {
+            DEPTH_PER_ENDPOINT
+        } else {
+            1
+        },
         tx,
         admission: tokio::sync::Mutex::new(()),
         backlog: AtomicBool::new(true),
@@ -260,12 +275,11 @@ pub fn spawn(
 }
 
 impl Dispatch {
-    /// What may be taken now, at most `limit`: `depth` attempts per slot, in
-    /// all and per endpoint, counting those taken already (sending or
-    /// waiting for a slot).
+    /// What may be taken now, at most `limit`: `depth` attempts per slot in
+    /// all, `depth_per_endpoint` per endpoint's slot, counting those taken
+    /// already (sending or waiting for a slot).
     fn room(&self, limit: usize) -> Room {
-        let depth = self.depth;
-        let cap = self.state.delivery.per_endpoint.max(1) * depth;
+        let cap = self.state.delivery.per_endpoint.max(1) * self.depth_per_endpoint;
         let (endpoints, in_flight): (Vec<Uuid>, Vec<i32>) = self
             .inflight
             .lock()
@@ -279,7 +293,7 @@ impl Dispatch {
             .filter(|(_, n)| **n as usize >= cap)
             .map(|(id, _)| *id)
             .collect();
-        let total = (self.state.delivery.concurrency.max(1) * depth)
+        let total = (self.state.delivery.concurrency.max(1) * self.depth)
             .saturating_sub(self.taken.load(Ordering::Relaxed));
         Room {
             total: total.min(limit),
@@ -349,8 +363,7 @@ impl Dispatch {
             // LATERAL makes it a nested loop, in due order, stopping at the
             // batch): joined instead, the planner hashed the whole due range
             // of the queue for every claim, 35 ms per 256 rows at 20k rows.
-            let claimed = sqlx::query_as!(
-                Claimed,
+            let claimed = sqlx::query!(
                 r#"WITH cand AS (
                    SELECT delivery_id, endpoint_id, due_at FROM queue
                    WHERE due_at <= $1 AND endpoint_id <> ALL($2)
@@ -385,6 +398,22 @@ impl Dispatch {
             )
             .fetch_all(pool)
             .await?;
+            let claimed: Vec<Claimed> = claimed
+                .into_iter()
+                .map(|r| Claimed {
+                    id: r.id,
+                    endpoint_id: r.endpoint_id,
+                    event_id: r.event_id,
+                    event_type: r.event_type,
+                    payload: Bytes::from(r.payload),
+                    attempts: r.attempts,
+                    url: r.url,
+                    secret: r.secret,
+                    previous_secret: r.previous_secret,
+                    previous_until: r.previous_until,
+                    lease: r.lease,
+                })
+                .collect();
             // Due deliveries may be left behind a claim that took some, and
             // behind an endpoint at its share (left out of the claim): take
             // them as slots free up. An empty claim with no endpoint left out
@@ -444,7 +473,7 @@ impl Dispatch {
     async fn launch(self: &Arc<Self>, claimed: Vec<Claimed>) -> anyhow::Result<()> {
         let (cap, limit) = {
             let cap = self.state.delivery.per_endpoint.max(1);
-            (cap, cap * self.depth)
+            (cap, cap * self.depth_per_endpoint)
         };
         for c in claimed {
             let sending = {
@@ -589,7 +618,7 @@ async fn send(state: &AppState, client: &reqwest::Client, c: Claimed) -> Attempt
         Ok(u) => u,
         Err(e) => return fail(e),
     };
-    let body = c.payload.as_bytes();
+    let body = &c.payload[..];
     let ts = now.unix_timestamp();
     let msg_id = c.event_id.to_string();
     let mut sigs = Vec::with_capacity(2);
@@ -609,7 +638,7 @@ async fn send(state: &AppState, client: &reqwest::Client, c: Claimed) -> Attempt
         .header("webhook-id", msg_id)
         .header("webhook-timestamp", ts.to_string())
         .header("webhook-signature", sigs.join(" "))
-        .body(c.payload);
+        .body(c.payload.clone());
     let started = std::time::Instant::now();
     let sent = sent.send().await;
     let took = started.elapsed();
