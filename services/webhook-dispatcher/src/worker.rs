@@ -14,7 +14,9 @@
 //! `outcomes` log, and a settled delivery leaves the queue. A 2xx is
 //! delivered; anything else (timeout, connection error, blocked address, any
 //! other status, a redirect) counts as a failed attempt, retried after
-//! `delivery.backoff_ms` until `delivery.attempts`.
+//! `delivery.backoff_ms` until `delivery.attempts`. When the process stops,
+//! attempts in flight finish and are recorded; those still waiting for a
+//! slot give their delivery back to the queue, due now, for any replica.
 //!
 //! Guarantee: every delivery is sent at least once. It is sent exactly once
 //! unless the dispatcher stops between sending and recording the outcome, or
@@ -187,6 +189,9 @@ pub struct Dispatch {
     /// or left an endpoint at its share out, or the fan-out queued some it
     /// had no room to lease): a finished attempt then wakes the claimer.
     backlog: AtomicBool,
+    /// Fires when the process stops: attempts still waiting for a slot give
+    /// their delivery back to the queue ([`Dispatch::give_back`]).
+    cancel: CancellationToken,
 }
 
 /// What the fan-out queued under [`Dispatch::admit`]: the deliveries it
@@ -251,6 +256,7 @@ pub fn spawn(
         tx,
         admission: tokio::sync::Mutex::new(()),
         backlog: AtomicBool::new(true),
+        cancel: cancel.clone(),
     });
     let d = dispatch.clone();
     let claimer = tokio::spawn(async move {
@@ -265,11 +271,15 @@ pub fn spawn(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
-        // Let attempts in flight finish (bounded by their timeout).
+        // Let attempts in flight finish (bounded by their timeout), and
+        // those that were waiting give their deliveries back.
         let _ = d
             .sem
             .acquire_many(d.state.delivery.concurrency.max(1) as u32)
             .await;
+        while d.taken.load(Ordering::Relaxed) > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     });
     Ok((dispatch, vec![claimer, recorder]))
 }
@@ -465,6 +475,25 @@ impl Dispatch {
         }
     }
 
+    /// Give `c`, which never got a slot, back to the queue as the process
+    /// stops: due now, so any replica claims it at once rather than when its
+    /// lease runs out; only while the row still holds this process's lease.
+    /// If this fails the lease runs out, and it is claimed then.
+    async fn give_back(&self, c: &Claimed) {
+        let given = sqlx::query!(
+            "UPDATE queue SET due_at = $4 WHERE delivery_id = $1 AND attempts = $2 AND due_at = $3",
+            c.id,
+            c.attempts,
+            c.lease,
+            self.state.clock.now(),
+        )
+        .execute(&self.state.pool)
+        .await;
+        if let Err(e) = given {
+            tracing::warn!(error = ?e, "giving a delivery back to the queue failed");
+        }
+    }
+
     /// Take each attempt and start it in a task that waits for its
     /// endpoint's share and a slot, then sends. The caller holds the
     /// admission turn and sized what it took by the [`Room`] it read under it;
@@ -503,12 +532,25 @@ impl Dispatch {
             let d = self.clone();
             tokio::spawn(async move {
                 let endpoint = c.endpoint_id;
-                // Neither is ever closed.
-                let share = sending.acquire_owned().await;
-                let slot = d.sem.clone().acquire_owned().await;
-                let outcome = match d.still_ours(c).await {
-                    Some(c) => Some(attempt(&d.state, &d.client, c).await),
-                    None => None,
+                // Neither semaphore is ever closed. A stop while waiting for
+                // them: the delivery goes back to the queue, due now.
+                let slots = tokio::select! {
+                    biased;
+                    _ = d.cancel.cancelled() => None,
+                    slots = async {
+                        let share = sending.acquire_owned().await;
+                        (share, d.sem.clone().acquire_owned().await)
+                    } => Some(slots),
+                };
+                let outcome = match slots {
+                    Some(_) => match d.still_ours(c).await {
+                        Some(c) => Some(attempt(&d.state, &d.client, c).await),
+                        None => None,
+                    },
+                    None => {
+                        d.give_back(&c).await;
+                        None
+                    }
                 };
                 {
                     let mut map = d.inflight.lock().unwrap_or_else(PoisonError::into_inner);
@@ -523,7 +565,7 @@ impl Dispatch {
                 if let Some(outcome) = outcome {
                     let _ = d.tx.send(outcome).await;
                 }
-                drop((slot, share));
+                drop(slots);
                 // A slot (and this endpoint's share) is free: when deliveries
                 // are waiting in the queue, claim again now rather than at
                 // the next poll.

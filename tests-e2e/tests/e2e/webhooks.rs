@@ -89,6 +89,29 @@ fn webhook_id(req: &actix_web::HttpRequest) -> String {
         .to_owned()
 }
 
+/// A stand-in receiver that records the `webhook-id` of every request and
+/// holds the first one until `release` is set (the others are answered 200
+/// at once): its URL, the ids, and `release`.
+fn holds_first() -> (String, Arc<Mutex<Vec<String>>>, Arc<AtomicBool>) {
+    let release = Arc::new(AtomicBool::new(false));
+    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (r, i) = (release.clone(), ids.clone());
+    let url = tests_e2e::stand_in(move |req, _| {
+        let first = i
+            .lock()
+            .map(|mut i| {
+                i.push(webhook_id(req));
+                i.len() == 1
+            })
+            .unwrap_or(false);
+        while first && !r.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        actix_web::HttpResponse::Ok().finish()
+    });
+    (url, ids, release)
+}
+
 /// One slot in all, attempts of up to 4 s and leases of 6.5 s: attempts wait
 /// for the slot in memory, and their lease is renewed when it would run out.
 const ONE_SLOT: &str =
@@ -862,22 +885,7 @@ async fn an_attempt_whose_lease_was_taken_while_it_waited_is_not_sent() {
     })
     .await;
     let (owner, org) = s.org_with_owner("hooks-taken@example.com").await;
-    let release = Arc::new(AtomicBool::new(false));
-    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (r, i) = (release.clone(), ids.clone());
-    let url = tests_e2e::stand_in(move |req, _| {
-        let first = i
-            .lock()
-            .map(|mut i| {
-                i.push(webhook_id(req));
-                i.len() == 1
-            })
-            .unwrap_or(false);
-        while first && !r.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        actix_web::HttpResponse::Ok().finish()
-    });
+    let (url, ids, release) = holds_first();
     let ep = endpoint_id(&s, &owner, &org, &url).await;
     let a = publish_event(&s, &org, "server.created").await;
     let b = publish_event(&s, &org, "server.active").await;
@@ -930,6 +938,87 @@ async fn an_attempt_whose_lease_was_taken_while_it_waited_is_not_sent() {
     let left: Vec<_> = log.iter().filter(|d| d["status"] == "pending").collect();
     assert_eq!(left.len(), 1, "{log:?}");
     assert_eq!(left[0]["attempts"], 0, "{log:?}");
+}
+
+#[tokio::test]
+async fn a_stopping_replica_gives_back_the_attempts_waiting_for_a_slot() {
+    // The stack's dispatcher queues deliveries but sends none (no worker). A
+    // replica with one slot and hour-long leases takes them: one sending,
+    // held by the receiver, the others waiting for the slot. It stops: those
+    // go back to the queue due now, not an hour later, and another replica
+    // sends each once.
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[delivery]\nworker = false\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-stop@example.com").await;
+    let (url, ids, release) = holds_first();
+    let ep = endpoint_id(&s, &owner, &org, &url).await;
+    let replica = |toml: &str, cancel: &tokio_util::sync::CancellationToken| {
+        webhook_dispatcher::build(
+            s.settings::<webhook_dispatcher::WebhookDispatcher>(toml),
+            service_kit::Runtime::new(cancel.clone()),
+        )
+    };
+    let stopping = tokio_util::sync::CancellationToken::new();
+    let one_slot = replica(
+        "[delivery]\nworker = true\nconcurrency = 1\nper_endpoint = 1\ntimeout_ms = 4000\n\
+         lease_ms = 3600000\n",
+        &stopping,
+    )
+    .await
+    .expect("a replica with one slot");
+    let one_slot = tokio::spawn(one_slot.run_until_stopped());
+    let mut events = vec![];
+    for kind in ["server.created", "server.active", "server.terminated"] {
+        events.push(publish_event(&s, &org, kind).await);
+    }
+    let ep_id = uuid::Uuid::parse_str(&ep).expect("a uuid");
+    let leased = || async {
+        sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM webhook_dispatcher.queue
+               WHERE endpoint_id = $1 AND due_at > now() + interval '30 minutes'"#,
+            ep_id,
+        )
+        .fetch_one(&s.db)
+        .await
+        .unwrap_or(0)
+    };
+    eventually(Duration::from_secs(15), || async {
+        (ids.lock().map(|i| i.len()).unwrap_or(0) == 1 && leased().await == 3).then_some(())
+    })
+    .await
+    .expect("one attempt sending, two waiting, all three leased for the hour");
+    stopping.cancel();
+    // While the first is still at the receiver, the two waiting are due again.
+    let due = eventually(Duration::from_secs(15), || async {
+        let n = leased().await;
+        (n == 1).then_some(n)
+    })
+    .await;
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(due, Some(1), "the waiting attempts were given back");
+    let stopped = tokio::time::timeout(Duration::from_secs(20), one_slot).await;
+    assert!(
+        matches!(stopped, Ok(Ok(Ok(())))),
+        "the replica stopped: {stopped:?}"
+    );
+    let other = tokio_util::sync::CancellationToken::new();
+    let _stop_other = other.clone().drop_guard();
+    let second = replica("[delivery]\nworker = true\n", &other)
+        .await
+        .expect("another replica");
+    tokio::spawn(second.run_until_stopped());
+    until_log(&s, &owner, &ep, 20, |rows| {
+        rows.len() == 3 && rows.iter().all(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("all three delivered");
+    let mut got = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    got.sort();
+    events.sort();
+    assert_eq!(got, events, "each sent once");
 }
 
 #[tokio::test]
