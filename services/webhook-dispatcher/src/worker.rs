@@ -4,7 +4,7 @@
 //! deliveries it has room for already leased (their `due_at` `delivery.lease_ms`
 //! ahead) and hands them straight to this worker, which sends them at once
 //! ([`Dispatch::admit`]). Everything else (retries, what the fan-out had no room
-//! for, attempts whose lease ran out because their dispatcher stopped) is
+//! for, attempts whose lease ran out because their dispatcher died) is
 //! claimed from the queue table in batches with `FOR UPDATE SKIP LOCKED` and a
 //! lease, so any number of replicas share it. Attempts run concurrently
 //! (`delivery.concurrency` in all), at most `delivery.per_endpoint` per
@@ -318,15 +318,20 @@ impl Dispatch {
     /// given the [`Room`] there is now and queues its deliveries, leasing
     /// those the room admits; they are sent without a claim, at once or as
     /// soon as a slot (and their endpoint's share) is free. What it queued
-    /// unleased waits for the claimer, as do the leased ones if this process
-    /// stops before recording them (their lease runs out).
+    /// unleased waits for the claimer, as do the leased ones this process
+    /// dies before recording (their lease runs out). Once the process is
+    /// stopping, nothing is leased: all is queued for other replicas.
     pub async fn admit<F, Fut>(self: &Arc<Self>, queue: F) -> anyhow::Result<()>
     where
         F: FnOnce(Room) -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<Handoff>>,
     {
         let _turn = self.admission.lock().await;
-        let room = self.room(usize::MAX);
+        let room = if self.cancel.is_cancelled() {
+            self.room(0)
+        } else {
+            self.room(usize::MAX)
+        };
         let handoff = queue(room).await?;
         if handoff.waiting > 0 {
             self.backlog.store(true, Ordering::Relaxed);
@@ -355,6 +360,9 @@ impl Dispatch {
     async fn claim_and_send(self: &Arc<Self>, pool: &sqlx::PgPool) -> anyhow::Result<()> {
         loop {
             let _turn = self.admission.lock().await;
+            if self.cancel.is_cancelled() {
+                return Ok(());
+            }
             let batch = self.state.delivery.batch.max(1) as usize;
             let room = self.room(batch);
             // Claim in batches: with most of the room taken, wait (for the
@@ -408,6 +416,8 @@ impl Dispatch {
             )
             .fetch_all(pool)
             .await?;
+            // One body per event, shared by its deliveries in this claim.
+            let mut bodies: HashMap<Uuid, Bytes> = HashMap::new();
             let claimed: Vec<Claimed> = claimed
                 .into_iter()
                 .map(|r| Claimed {
@@ -415,7 +425,10 @@ impl Dispatch {
                     endpoint_id: r.endpoint_id,
                     event_id: r.event_id,
                     event_type: r.event_type,
-                    payload: Bytes::from(r.payload),
+                    payload: bodies
+                        .entry(r.event_id)
+                        .or_insert_with(|| Bytes::from(r.payload))
+                        .clone(),
                     attempts: r.attempts,
                     url: r.url,
                     secret: r.secret,
@@ -529,9 +542,12 @@ impl Dispatch {
                 continue;
             };
             self.taken.fetch_add(1, Ordering::Relaxed);
+            let taken = Release {
+                d: self.clone(),
+                endpoint: c.endpoint_id,
+            };
             let d = self.clone();
             tokio::spawn(async move {
-                let endpoint = c.endpoint_id;
                 // Neither semaphore is ever closed. A stop while waiting for
                 // them: the delivery goes back to the queue, due now.
                 let slots = tokio::select! {
@@ -552,16 +568,7 @@ impl Dispatch {
                         None
                     }
                 };
-                {
-                    let mut map = d.inflight.lock().unwrap_or_else(PoisonError::into_inner);
-                    if let Some(t) = map.get_mut(&endpoint) {
-                        t.taken -= 1;
-                        if t.taken == 0 {
-                            map.remove(&endpoint);
-                        }
-                    }
-                }
-                d.taken.fetch_sub(1, Ordering::Relaxed);
+                drop(taken);
                 if let Some(outcome) = outcome {
                     let _ = d.tx.send(outcome).await;
                 }
@@ -575,6 +582,33 @@ impl Dispatch {
             });
         }
         Ok(())
+    }
+}
+
+/// An attempt's place among those taken (in all and for its endpoint),
+/// given up when it is dropped: when its task ends, or if it panics (so a
+/// stopping process does not wait for it forever).
+struct Release {
+    d: Arc<Dispatch>,
+    endpoint: Uuid,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        {
+            let mut map = self
+                .d
+                .inflight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(t) = map.get_mut(&self.endpoint) {
+                t.taken = t.taken.saturating_sub(1);
+                if t.taken == 0 {
+                    map.remove(&self.endpoint);
+                }
+            }
+        }
+        self.d.taken.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -878,9 +878,13 @@ async fn an_attempt_whose_lease_was_taken_while_it_waited_is_not_sent() {
     // queue row takes another lease (as a claim of another replica does once
     // a lease has run out). When the slot frees, its lease must be renewed to
     // cover an attempt, and the renewal finds the row no longer this
-    // process's: the attempt is dropped, not sent.
+    // process's: the attempt is dropped, not sent. Attempts time out after
+    // 10 s (the held one must not fail before the takeover is arranged),
+    // leases run 12.5 s.
     let s = TestStack::spawn_with(StackOptions {
-        webhook_toml: ONE_SLOT.into(),
+        webhook_toml:
+            "[delivery]\nconcurrency = 1\nper_endpoint = 1\ntimeout_ms = 10000\nlease_ms = 12500\n"
+                .into(),
         ..Default::default()
     })
     .await;
@@ -915,8 +919,9 @@ async fn an_attempt_whose_lease_was_taken_while_it_waited_is_not_sent() {
     .rows_affected();
     assert_eq!(taken, 1);
     // Free the slot once the waiting attempt's lease no longer covers an
-    // attempt (timeout 4 s, plus a second's margin), so it must be renewed.
-    let renew_from = lease - time::Duration::milliseconds(4500);
+    // attempt (timeout 10 s, plus a second's margin), so it must be renewed:
+    // about 2 s after its fan-out (at once, if arranging took longer).
+    let renew_from = lease - time::Duration::milliseconds(10_500);
     let wait = renew_from - time::OffsetDateTime::now_utc();
     tokio::time::sleep(Duration::try_from(wait).unwrap_or_default()).await;
     release.store(true, Ordering::SeqCst);
@@ -963,7 +968,7 @@ async fn a_stopping_replica_gives_back_the_attempts_waiting_for_a_slot() {
     };
     let stopping = tokio_util::sync::CancellationToken::new();
     let one_slot = replica(
-        "[delivery]\nworker = true\nconcurrency = 1\nper_endpoint = 1\ntimeout_ms = 4000\n\
+        "[delivery]\nworker = true\nconcurrency = 1\nper_endpoint = 1\ntimeout_ms = 30000\n\
          lease_ms = 3600000\n",
         &stopping,
     )
