@@ -464,17 +464,7 @@ impl Dispatch {
             return Some(c);
         }
         let lease = now + time::Duration::milliseconds(d.lease_ms as i64);
-        let renewed = sqlx::query_scalar!(
-            "UPDATE queue SET due_at = $4 WHERE delivery_id = $1 AND attempts = $2 AND due_at = $3 \
-             RETURNING due_at",
-            c.id,
-            c.attempts,
-            c.lease,
-            lease,
-        )
-        .fetch_optional(&self.state.pool)
-        .await;
-        match renewed {
+        match self.move_lease(&c, lease).await {
             Ok(Some(lease)) => {
                 c.lease = lease;
                 Some(c)
@@ -493,18 +483,29 @@ impl Dispatch {
     /// lease runs out; only while the row still holds this process's lease.
     /// If this fails the lease runs out, and it is claimed then.
     async fn give_back(&self, c: &Claimed) {
-        let given = sqlx::query!(
-            "UPDATE queue SET due_at = $4 WHERE delivery_id = $1 AND attempts = $2 AND due_at = $3",
+        if let Err(e) = self.move_lease(c, self.state.clock.now()).await {
+            tracing::warn!(error = ?e, "giving a delivery back to the queue failed");
+        }
+    }
+
+    /// Move `c`'s queue row to be due at `to` (a renewed lease, or now to
+    /// give it back), only while the row still holds this process's lease
+    /// (`due_at` as stored, and its attempt count). `None`: it does not.
+    async fn move_lease(
+        &self,
+        c: &Claimed,
+        to: OffsetDateTime,
+    ) -> sqlx::Result<Option<OffsetDateTime>> {
+        sqlx::query_scalar!(
+            "UPDATE queue SET due_at = $4 WHERE delivery_id = $1 AND attempts = $2 AND due_at = $3 \
+             RETURNING due_at",
             c.id,
             c.attempts,
             c.lease,
-            self.state.clock.now(),
+            to,
         )
-        .execute(&self.state.pool)
-        .await;
-        if let Err(e) = given {
-            tracing::warn!(error = ?e, "giving a delivery back to the queue failed");
-        }
+        .fetch_optional(&self.state.pool)
+        .await
     }
 
     /// Take each attempt and start it in a task that waits for its
@@ -530,14 +531,7 @@ impl Dispatch {
                 })
             };
             let Some(sending) = sending else {
-                sqlx::query!(
-                    "UPDATE queue SET due_at = $2 WHERE delivery_id = $1 AND attempts = $3",
-                    c.id,
-                    self.state.clock.now(),
-                    c.attempts,
-                )
-                .execute(&self.state.pool)
-                .await?;
+                self.move_lease(&c, self.state.clock.now()).await?;
                 self.backlog.store(true, Ordering::Relaxed);
                 continue;
             };
@@ -714,7 +708,7 @@ async fn send(state: &AppState, client: &reqwest::Client, c: Claimed) -> Attempt
         .header("webhook-id", msg_id)
         .header("webhook-timestamp", ts.to_string())
         .header("webhook-signature", sigs.join(" "))
-        .body(c.payload.clone());
+        .body(c.payload);
     let started = std::time::Instant::now();
     let sent = sent.send().await;
     let took = started.elapsed();
