@@ -21,10 +21,12 @@ build:
 # is what the services' commented defaults give (scripts/settings_doc.py). Clippy runs with every
 # query macro checked against a migrated database, and fails when the committed
 # `.sqlx/` or `migrations/*/live/` is not current (scripts/sqlx.sh).
+# proto-docs/openapi.yaml validates as OpenAPI 3.1 (scripts/openapi_check.sh).
 lint: deps
 	cargo fmt --all -- --check
 	scripts/module_cycles.py
 	scripts/settings_doc.py --check
+	scripts/openapi_check.sh
 	scripts/sqlx.sh check
 
 # After changing a query or a migration: refresh `.sqlx/` (then commit it).
