@@ -6,6 +6,13 @@
 # end of the description and `source staff)` as a second key, which the schema
 # refuses in a response but allows (and ignores) inside a schema object.
 # Run by `make lint`.
+#
+#   scripts/openapi_check.sh --validate POINTER <value.json
+#     prints `valid` or `invalid`: whether the JSON value (on stdin) is valid against the
+#     schema at POINTER in the document (e.g. /components/schemas/KycDecision),
+#     its references resolved in the document (JSON Schema 2020-12, as OpenAPI
+#     3.1 reads it). The end-to-end test schema_agreement compares this with
+#     what the server answers for the same value.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${HUB_OPENAPI_VENV:-$HOME/.cache/hub-openapi-venv}
@@ -19,6 +26,26 @@ then
   echo "openapi-check: installing openapi-spec-validator $VALIDATOR into $VENV" >&2
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q "openapi-spec-validator==$VALIDATOR"
+fi
+if [ "${1:-}" = "--validate" ]; then
+  code='
+import json
+import sys
+
+import yaml
+from jsonschema import Draft202012Validator
+
+doc = yaml.safe_load(open(sys.argv[1]))
+# The document as the root resource, with a reference to the one schema: the
+# schema'"'"'s own `$ref`s (#/components/...) resolve in the document.
+root = dict(doc)
+root["$ref"] = "#" + sys.argv[2]
+for key in ("openapi", "info", "servers", "tags", "security", "webhooks"):
+    root.pop(key, None)
+valid = Draft202012Validator(root).is_valid(json.load(sys.stdin))
+print("valid" if valid else "invalid")
+'
+  exec "$VENV/bin/python" -c "$code" proto-docs/openapi.yaml "${2:?POINTER}"
 fi
 "$VENV/bin/openapi-spec-validator" proto-docs/openapi.yaml
 "$VENV/bin/python" - proto-docs/openapi.yaml <<'PY'

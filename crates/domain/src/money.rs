@@ -27,6 +27,17 @@ impl Currency {
             _ => None,
         }
     }
+
+    /// The interface's rule for an organization's wallet, and so the default
+    /// currency of a distributor entity established in `country` (ISO 3166-1
+    /// alpha-2): TRY for Turkey, EUR otherwise.
+    pub fn default_for_country(country: &str) -> Currency {
+        if country == "TR" {
+            Currency::TRY
+        } else {
+            Currency::EUR
+        }
+    }
 }
 
 impl fmt::Display for Currency {

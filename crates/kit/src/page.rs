@@ -35,6 +35,12 @@ pub fn decode(c: &str) -> ApiResult<After> {
     Ok((ts, id.parse().map_err(|_| bad())?))
 }
 
+/// The `cursor` parameter: absent or empty (`?cursor=`) is the first page,
+/// anything else must be a cursor this API handed out ([`decode`]).
+pub fn after(cursor: Option<&str>) -> ApiResult<Option<After>> {
+    cursor.filter(|c| !c.is_empty()).map(decode).transpose()
+}
+
 /// `limit` (or `default`) when within 1..=`max`, else 400.
 pub fn limit(asked: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
     let limit = asked.unwrap_or(default);
@@ -100,6 +106,19 @@ mod tests {
         ] {
             assert!(matches!(decode(bad), Err(ApiError::BadRequest(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_absent_or_empty_cursor_is_the_first_page() {
+        assert_eq!(after(None).expect("first page"), None);
+        assert_eq!(after(Some("")).expect("first page"), None);
+        let at = OffsetDateTime::from_unix_timestamp_nanos(1_700_000_000).expect("present");
+        let id = Uuid::new_v4();
+        assert_eq!(
+            after(Some(&encode(at, id))).expect("a page"),
+            Some((at, id))
+        );
+        assert!(matches!(after(Some("x")), Err(ApiError::BadRequest(_))));
     }
 
     #[test]

@@ -199,6 +199,12 @@ async fn projects_are_written_by_the_admin_roles_within_bounds_and_listed_by_pag
             .status,
         400
     );
+    // An empty cursor (`?cursor=`, which the schema allows) is the first page.
+    let empty = s
+        .get(&format!("{projects}?limit=2&cursor="), Some(&developer))
+        .await;
+    assert_eq!(empty.status, 200, "{:?}", empty.body);
+    assert_eq!(empty.body, first.body);
 
     // PATCH: the admin roles; a member without them sees 403 (not 404).
     let one = format!("/v1/projects/{}", ids[0]);

@@ -585,6 +585,22 @@ async fn soul_is_bounded_in_characters_and_curation_counts_activity() {
         "{}",
         too_long.error()
     );
+    // Written as JSON escapes (an emoji as a surrogate pair, 12 bytes, the
+    // way json.dumps writes it), 20,000 characters still fit the body limit
+    // and 20,001 are the 400 of the rule, not a 413.
+    for (n, want) in [(20_000, 200), (20_001, 400)] {
+        let escaped = format!("{{\"soul_md\":\"{}\"}}", "\\ud83d\\ude00".repeat(n));
+        let r = s
+            .http
+            .patch(format!("{}/v1/memory/soul", s.core()))
+            .bearer_auth(&me)
+            .header("content-type", "application/json")
+            .body(escaped)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(r.status().as_u16(), want, "{n} escaped characters");
+    }
     assert_eq!(
         s.patch("/v1/memory/soul", Some(&me), json!({}))
             .await

@@ -517,6 +517,10 @@ async fn observers_read_their_own_entity_and_nothing_else() {
         .get(&format!("{path}?cursor=nonsense"), Some(&observer))
         .await;
     assert_eq!(r.status, 400, "{:?}", r.body);
+    let r = s
+        .get(&format!("{path}?limit=2&cursor="), Some(&observer))
+        .await;
+    assert_eq!((r.status, &r.body), (200, &first.body));
     let r = s.get(&format!("{path}?limit=101"), Some(&observer)).await;
     assert_eq!(r.status, 400, "{:?}", r.body);
     let r = s
@@ -701,4 +705,40 @@ async fn the_report_sums_the_paid_invoices_of_a_month_per_currency_with_the_shar
         .get(&format!("/v1/distributors/{a}/report"), Some(&staff))
         .await;
     assert_eq!(r.status, 400, "no month: {:?}", r.body);
+}
+
+/// The interface's Distributor fields alone make an entity: `currency` is
+/// optional and follows the wallet rule (TRY for Turkey, EUR otherwise); given,
+/// it is kept.
+#[tokio::test]
+async fn an_entity_made_with_the_interface_fields_only_takes_the_currency_of_its_country() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    for (country, given, want) in [
+        ("NO", None, "EUR"),
+        ("TR", None, "TRY"),
+        ("DK", Some(Value::Null), "EUR"),
+        ("SE", Some(json!("USD")), "USD"),
+    ] {
+        let mut body = json!({"name": format!("Hub {country}"), "country": country,
+                              "legal_name": format!("Hub {country} Ltd."),
+                              "tax_id": "T-1", "address": "Street 1", "bank_name": "Bank",
+                              "bank_iban": "IBAN", "bank_swift": "SWIFT", "contact_phone": "+1",
+                              "contact_email": "billing@example.com", "notes": "",
+                              "profit_pct": 10});
+        if let Some(c) = given {
+            body["currency"] = c;
+        }
+        let r = create(&s, &staff, body).await;
+        assert_eq!(r.status, 201, "{country}: {:?}", r.body);
+        assert_eq!(r.body["currency"], json!(want), "{country}: {:?}", r.body);
+        let id = r.body["id"].as_str().expect("an id");
+        let read = s.get(&format!("/v1/distributors/{id}"), Some(&staff)).await;
+        assert_eq!(read.body["currency"], json!(want), "{country}: {:?}", read.body);
+    }
+    // A currency outside the catalog is still refused.
+    let mut body = entity("Hub FI", "FI", "GBP");
+    body["currency"] = json!("GBP");
+    let r = create(&s, &staff, body).await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
 }

@@ -36,6 +36,7 @@ mod profile;
 mod properties;
 mod role_matrix;
 mod runs;
+mod schema_agreement;
 mod schemathesis;
 pub mod servers;
 mod sessions;

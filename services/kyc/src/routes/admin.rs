@@ -56,12 +56,18 @@ impl Decision {
     }
 }
 
-/// `notes` (optional string) and, for request-info, `requested_fields`.
-fn parse_body(body: &Value, request_info: bool) -> ApiResult<(String, Vec<String>)> {
-    let obj = match body {
-        Value::Null => serde_json::Map::new(),
-        Value::Object(m) => m.clone(),
-        _ => return Err(ApiError::bad_request("the body must be a JSON object")),
+/// `notes` (optional string) and, for request-info, `requested_fields`, from
+/// a JSON object; no body at all is the empty object (approve and reject take
+/// an optional one), while a body that is JSON but not an object (`null`, an
+/// array, a string) is refused, as the documented schema refuses it.
+fn parse_body(body: &[u8], request_info: bool) -> ApiResult<(String, Vec<String>)> {
+    let obj = if body.iter().all(u8::is_ascii_whitespace) {
+        serde_json::Map::new()
+    } else {
+        match super::json_body(body)? {
+            Value::Object(m) => m,
+            _ => return Err(ApiError::bad_request("the body must be a JSON object")),
+        }
     };
     let allowed: &[&str] = if request_info {
         &["notes", "requested_fields"]
@@ -162,7 +168,7 @@ async fn decide(
     body: &[u8],
     kind: Kind,
 ) -> ApiResult<HttpResponse> {
-    let (notes, requested) = parse_body(&super::json_body(body)?, kind == Kind::RequestInfo)?;
+    let (notes, requested) = parse_body(body, kind == Kind::RequestInfo)?;
     let decision = match kind {
         Kind::Approve => Decision::Approve,
         Kind::Reject => Decision::Reject,

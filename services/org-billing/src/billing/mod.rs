@@ -89,5 +89,5 @@ pub fn page_of(
     cursor: Option<&str>,
 ) -> ApiResult<(i64, Option<page::After>)> {
     let limit = page::limit(limit, state.billing.page_default, state.billing.page_max)?;
-    Ok((limit, cursor.map(page::decode).transpose()?))
+    Ok((limit, page::after(cursor)?))
 }

@@ -23,7 +23,7 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::{internal::UserByEmail, AuditAction};
-use hub_domain::{catalog, Email, KycStatus, LegalType, OrgId, UserId};
+use hub_domain::{catalog, Currency, Email, KycStatus, LegalType, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -203,7 +203,10 @@ pub struct Create {
     name: String,
     country: String,
     legal_name: String,
-    currency: String,
+    /// Absent or null: the interface's rule for the country (TRY for TR, EUR
+    /// otherwise).
+    #[serde(default)]
+    currency: Option<String>,
     #[serde(default)]
     tax_id: Option<String>,
     #[serde(default)]
@@ -288,7 +291,12 @@ pub async fn create(
 ) -> ApiResult<HttpResponse> {
     let b = body.into_inner();
     let country = country(&b.country)?;
-    let currency = currency(&b.currency)?;
+    let currency = match b.currency.as_deref() {
+        Some(c) => currency(c)?,
+        None => Currency::default_for_country(&country)
+            .as_str()
+            .to_owned(),
+    };
     let f = fields(
         Some(b.name.as_str()),
         Some(b.legal_name.as_str()),
@@ -587,7 +595,7 @@ pub async fn organizations(
     let id = path.into_inner();
     let q = query.into_inner();
     let limit = page::limit(q.limit, PAGE_DEFAULT, PAGE_MAX)?;
-    let after = q.cursor.as_deref().map(page::decode).transpose()?;
+    let after = page::after(q.cursor.as_deref())?;
     authorize_read(&state, &caller, id).await?;
     let mut conn = state.pool.acquire().await?;
     let rows = store::organizations(&mut conn, id, after, limit + 1).await?;

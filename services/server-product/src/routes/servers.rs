@@ -129,7 +129,7 @@ pub async fn list(
     let q = query.into_inner();
     caller.require(q.org_id, Capability::Read)?;
     let limit = page::limit(q.limit, state.pages.default_limit, state.pages.max_limit)?;
-    let after = q.cursor.as_deref().map(page::decode).transpose()?;
+    let after = page::after(q.cursor.as_deref())?;
     let rows = store::page_of_org(&state.pool, q.org_id, after, limit + 1).await?;
     let rows: Vec<(Server, (OffsetDateTime, Uuid))> = rows
         .iter()
