@@ -30,11 +30,12 @@ cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; 
 trap cleanup EXIT
 wait_http() { for _ in $(seq 1 600); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.05; done; echo "no answer from $1"; exit 1; }
 
-export HUB_PROFILE=dev RUST_LOG=warn
+export HUB_PROFILE=dev
+. scripts/lib/bench-logging.sh
+bench_logging IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER AGENT CORE_API_GATEWAY
 export HUB_DATABASE_URL="postgres://postgres@$PGH:$PGP/$DB"
 for svc in IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER AGENT CORE_API_GATEWAY; do
   export "${svc}__NATS__SUBJECT_PREFIX=benchagent." "${svc}__NATS__STREAM_SUFFIX=_benchagent"
-  export "${svc}__TELEMETRY__LOG_FORMAT=json"
 done
 "$BIN/devstack" >/tmp/bench-agent-stack.log 2>&1 & pid=$!
 wait_http http://127.0.0.1:8080/healthz

@@ -76,12 +76,13 @@ pgbench_ref() {
 }
 ref_before=$(pgbench_ref)
 
-export HUB_PROFILE=dev RUST_LOG=warn HUB_DATABASE_URL="postgres://postgres@$PGH:$PGP/$DB" HUB_NATS_URL="$NATS"
+. scripts/lib/bench-logging.sh
+bench_logging IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER AGENT CORE_API_GATEWAY
+export HUB_PROFILE=dev HUB_DATABASE_URL="postgres://postgres@$PGH:$PGP/$DB" HUB_NATS_URL="$NATS"
 export SERVER_PRODUCT__PROVIDER__SANDBOX_DELAY_MS=$DELAY_MS
 [ "$ORGS" -gt 10 ] && export ORG_BILLING__ORGS__MAX_CREATED_PER_DAY=$ORGS
 for svc in IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER AGENT CORE_API_GATEWAY; do
   export "${svc}__NATS__SUBJECT_PREFIX=$PREFIX" "${svc}__NATS__STREAM_SUFFIX=_benchord" "${svc}__NATS__MEMORY_STORAGE=true"
-  export "${svc}__TELEMETRY__LOG_FORMAT=json"
 done
 "$BIN/devstack" >"$WORK/stack.log" 2>&1 & stack=$!
 for _ in $(seq 1 600); do curl -fs localhost:8080/healthz >/dev/null 2>&1 && curl -fs localhost:8090/healthz >/dev/null 2>&1 && break; sleep 0.1; done

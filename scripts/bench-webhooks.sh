@@ -64,7 +64,9 @@ psql -h "$PGH" -p "$PGP" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORC
 psql -h "$PGH" -p "$PGP" -U postgres -qc "CREATE DATABASE $DB"
 q() { psql -h "$PGH" -p "$PGP" -U postgres -d "$DB" -Atqc "$1"; }
 
-export HUB_PROFILE=dev RUST_LOG=warn HUB_DATABASE_URL="postgres://postgres@$PGH:$PGP/$DB" HUB_NATS_URL="$NATS"
+. scripts/lib/bench-logging.sh
+bench_logging IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER AGENT CORE_API_GATEWAY
+export HUB_PROFILE=dev HUB_DATABASE_URL="postgres://postgres@$PGH:$PGP/$DB" HUB_NATS_URL="$NATS"
 # 100 endpoints in one organization (the default cap is 20); eight
 # organizations a day for one user (the default is 5).
 export WEBHOOK_DISPATCHER__WEBHOOKS__MAX_ENDPOINTS_PER_ORG=100 ORG_BILLING__ORGS__MAX_CREATED_PER_DAY=20
@@ -74,7 +76,6 @@ export SERVER_PRODUCT__PROVIDER__SANDBOX_DELAY_MS=0 SERVER_PRODUCT__PROVIDER__PO
 for svc in IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER AGENT CORE_API_GATEWAY; do
   # Streams of the benchmark's own, stored in files as in production.
   export "${svc}__NATS__SUBJECT_PREFIX=$PREFIX" "${svc}__NATS__STREAM_SUFFIX=_benchwh"
-  export "${svc}__TELEMETRY__LOG_FORMAT=json"
 done
 "$BIN/devstack" >"$WORK/stack.log" 2>&1 & pids+=($!)
 for _ in $(seq 1 600); do curl -fs localhost:8085/healthz >/dev/null 2>&1 && curl -fs localhost:8090/healthz >/dev/null 2>&1 && break; sleep 0.1; done

@@ -11,7 +11,8 @@
 #     deliver to the local receiver;
 #   - a database pool of SVIX_DB_POOL (80) instead of 100: the benchmark's
 #     Postgres has initdb's max_connections = 100;
-#   - RUST_LOG=warn, as our services get in scripts/bench-webhooks.sh.
+#   - RUST_LOG=info (Svix's own default), or warn under LOG=off: logging as our
+#     services get it in scripts/bench-webhooks.sh (scripts/lib/bench-logging.sh).
 # The receiver is `webhook-bench receive <port> <secrets> --standard-only` on
 # SVIX_RECEIVER_PORT (9901): Svix signs with the Standard Webhooks scheme
 # only (svix-id/svix-timestamp/svix-signature headers), with a secret per
@@ -75,7 +76,7 @@ _svix_env() {
     SVIX_JWT_SECRET="$SVIX_JWT_SECRET"
     SVIX_MAIN_SECRET="$SVIX_MAIN_SECRET"
     SVIX_WHITELIST_SUBNETS="[127.0.0.1/32]"
-    RUST_LOG="${SVIX_RUST_LOG:-warn}")
+    RUST_LOG="${SVIX_RUST_LOG:-$([ "${LOG:-on}" = off ] && echo warn || echo info)}")
 }
 _svix_run() { (cd "$SVIX_DIR" && exec env "${SVIX_ENV[@]}" "$SVIX_SERVER" "$@"); }
 
