@@ -76,7 +76,7 @@ impl CommitMetrics {
 impl Metrics {
     pub fn new(service: &'static str) -> Metrics {
         let registry = Registry::new();
-        Metrics {
+        let m = Metrics {
             service,
             http: HttpMetrics {
                 requests: register(
@@ -128,7 +128,25 @@ impl Metrics {
             },
             registry,
             scrapers: Arc::default(),
-        }
+        };
+        // The process's log writer: lines it dropped rather than block.
+        let dropped = m.counter_one(
+            "hub_log_lines_dropped_total",
+            "Log lines dropped because the log writer's buffer was full.",
+        );
+        m.on_scrape(move || {
+            let dropped = dropped.clone();
+            async move {
+                let now = crate::telemetry::log_lines_dropped();
+                dropped.inc_by(now.saturating_sub(dropped.get()));
+            }
+        });
+        m
+    }
+
+    /// One counter of the kit's own, without labels.
+    fn counter_one(&self, name: &str, help: &str) -> IntCounter {
+        register(&self.registry, IntCounter::new(name, help))
     }
 
     /// The service's name.

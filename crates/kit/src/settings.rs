@@ -320,10 +320,19 @@ pub struct PeerSettings {
     pub key: Option<SecretString>,
 }
 
+/// How log lines are written: JSON (production) or pretty (a person at a
+/// terminal). Any other value refuses to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct TelemetrySettings {
-    /// `json` (default) or `pretty`.
-    pub log_format: String,
+    /// `json` (default) or `pretty`; anything else refuses to start.
+    pub log_format: LogFormat,
     /// An `EnvFilter` directive; `RUST_LOG` wins when set.
     pub log_level: String,
     /// OTLP/HTTP endpoint (e.g. `http://otel-collector:4318/v1/traces`); empty: no export.
@@ -337,8 +346,43 @@ pub struct TelemetrySettings {
     /// latency, request id), target `hub_access`; false turns it off.
     #[serde(default = "yes")]
     pub access_log: bool,
+    /// Log lines waiting for the writer thread at most; past it a line is
+    /// dropped (and counted in `hub_log_lines_dropped_total`) rather than
+    /// making a request wait for stdout.
+    #[serde(default = "log_buffer_lines")]
+    pub log_buffer_lines: usize,
+}
+
+fn log_buffer_lines() -> usize {
+    16_384
 }
 
 fn yes() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn telemetry(format: &str) -> Result<TelemetrySettings, serde_json::Error> {
+        serde_json::from_value(serde_json::json!({
+            "log_format": format, "log_level": "info"
+        }))
+    }
+
+    #[test]
+    fn a_log_format_other_than_json_or_pretty_refuses_to_start() {
+        assert_eq!(telemetry("json").expect("json").log_format, LogFormat::Json);
+        assert_eq!(
+            telemetry("pretty").expect("pretty").log_format,
+            LogFormat::Pretty
+        );
+        for bad in ["xml", "JSON", ""] {
+            assert!(telemetry(bad).is_err(), "{bad}");
+        }
+        let t = telemetry("json").expect("json");
+        assert!(t.access_log, "the access log is on unless turned off");
+        assert_eq!(t.log_buffer_lines, 16_384);
+    }
 }

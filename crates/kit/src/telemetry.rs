@@ -1,15 +1,19 @@
 //! `tracing` setup: JSON (or pretty) logs, and OpenTelemetry traces over
 //! OTLP/HTTP when an endpoint is configured. W3C trace context is the propagator.
 
-use crate::settings::TelemetrySettings;
+use crate::settings::{LogFormat, TelemetrySettings};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider, Resource};
+use std::sync::OnceLock;
+use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
 
-/// Keeps the tracer provider alive; dropping it flushes pending spans.
+/// Keeps the tracer provider and the log writer alive; dropping it flushes
+/// pending spans and the log lines still buffered.
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
+    _log_writer: Option<WorkerGuard>,
 }
 
 impl Drop for TelemetryGuard {
@@ -18,6 +22,33 @@ impl Drop for TelemetryGuard {
             let _ = p.shutdown();
         }
     }
+}
+
+/// The process's log writer's count of lines it dropped (its buffer full).
+static LOG_LINES_DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
+
+/// Log lines this process dropped because the writer's buffer was full (0
+/// before [`init`], or when another subscriber was installed first). Exported
+/// as `hub_log_lines_dropped_total` by every service's metrics.
+pub fn log_lines_dropped() -> u64 {
+    LOG_LINES_DROPPED
+        .get()
+        .map_or(0, |c| c.dropped_lines() as u64)
+}
+
+/// The non-blocking writer of the log: formatted lines go through a bounded
+/// queue to a thread of their own that writes them to stdout, so a request
+/// never waits for the terminal, the pipe or the container runtime. A full
+/// queue drops the line (lossy) and counts it.
+fn log_writer<W: std::io::Write + Send + 'static>(
+    out: W,
+    buffer_lines: usize,
+) -> (NonBlocking, WorkerGuard) {
+    NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(buffer_lines.max(1))
+        .thread_name("log-writer")
+        .finish(out)
 }
 
 /// What is logged: the `level` directives (`RUST_LOG` wins over
@@ -39,14 +70,22 @@ pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGua
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let level = std::env::var("RUST_LOG").unwrap_or_else(|_| s.log_level.clone());
     let filter = filter(&level, s.access_log)?;
-    let fmt_layer = if s.log_format == "pretty" {
-        tracing_subscriber::fmt::layer().with_target(false).boxed()
-    } else {
-        tracing_subscriber::fmt::layer()
+    let (writer, writer_guard) = log_writer(std::io::stdout(), s.log_buffer_lines);
+    let dropped = writer.error_counter();
+    let fmt_layer = match s.log_format {
+        LogFormat::Pretty => tracing_subscriber::fmt::layer()
+            .with_target(false)
+            .with_writer(writer)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
+            // The innermost span's fields (a request's id, method, path) and
+            // not the list of every enclosing span again: one copy per line.
             .with_current_span(true)
-            .boxed()
+            .with_span_list(false)
+            .with_writer(writer)
+            .boxed(),
     };
 
     let mut provider = None;
@@ -78,13 +117,21 @@ pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGua
         .with(otel_layer)
         .try_init()
         .is_ok();
-    if !installed {
-        // Someone installed a subscriber first; do not keep a provider nobody feeds.
+    let mut log_writer = Some(writer_guard);
+    if installed {
+        let _ = LOG_LINES_DROPPED.set(dropped);
+    } else {
+        // Someone installed a subscriber first; do not keep a provider nobody
+        // feeds, nor a writer thread nobody writes to.
         if let Some(p) = provider.take() {
             let _ = p.shutdown();
         }
+        log_writer = None;
     }
-    Ok(TelemetryGuard { provider })
+    Ok(TelemetryGuard {
+        provider,
+        _log_writer: log_writer,
+    })
 }
 
 /// The exporter's HTTP client: the kit's trust store (so `https://` collectors
@@ -177,6 +224,65 @@ pub fn event_span(subject: &str, traceparent: Option<&str>) -> tracing::Span {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::sync::mpsc;
+
+    /// Stdout that does not take anything until told to: a terminal, a pipe
+    /// or a container runtime that stopped reading.
+    struct Stuck {
+        release: mpsc::Receiver<()>,
+        written: mpsc::Sender<Vec<u8>>,
+    }
+
+    impl Write for Stuck {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.release.recv();
+            let _ = self.written.send(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_writer_that_stopped_taking_lines_drops_and_counts_them_instead_of_blocking() {
+        let (release, released) = mpsc::channel();
+        let (written, lines) = mpsc::channel();
+        let (mut writer, guard) = log_writer(
+            Stuck {
+                release: released,
+                written,
+            },
+            4,
+        );
+        let dropped = writer.error_counter();
+        // The stuck writer holds at most one line and the queue four: of a
+        // hundred lines most are dropped. Were a full queue to make the caller
+        // wait, this loop would never end (the writer is released only after it).
+        for i in 0..100 {
+            writer
+                .write_all(format!("line {i}\n").as_bytes())
+                .expect("a write to the non-blocking writer");
+        }
+        let lost = dropped.dropped_lines();
+        assert!(lost >= 100 - 4 - 1, "dropped {lost} of 100");
+        for _ in 0..100 {
+            let _ = release.send(());
+        }
+        // Every line is written or counted: the kept ones arrive once released.
+        let mut kept = Vec::new();
+        while kept.len() + lost < 100 {
+            kept.push(
+                lines
+                    .recv_timeout(std::time::Duration::from_secs(30))
+                    .expect("the lines the queue held, written once released"),
+            );
+        }
+        assert_eq!(kept.first().map(Vec::as_slice), Some(&b"line 0\n"[..]));
+        drop(guard);
+        assert_eq!(dropped.dropped_lines(), lost, "nothing dropped after");
+    }
 
     #[test]
     fn the_current_trace_is_carried_into_events_and_continued_from_them() {

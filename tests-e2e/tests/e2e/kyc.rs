@@ -372,7 +372,7 @@ async fn later_submissions_reopen_review_without_touching_the_verified_record() 
     // Approved: verified, tier 1, identity locked.
     let b = id(&submit(&s, &owner, &corp, corporate("Second AS")).await);
     assert_eq!(
-        decide(&s, &staff, &b, "approve", json!(null)).await.status,
+        decide(&s, &staff, &b, "approve", json!({})).await.status,
         200
     );
     // A later submission re-opens review; the verified record stays.

@@ -27,7 +27,10 @@ fn schema_says_valid(pointer: &str, value: &str) -> bool {
         .expect("the value written");
     let out = child.wait_with_output().expect("openapi_check.sh ends");
     let verdict = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(out.status.success(), "openapi_check.sh --validate {pointer}: {verdict}");
+    assert!(
+        out.status.success(),
+        "openapi_check.sh --validate {pointer}: {verdict}"
+    );
     match verdict.as_str() {
         "valid" => true,
         "invalid" => false,
@@ -40,7 +43,10 @@ fn schema_says_valid(pointer: &str, value: &str) -> bool {
 async fn server_status(s: &TestStack, token: &str, method: &str, path: &str, body: &str) -> u16 {
     let mut req = s
         .http
-        .request(method.parse().expect("a method"), format!("{}{path}", s.core()))
+        .request(
+            method.parse().expect("a method"),
+            format!("{}{path}", s.core()),
+        )
         .bearer_auth(token);
     if !body.is_empty() {
         req = req
@@ -57,7 +63,8 @@ fn agree(what: &str, valid: bool, status: u16) {
         other => panic!("{what}: the server answered {other}, neither 2xx nor 400"),
     };
     assert_eq!(
-        valid, server_valid,
+        valid,
+        server_valid,
         "{what}: the schema says {}, the server answered {status}",
         if valid { "valid" } else { "invalid" }
     );
@@ -80,7 +87,10 @@ async fn the_schema_and_the_server_agree_on_the_edge_values() {
     );
 
     // A timezone of "": never a zone.
-    for body in [json!({"timezone": ""}), json!({"timezone": "Europe/Istanbul"})] {
+    for body in [
+        json!({"timezone": ""}),
+        json!({"timezone": "Europe/Istanbul"}),
+    ] {
         let text = body.to_string();
         agree(
             &format!("PATCH /v1/profile {text}"),
@@ -120,8 +130,14 @@ async fn the_schema_and_the_server_agree_on_the_edge_values() {
             agree(
                 &format!("POST /v1/admin/kyc/{{id}}/{action} {text}"),
                 schema_says_valid("/components/schemas/KycDecision", text),
-                server_status(&s, &staff, "POST", &format!("/v1/admin/kyc/{id}/{action}"), text)
-                    .await,
+                server_status(
+                    &s,
+                    &staff,
+                    "POST",
+                    &format!("/v1/admin/kyc/{id}/{action}"),
+                    text,
+                )
+                .await,
             );
         }
     }
@@ -129,6 +145,13 @@ async fn the_schema_and_the_server_agree_on_the_edge_values() {
     agree(
         "POST /v1/admin/kyc/{id}/approve {}",
         schema_says_valid("/components/schemas/KycDecision", &text),
-        server_status(&s, &staff, "POST", &format!("/v1/admin/kyc/{id}/approve"), &text).await,
+        server_status(
+            &s,
+            &staff,
+            "POST",
+            &format!("/v1/admin/kyc/{id}/approve"),
+            &text,
+        )
+        .await,
     );
 }

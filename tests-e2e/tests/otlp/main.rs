@@ -53,13 +53,14 @@ async fn spans_of_a_client_trace_reach_the_collector() {
     let guard = service_kit::telemetry::init(
         "hub-e2e-otlp",
         &TelemetrySettings {
-            log_format: "json".into(),
+            log_format: service_kit::settings::LogFormat::Json,
             // Spans of our crates pass the filter (it applies to export too);
             // the libraries' info logs stay out of the test output.
             log_level: "warn,service_kit=info,identity=info,core_api_gateway=info".into(),
             otlp_endpoint: endpoint,
             otlp_ca_file: ca_file,
             access_log: false,
+            log_buffer_lines: 16_384,
         },
     )
     .expect("telemetry");

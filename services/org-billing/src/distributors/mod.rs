@@ -293,9 +293,7 @@ pub async fn create(
     let country = country(&b.country)?;
     let currency = match b.currency.as_deref() {
         Some(c) => currency(c)?,
-        None => Currency::default_for_country(&country)
-            .as_str()
-            .to_owned(),
+        None => Currency::default_for_country(&country).as_str().to_owned(),
     };
     let f = fields(
         Some(b.name.as_str()),
