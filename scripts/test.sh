@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test (unit, integration against real Postgres and NATS, end-to-end), the
+# Every test (unit, integration against real Postgres and NATS, end-to-end, the
+# documentation's examples), the
 # offline chart and docs checks, then one closing line that sums all test binaries.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,10 @@ export TEST_NATS_URL=${TEST_NATS_URL:-nats://${NATS_HOST:-127.0.0.1}:${NATS_PORT
 log=$(mktemp)
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log"
 tests_rc=${PIPESTATUS[0]}
+# --all-targets leaves the documentation's examples out: they run here.
+cargo test --workspace --doc --no-fail-fast 2>&1 | tee -a "$log"
+doc_rc=${PIPESTATUS[0]}
+[ "$doc_rc" = 0 ] || tests_rc=$doc_rc
 scripts/helm-check.sh
 checks_rc=$?
 read -r passed failed < <(awk '/^test result:/ {p += $4; f += $6} END {print p+0, f+0}' "$log")
