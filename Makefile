@@ -22,11 +22,13 @@ build:
 # query macro checked against a migrated database, and fails when the committed
 # `.sqlx/` or `migrations/*/live/` is not current (scripts/sqlx.sh).
 # proto-docs/openapi.yaml validates as OpenAPI 3.1 (scripts/openapi_check.sh).
+# Every list of the services agrees with crates/stack's SERVICES (scripts/services_check.py).
 lint: deps
 	cargo fmt --all -- --check
 	scripts/module_cycles.py
 	scripts/settings_doc.py --check
 	scripts/openapi_check.sh
+	scripts/services_check.py
 	scripts/sqlx.sh check
 
 # After changing a query or a migration: refresh `.sqlx/` (then commit it).
