@@ -1,7 +1,10 @@
 //! Roles and the one capability table every handler consults.
 //!
-//! The table is ARCHITECTURE.md's; proto-docs/decisions.md records it. Staff is
-//! not a role: it is a flag on the identity, checked separately.
+//! The table is rendered in the repository's ARCHITECTURE.md ("Roles and
+//! capabilities"), and the test below spells it out row by row: change the
+//! three together. proto-docs/decisions.md ("Authorization") records how it is
+//! applied. Staff is not a role: it is a flag on the identity, checked
+//! separately.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
