@@ -2051,3 +2051,89 @@ async fn a_suspended_organizations_deliveries_wait_and_go_out_once_after_reactiv
     want.sort();
     assert_eq!(got, want, "each sent once after the reactivation");
 }
+
+#[tokio::test]
+async fn attempts_waiting_in_memory_when_their_organization_is_suspended_wait_for_its_reactivation()
+{
+    // One slot, held by the receiver's first request; the other two events'
+    // attempts wait for it in memory, leased for a minute (never renewed
+    // meanwhile). The organization is suspended; once the dispatcher has it,
+    // the test waits past `FRESH` (an attempt goes out only within it of a
+    // read that found its organization active), then lets the first go: the
+    // two go back to the queue and are parked, and after the reactivation
+    // each is delivered once.
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[delivery]\nconcurrency = 1\nper_endpoint = 4\ntimeout_ms = 30000\n\
+                       lease_ms = 60000\n"
+            .into(),
+        ..Default::default()
+    })
+    .await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (owner, org) = s.org_with_owner("hooks-paused-waiting@example.com").await;
+    let (url, ids, release) = holds_first();
+    let ep = endpoint_id(&s, &owner, &org, &url).await;
+    let ep_id = uuid::Uuid::parse_str(&ep).expect("a uuid");
+    let mut events = vec![];
+    for kind in ["server.created", "server.active", "server.terminated"] {
+        events.push(publish_event(&s, &org, kind).await);
+    }
+    eventually(Duration::from_secs(15), || async {
+        (ids.lock().map(|i| i.len()).unwrap_or(0) == 1 && leased(&s, &ep).await == 3).then_some(())
+    })
+    .await
+    .expect("one attempt sending, two waiting for the slot, all three leased");
+    suspend(&s, &staff, &org, &owner).await;
+    let org_id = uuid::Uuid::parse_str(&org).expect("a uuid");
+    eventually(Duration::from_secs(10), || async {
+        sqlx::query_scalar!(
+            "SELECT suspended FROM webhook_dispatcher.org_states WHERE org_id = $1",
+            org_id,
+        )
+        .fetch_optional(&s.db)
+        .await
+        .ok()??
+        .then_some(())
+    })
+    .await
+    .expect("the dispatcher heard of the suspension");
+    tokio::time::sleep(webhook_dispatcher::worker::FRESH + Duration::from_millis(100)).await;
+    release.store(true, Ordering::SeqCst);
+    // The marker: the two are back in the queue, parked.
+    eventually(Duration::from_secs(15), || async {
+        let parked = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM webhook_dispatcher.queue
+               WHERE endpoint_id = $1 AND due_at > now() + interval '100 years'"#,
+            ep_id,
+        )
+        .fetch_one(&s.db)
+        .await
+        .ok()?;
+        (parked == 2).then_some(())
+    })
+    .await
+    .expect("the two waiting attempts went back to the queue, parked");
+    assert_eq!(
+        ids.lock().map(|i| i.len()).unwrap_or(0),
+        1,
+        "nothing sent while suspended"
+    );
+    let r = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/reactivate"),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let log = until_log(&s, &owner, &ep, 20, |rows| {
+        rows.len() == 3 && rows.iter().all(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("all three delivered");
+    assert!(log.iter().all(|d| d["attempts"] == 1), "{log:?}");
+    let mut got = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    got.sort();
+    events.sort();
+    assert_eq!(got, events, "each sent once");
+}
