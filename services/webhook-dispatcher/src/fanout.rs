@@ -1,5 +1,6 @@
 //! Fan-out: each product event on the PRODUCT stream becomes one delivery per
-//! endpoint of its organization that existed when the event was committed (a
+//! endpoint of its organization created before the event was committed and
+//! still live when it is fanned out (a
 //! durable consumer; one statement per batch of events storing the event once,
 //! a log row and a queue row per delivery; idempotent by (endpoint, event), so
 //! a redelivered event adds nothing). Only the webhook
@@ -11,13 +12,13 @@
 
 use crate::{
     state::AppState,
-    worker::{Dispatch, Handoff, Leased, Room},
+    worker::{Dispatch, Handoff, Leased, Room, PARKED},
 };
 use bytes::Bytes;
 use event_contracts::ProductEvent;
 use hub_domain::OrgId;
 use service_kit::nats::RawMessage;
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, sync::Arc, time::Instant};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -77,6 +78,14 @@ pub async fn store(
 /// for those `room` admits: no more than its total, and no endpoint beyond
 /// its share, taking endpoints in turn. A redelivered event conflicts on its
 /// log rows, so it queues nothing twice.
+///
+/// Only endpoints live now are served (an event committed before its
+/// endpoint's deletion but fanned out after it goes nowhere), and they are
+/// locked (FOR SHARE) until the statement commits: a DELETE waits for it and
+/// then removes what it queued (or came first, and the endpoint is not
+/// served). A suspended organization's deliveries are queued parked
+/// ([`PARKED`]), never leased; its status row is locked the same way, so a
+/// reactivation's unparking sees them.
 async fn queue(state: &AppState, b: &Batch, room: Option<Room>) -> anyhow::Result<Handoff> {
     let now = state.clock.now();
     let lease = now + time::Duration::milliseconds(state.delivery.lease_ms.max(1) as i64);
@@ -87,14 +96,19 @@ async fn queue(state: &AppState, b: &Batch, room: Option<Room>) -> anyhow::Resul
         endpoints: vec![],
         in_flight: vec![],
     });
+    let seen = Instant::now();
     let rows = sqlx::query!(
         r#"WITH ev AS (
            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[])
              AS ev(id, org_id, kind, payload, at)),
+         live AS (
+           SELECT e.id, e.org_id, e.created_at FROM endpoints e
+           WHERE e.org_id = ANY($2) AND e.deleted_at IS NULL FOR SHARE),
+         susp AS (
+           SELECT org_id FROM org_states WHERE org_id = ANY($2) AND suspended FOR SHARE),
          target AS (
            SELECT e.id AS endpoint_id, ev.id AS event_id FROM ev
-           JOIN endpoints e ON e.org_id = ev.org_id AND e.created_at <= ev.at
-             AND (e.deleted_at IS NULL OR e.deleted_at > ev.at)),
+           JOIN live e ON e.org_id = ev.org_id AND e.created_at <= ev.at),
          stored AS (
            INSERT INTO events (id, org_id, event_type, payload, created_at)
            SELECT ev.id, ev.org_id, ev.kind, ev.payload, ev.at FROM ev
@@ -108,19 +122,23 @@ async fn queue(state: &AppState, b: &Batch, room: Option<Room>) -> anyhow::Resul
          turn AS (
            SELECT l.id, l.endpoint_id, l.event_id,
                   row_number() OVER (PARTITION BY l.endpoint_id ORDER BY l.id) AS rn,
-                  $9 - COALESCE(f.n, 0) AS room
-           FROM logged l LEFT JOIN unnest($10::uuid[], $11::int[]) AS f(endpoint_id, n)
+                  $9 - COALESCE(f.n, 0) AS room,
+                  e.org_id IN (SELECT org_id FROM susp) AS paused
+           FROM logged l JOIN live e ON e.id = l.endpoint_id
+             LEFT JOIN unnest($10::uuid[], $11::int[]) AS f(endpoint_id, n)
              ON f.endpoint_id = l.endpoint_id),
          taken AS (
-           SELECT id, endpoint_id, event_id,
-                  rn <= room AND row_number() OVER (ORDER BY rn <= room DESC, rn, id) <= $8 AS take
+           SELECT id, endpoint_id, event_id, paused,
+                  NOT paused AND rn <= room
+                    AND row_number() OVER (ORDER BY NOT paused AND rn <= room DESC, rn, id) <= $8 AS take
            FROM turn),
          queued AS (
            INSERT INTO queue (delivery_id, endpoint_id, event_id, due_at)
-           SELECT id, endpoint_id, event_id, CASE WHEN take THEN $7 ELSE $6 END FROM taken
+           SELECT id, endpoint_id, event_id, CASE WHEN take THEN $7 WHEN paused THEN $12::timestamptz ELSE $6 END
+           FROM taken
            RETURNING delivery_id, endpoint_id, event_id, due_at)
          SELECT q.delivery_id AS "id!", q.endpoint_id AS "endpoint_id!", q.event_id AS "event_id!",
-                q.due_at > $6 AS "leased!", q.due_at AS "due_at!", e.url AS "url!", e.secret AS "secret!",
+                q.due_at = $7 AS "leased!", q.due_at AS "due_at!", e.url AS "url!", e.secret AS "secret!",
                 e.previous_secret, e.previous_until
          FROM queued q JOIN endpoints e ON e.id = q.endpoint_id"#,
         &b.ids as &[Uuid],
@@ -134,6 +152,7 @@ async fn queue(state: &AppState, b: &Batch, room: Option<Room>) -> anyhow::Resul
         room.cap.min(i32::MAX as usize) as i32,
         &room.endpoints,
         &room.in_flight,
+        PARKED,
     )
     .fetch_all(&state.pool)
     .await?;
@@ -143,6 +162,9 @@ async fn queue(state: &AppState, b: &Batch, room: Option<Room>) -> anyhow::Resul
         waiting: 0,
     };
     for r in rows {
+        if r.due_at == PARKED {
+            continue;
+        }
         let Some(&i) = events.get(&r.event_id).filter(|_| r.leased) else {
             handoff.waiting += 1;
             continue;
@@ -158,6 +180,7 @@ async fn queue(state: &AppState, b: &Batch, room: Option<Room>) -> anyhow::Resul
             previous_secret: r.previous_secret,
             previous_until: r.previous_until,
             lease: r.due_at,
+            seen,
         });
     }
     Ok(handoff)

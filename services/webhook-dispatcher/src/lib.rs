@@ -4,6 +4,7 @@
 //! SSRF guard ([`ssrf`]). Owns the Postgres schema `webhook_dispatcher`.
 
 pub mod fanout;
+mod orgs;
 mod routes;
 pub mod settings;
 pub mod ssrf;
@@ -75,6 +76,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         tls: settings.tls.clone(),
         clock: rt.clock.clone(),
         wake: Arc::default(),
+        inflight: Arc::default(),
         metrics: worker::AttemptMetrics::new(&f.metrics),
     });
     let mut tasks = Vec::new();
@@ -109,6 +111,21 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             async move { fanout::store(&state, dispatch.as_ref(), msgs).await }
         },
     ));
+    let orgs = state.clone();
+    tasks.push(nats::spawn_consumer::<
+        event_contracts::OrgStatusChanged,
+        _,
+        _,
+    >(
+        f.js.clone(),
+        settings.nats.clone(),
+        ORG_STATUS_CONSUMER,
+        cancel.clone(),
+        move |env| {
+            let state = orgs.clone();
+            async move { orgs::on_status_changed(&state, env).await }
+        },
+    ));
     f.tasks.extend(tasks);
     f.serve(&settings.http, state, configure)
 }
@@ -120,6 +137,9 @@ pub struct WebhookDispatcher;
 /// Every product event, fanned out to the organization's endpoints.
 const FANOUT_CONSUMER: nats::Durable =
     nats::Durable::raw("webhook-dispatcher-fanout", "product.v1.>");
+/// Organizations suspended and reactivated: their deliveries pause and resume.
+const ORG_STATUS_CONSUMER: nats::Durable =
+    nats::Durable::of::<event_contracts::OrgStatusChanged>("webhook-dispatcher-org-status");
 
 impl service_kit::service::Service for WebhookDispatcher {
     const AUDIENCE: &'static str = SERVICE;
@@ -127,7 +147,7 @@ impl service_kit::service::Service for WebhookDispatcher {
     const SCHEMA: &'static str = SCHEMA;
     const EMITS: &'static [&'static str] =
         &[<event_contracts::AuditRecorded as event_contracts::Event>::SUBJECT];
-    const CONSUMES: &'static [nats::Durable] = &[FANOUT_CONSUMER];
+    const CONSUMES: &'static [nats::Durable] = &[FANOUT_CONSUMER, ORG_STATUS_CONSUMER];
     type Settings = Settings;
 
     async fn migrate(s: &Settings) -> anyhow::Result<()> {

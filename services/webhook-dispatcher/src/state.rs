@@ -21,6 +21,9 @@ pub struct AppState {
     pub clock: Clock,
     /// Wakes the delivery worker when deliveries become due now.
     pub wake: Arc<Notify>,
+    /// Endpoints with delivery attempts taken in this process (the worker's;
+    /// a DELETE marks its endpoint there before it answers).
+    pub inflight: crate::worker::InFlight,
     pub metrics: crate::worker::AttemptMetrics,
 }
 

@@ -130,8 +130,10 @@ pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Endpoint>>
 }
 
 /// Delete live endpoint `id` at `at` and stop its pending deliveries (failed,
-/// "endpoint deleted").
-pub async fn delete(conn: &mut PgConnection, id: Uuid, at: OffsetDateTime) -> Result<(), Error> {
+/// "endpoint deleted"). True when some of them were leased (due after `at`):
+/// an attempt at them may be waiting in some replica's memory, so the caller
+/// waits [`crate::worker::FENCE_WAIT`] after committing before it answers.
+pub async fn delete(conn: &mut PgConnection, id: Uuid, at: OffsetDateTime) -> Result<bool, Error> {
     let gone = sqlx::query!(
         "UPDATE endpoints SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
         id,
@@ -145,21 +147,27 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid, at: OffsetDateTime) -> Re
     }
     // Its queued deliveries leave the queue with a last outcome saying why
     // (keeping the last status code seen). An attempt in flight finds its
-    // row gone and records nothing. The queue has no index by endpoint: it
-    // holds only what waits, and deletions are rare.
-    sqlx::query!(
-        "WITH gone AS (DELETE FROM queue WHERE endpoint_id = $1 RETURNING delivery_id, attempts) \
-         INSERT INTO outcomes (delivery_id, seq, attempts, status, status_code, error, at) \
-         SELECT g.delivery_id, g.attempts + 1, g.attempts, 'failed', \
-           (SELECT o.status_code FROM outcomes o WHERE o.delivery_id = g.delivery_id ORDER BY o.seq DESC LIMIT 1), \
-           'endpoint deleted', $2 \
-         FROM gone g",
+    // row gone and records nothing; one waiting for a slot, or leased by a
+    // fan-out or claim that committed before this (the endpoint row's lock
+    // orders them), is not sent (see `worker::Dispatch::cleared`). The queue
+    // has no index by endpoint: it holds only what waits, and deletions are
+    // rare.
+    let leased = sqlx::query_scalar!(
+        r#"WITH gone AS (DELETE FROM queue WHERE endpoint_id = $1 RETURNING delivery_id, attempts, due_at),
+         logged AS (
+           INSERT INTO outcomes (delivery_id, seq, attempts, status, status_code, error, at)
+           SELECT g.delivery_id, g.attempts + 1, g.attempts, 'failed',
+             (SELECT o.status_code FROM outcomes o WHERE o.delivery_id = g.delivery_id ORDER BY o.seq DESC LIMIT 1),
+             'endpoint deleted', $2
+           FROM gone g)
+         SELECT EXISTS (SELECT 1 FROM gone WHERE due_at > $2 AND due_at <> $3) AS "leased!""#,
         id,
         at,
+        crate::worker::PARKED,
     )
-    .execute(conn)
+    .fetch_one(conn)
     .await?;
-    Ok(())
+    Ok(leased)
 }
 
 /// Make `sealed` endpoint `id`'s secret; the current one keeps signing

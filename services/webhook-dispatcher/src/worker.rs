@@ -42,7 +42,7 @@ use std::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc, Mutex, PoisonError,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, Semaphore};
@@ -63,6 +63,10 @@ struct Claimed {
     previous_until: Option<OffsetDateTime>,
     /// The `due_at` this process holds the delivery with: its lease.
     lease: OffsetDateTime,
+    /// When the last statement that found its queue row (the fan-out's, the
+    /// claim's, a renewal's) was issued: its endpoint was live then (see
+    /// [`Dispatch::cleared`]).
+    seen: Instant,
 }
 
 struct Outcome {
@@ -73,13 +77,51 @@ struct Outcome {
 }
 
 /// An endpoint's attempts taken in this process: `taken` (sending, or
-/// waiting for a slot) and its slots (`delivery.per_endpoint` sending at once).
-struct Taken {
+/// waiting for a slot) and its slots (`delivery.per_endpoint` sending at once),
+/// with what the last check of the endpoint found ([`Dispatch::check`]).
+pub struct Taken {
     taken: usize,
     sending: Arc<Semaphore>,
+    /// When the last check that found the endpoint live was issued.
+    checked: Option<Instant>,
+    /// Deleted (by a DELETE in this process, or as a check found it): its
+    /// attempts are not sent (their queue rows went with the deletion).
+    deleted: bool,
+    /// Its organization is suspended (as the last check found it): its
+    /// attempts go back to the queue, where the claim parks them.
+    suspended: bool,
 }
 
-type InFlight = Arc<Mutex<HashMap<Uuid, Taken>>>;
+/// Endpoints with attempts taken in this process (see [`Taken`]).
+pub type InFlight = Arc<Mutex<HashMap<Uuid, Taken>>>;
+
+/// An attempt is sent only if a statement that found its endpoint live (its
+/// queue row present, or the endpoint not deleted) was issued at most this
+/// long before: the fetch that gave it, a renewal, or a check.
+pub const FRESH: Duration = Duration::from_millis(500);
+/// How long a DELETE that removed leased queue rows waits after its commit
+/// before it answers: past [`FRESH`] (and the few microseconds between the
+/// last look at it and the send), so no replica begins an attempt at the
+/// endpoint afterwards.
+pub const FENCE_WAIT: Duration = Duration::from_millis(750);
+/// How often endpoints with attempts taken are checked (deleted? suspended?).
+const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// Where a suspended organization's deliveries wait: due never, until its
+/// reactivation makes them due now (see [`crate::orgs`]).
+pub const PARKED: OffsetDateTime = time::macros::datetime!(9999-12-31 0:00 UTC);
+
+/// Endpoint `id` was just deleted by this process: its attempts waiting
+/// here are not sent (the DELETE sets this before it answers).
+pub fn tombstone(inflight: &InFlight, id: Uuid) {
+    if let Some(t) = inflight
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_mut(&id)
+    {
+        t.deleted = true;
+    }
+}
 
 /// Delivery attempts by result (`delivered`; `rejected`: the endpoint
 /// answered non-2xx; `timeout`; `unreachable`: connection or TLS failed;
@@ -170,7 +212,6 @@ pub struct Dispatch {
     client: reqwest::Client,
     /// Slots: `delivery.concurrency` attempts sending at once.
     sem: Arc<Semaphore>,
-    inflight: InFlight,
     /// Attempts taken in all (sending, or waiting for a slot).
     taken: Arc<AtomicUsize>,
     /// Attempts taken per slot, in all ([`DEPTH`]) and per endpoint
@@ -192,6 +233,8 @@ pub struct Dispatch {
     /// Fires when the process stops: attempts still waiting for a slot give
     /// their delivery back to the queue ([`Dispatch::give_back`]).
     cancel: CancellationToken,
+    /// Notified after each check of the endpoints with attempts taken.
+    checked: tokio::sync::Notify,
 }
 
 /// What the fan-out queued under [`Dispatch::admit`]: the deliveries it
@@ -214,6 +257,8 @@ pub struct Leased {
     pub previous_until: Option<OffsetDateTime>,
     /// Its queue row's `due_at`, as stored: the lease.
     pub lease: OffsetDateTime,
+    /// When the fan-out's statement was issued.
+    pub seen: Instant,
 }
 
 /// Attempts taken per slot when leases can be renewed (see `Dispatch::depth`),
@@ -245,7 +290,6 @@ pub fn spawn(
         state: state.clone(),
         client,
         sem: Arc::new(Semaphore::new(state.delivery.concurrency.max(1))),
-        inflight: Arc::default(),
         taken: Arc::default(),
         depth: if renewable(&state.delivery) { DEPTH } else { 1 },
         depth_per_endpoint: if renewable(&state.delivery) {
@@ -257,6 +301,19 @@ pub fn spawn(
         admission: tokio::sync::Mutex::new(()),
         backlog: AtomicBool::new(true),
         cancel: cancel.clone(),
+        checked: tokio::sync::Notify::new(),
+    });
+    let (d, checker_pool, stop) = (dispatch.clone(), pool.clone(), cancel.clone());
+    let checker = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(CHECK_EVERY) => {},
+            }
+            if let Err(e) = d.check(&checker_pool).await {
+                tracing::warn!(error = ?e, "checking the endpoints of attempts taken failed");
+            }
+        }
     });
     let d = dispatch.clone();
     let claimer = tokio::spawn(async move {
@@ -281,7 +338,7 @@ pub fn spawn(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });
-    Ok((dispatch, vec![claimer, recorder]))
+    Ok((dispatch, vec![claimer, recorder, checker]))
 }
 
 impl Dispatch {
@@ -291,6 +348,7 @@ impl Dispatch {
     fn room(&self, limit: usize) -> Room {
         let cap = self.state.delivery.per_endpoint.max(1) * self.depth_per_endpoint;
         let (endpoints, in_flight): (Vec<Uuid>, Vec<i32>) = self
+            .state
             .inflight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -352,6 +410,7 @@ impl Dispatch {
                 previous_secret: l.previous_secret,
                 previous_until: l.previous_until,
                 lease: l.lease,
+                seen: l.seen,
             })
             .collect();
         self.launch(claimed).await
@@ -381,6 +440,11 @@ impl Dispatch {
             // LATERAL makes it a nested loop, in due order, stopping at the
             // batch): joined instead, the planner hashed the whole due range
             // of the queue for every claim, 35 ms per 256 rows at 20k rows.
+            // A suspended organization's rows are parked instead of leased
+            // (due never, until its reactivation): its status rows are locked
+            // (FOR SHARE), so a reactivation's unparking, which waits for
+            // them, sees what this parks.
+            let seen = Instant::now();
             let claimed = sqlx::query!(
                 r#"WITH cand AS (
                    SELECT delivery_id, endpoint_id, due_at FROM queue
@@ -399,8 +463,10 @@ impl Dispatch {
                    LATERAL (SELECT q.delivery_id FROM queue q
                             WHERE q.delivery_id = r.delivery_id AND q.due_at <= $1
                             FOR UPDATE SKIP LOCKED) l
-                   LIMIT $3)
-                 UPDATE queue q SET due_at = $4 FROM due, events ev, endpoints e
+                   LIMIT $3),
+                 susp AS (SELECT org_id FROM org_states WHERE suspended FOR SHARE)
+                 UPDATE queue q SET due_at = CASE WHEN s.org_id IS NULL THEN $4::timestamptz ELSE $8::timestamptz END
+                 FROM due, events ev, endpoints e LEFT JOIN susp s ON s.org_id = e.org_id
                  WHERE q.delivery_id = due.delivery_id AND ev.id = q.event_id AND e.id = q.endpoint_id
                  RETURNING q.delivery_id AS "id!", q.endpoint_id AS "endpoint_id!", q.event_id AS "event_id!",
                            ev.event_type AS "event_type!", ev.payload AS "payload!", q.attempts AS "attempts!",
@@ -413,9 +479,14 @@ impl Dispatch {
                 room.cap as i32,
                 &room.endpoints,
                 &room.in_flight,
+                PARKED,
             )
             .fetch_all(pool)
             .await?;
+            // A suspended organization's deliveries were parked, not taken;
+            // the room they were counted in stays free for the next claim.
+            let parked = claimed.iter().filter(|r| r.lease == PARKED).count();
+            let claimed: Vec<_> = claimed.into_iter().filter(|r| r.lease != PARKED).collect();
             // One body per event, shared by its deliveries in this claim.
             let mut bodies: HashMap<Uuid, Bytes> = HashMap::new();
             let claimed: Vec<Claimed> = claimed
@@ -435,6 +506,7 @@ impl Dispatch {
                     previous_secret: r.previous_secret,
                     previous_until: r.previous_until,
                     lease: r.lease,
+                    seen,
                 })
                 .collect();
             // Due deliveries may be left behind a claim that took some, and
@@ -442,10 +514,13 @@ impl Dispatch {
             // them as slots free up. An empty claim with no endpoint left out
             // found nothing due.
             self.backlog.store(
-                !claimed.is_empty() || !room.busy.is_empty(),
+                !claimed.is_empty() || parked > 0 || !room.busy.is_empty(),
                 Ordering::Relaxed,
             );
             if claimed.is_empty() {
+                if parked > 0 {
+                    continue;
+                }
                 return Ok(());
             }
             self.launch(claimed).await?;
@@ -464,9 +539,11 @@ impl Dispatch {
             return Some(c);
         }
         let lease = now + time::Duration::milliseconds(d.lease_ms as i64);
+        let seen = Instant::now();
         match self.move_lease(&c, lease).await {
             Ok(Some(lease)) => {
                 c.lease = lease;
+                c.seen = seen;
                 Some(c)
             }
             Ok(None) => None,
@@ -476,6 +553,88 @@ impl Dispatch {
                 None
             }
         }
+    }
+
+    /// Whether `c`, which holds a slot, may be sent now: not if its endpoint
+    /// was deleted or its organization is suspended (as this process knows);
+    /// else only if a statement that found it live was issued within
+    /// [`FRESH`] (the fetch or renewal that gave it, or a check of its
+    /// endpoint), or after the next check. Nothing awaits between a
+    /// [`Cleared::Send`] and the request going out (signing is synchronous),
+    /// so an attempt begins within [`FRESH`] of a read that found its
+    /// endpoint live, and a DELETE answers [`FENCE_WAIT`] after its commit.
+    async fn cleared(&self, c: Claimed) -> Cleared {
+        loop {
+            let checked = self.checked.notified();
+            {
+                let map = self
+                    .state
+                    .inflight
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let t = map.get(&c.endpoint_id);
+                match t {
+                    Some(t) if t.deleted => return Cleared::Deleted,
+                    Some(t) if t.suspended => return Cleared::Paused(c),
+                    _ => {}
+                }
+                let seen = t.and_then(|t| t.checked).map_or(c.seen, |k| k.max(c.seen));
+                if seen.elapsed() < FRESH {
+                    return Cleared::Send(c);
+                }
+            }
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Cleared::Stopping(c),
+                _ = checked => {}
+            }
+        }
+    }
+
+    /// Check the endpoints with attempts taken here: deleted (by any replica),
+    /// or their organization suspended; else mark them found live as of this
+    /// statement's issue. One statement for all of them, every [`CHECK_EVERY`]:
+    /// no query per delivery.
+    async fn check(&self, pool: &sqlx::PgPool) -> sqlx::Result<()> {
+        let ids: Vec<Uuid> = self
+            .state
+            .inflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let issued = Instant::now();
+        let rows = sqlx::query!(
+            r#"SELECT e.id, e.deleted_at IS NOT NULL AS "deleted!",
+                      COALESCE(s.suspended, false) AS "suspended!"
+               FROM endpoints e LEFT JOIN org_states s ON s.org_id = e.org_id
+               WHERE e.id = ANY($1)"#,
+            &ids,
+        )
+        .fetch_all(pool)
+        .await?;
+        {
+            let mut map = self
+                .state
+                .inflight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for r in rows {
+                if let Some(t) = map.get_mut(&r.id) {
+                    t.deleted |= r.deleted;
+                    t.suspended = r.suspended;
+                    if !r.deleted && !r.suspended {
+                        t.checked = Some(issued);
+                    }
+                }
+            }
+        }
+        self.checked.notify_waiters();
+        Ok(())
     }
 
     /// Give `c`, which never got a slot, back to the queue as the process
@@ -520,10 +679,17 @@ impl Dispatch {
         };
         for c in claimed {
             let sending = {
-                let mut map = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut map = self
+                    .state
+                    .inflight
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
                 let t = map.entry(c.endpoint_id).or_insert_with(|| Taken {
                     taken: 0,
                     sending: Arc::new(Semaphore::new(cap)),
+                    checked: None,
+                    deleted: false,
+                    suspended: false,
                 });
                 (t.taken < limit).then(|| {
                     t.taken += 1;
@@ -554,7 +720,18 @@ impl Dispatch {
                 };
                 let outcome = match slots {
                     Some(_) => match d.still_ours(c).await {
-                        Some(c) => Some(attempt(&d.state, &d.client, c).await),
+                        Some(c) => match d.cleared(c).await {
+                            Cleared::Send(c) => Some(attempt(&d.state, &d.client, c).await),
+                            // Its queue row went with the deletion.
+                            Cleared::Deleted => None,
+                            // Back to the queue, due now: the claim parks it
+                            // while the organization is suspended, or, once
+                            // it stops, another replica takes it.
+                            Cleared::Paused(c) | Cleared::Stopping(c) => {
+                                d.give_back(&c).await;
+                                None
+                            }
+                        },
                         None => None,
                     },
                     None => {
@@ -579,6 +756,14 @@ impl Dispatch {
     }
 }
 
+/// What [`Dispatch::cleared`] decided for an attempt holding a slot.
+enum Cleared {
+    Send(Claimed),
+    Deleted,
+    Paused(Claimed),
+    Stopping(Claimed),
+}
+
 /// An attempt's place among those taken (in all and for its endpoint),
 /// given up when it is dropped: when its task ends, or if it panics (so a
 /// stopping process does not wait for it forever).
@@ -592,6 +777,7 @@ impl Drop for Release {
         {
             let mut map = self
                 .d
+                .state
                 .inflight
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);

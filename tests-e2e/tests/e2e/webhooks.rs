@@ -163,8 +163,18 @@ async fn delete_endpoint(s: &TestStack, token: &str, ep: &str) -> u16 {
 /// Publish a product event for `org` on the stack's PRODUCT stream, as
 /// server-product's outbox would; returns its id.
 async fn publish_event(s: &TestStack, org: &str, kind: &str) -> String {
+    publish_event_at(s, org, kind, time::OffsetDateTime::now_utc()).await
+}
+
+/// [`publish_event`], committed at `at` (an outbox relays it later).
+async fn publish_event_at(
+    s: &TestStack,
+    org: &str,
+    kind: &str,
+    at: time::OffsetDateTime,
+) -> String {
     let id = uuid::Uuid::now_v7();
-    let body = json!({"id": id, "type": kind, "created_at": time::OffsetDateTime::now_utc()
+    let body = json!({"id": id, "type": kind, "created_at": at
         .format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
         "org_id": org, "data": {"id": uuid::Uuid::new_v4(), "hostname": "x"}});
     let js = async_nats::jetstream::new(s.nats.clone());
@@ -1096,11 +1106,16 @@ async fn redirects_are_not_followed() {
     let ep = endpoint_id(&s, &owner, &org, &redirecting.url).await;
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&redirecting, 3, 10).await);
-    let log = delivery_log(&s, &owner, &ep).await;
+    // The third answer is recorded after the receiver saw the request.
+    let log = until_log(&s, &owner, &ep, 10, |rows| {
+        rows.first().is_some_and(|d| d["status"] != "pending")
+    })
+    .await
+    .expect("the last attempt was recorded");
     assert_eq!(
         (
-            log.body[0]["status"].as_str(),
-            log.body[0]["last_status_code"].as_i64()
+            log[0]["status"].as_str(),
+            log[0]["last_status_code"].as_i64()
         ),
         (Some("failed"), Some(302))
     );
@@ -1701,4 +1716,424 @@ async fn the_queue_migration_keeps_every_delivery_as_it_was() {
     );
     admin.close().await.ok();
     scratch::drop_database(&url).await;
+}
+
+/// Attempts at `ep` leased for more than 30 s (held in some process's
+/// memory, sending or waiting for a slot).
+async fn leased(s: &TestStack, ep: &str) -> i64 {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM webhook_dispatcher.queue
+           WHERE endpoint_id = $1::uuid AND due_at > now() + interval '30 seconds'"#,
+        uuid::Uuid::parse_str(ep).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .unwrap_or(0)
+}
+
+/// Three events for one endpoint, whose receiver holds the first request:
+/// one attempt sending, two waiting for the one slot in memory (leases of a
+/// minute: never renewed meanwhile). The endpoint is deleted; once the
+/// DELETE answered, the held request is let go. A later event for another,
+/// live endpoint waits for the slot behind the two (one slot, taken in
+/// turn): once it arrives they have had their turn, and neither was sent.
+/// `replica`: the attempts are held by a second dispatcher (the stack's
+/// sends nothing), which the DELETE (served by the stack's) cannot reach in
+/// memory: only the fence in Postgres stops them.
+async fn attempts_waiting_when_deleted(replica: bool) {
+    let slot = "[delivery]\nworker = true\nconcurrency = 1\nper_endpoint = 4\ntimeout_ms = 10000\n\
+                lease_ms = 60000\n";
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: if replica {
+            "[delivery]\nworker = false\n".into()
+        } else {
+            slot.into()
+        },
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("hooks-delete-waiting@example.com").await;
+    let (url, ids, release) = holds_first();
+    let ep = endpoint_id(&s, &owner, &org, &url).await;
+    let other = tokio_util::sync::CancellationToken::new();
+    let _stop_other = other.clone().drop_guard();
+    if replica {
+        let r = webhook_dispatcher::build(
+            s.settings::<webhook_dispatcher::WebhookDispatcher>(slot),
+            service_kit::Runtime::new(other.clone()),
+        )
+        .await
+        .expect("a replica with one slot");
+        tokio::spawn(r.run_until_stopped());
+    }
+    let mut events = vec![];
+    for kind in ["server.created", "server.active", "server.terminated"] {
+        events.push(publish_event(&s, &org, kind).await);
+    }
+    eventually(Duration::from_secs(15), || async {
+        (ids.lock().map(|i| i.len()).unwrap_or(0) == 1 && leased(&s, &ep).await == 3).then_some(())
+    })
+    .await
+    .expect("one attempt sending, two waiting for the slot, all three leased");
+    assert_eq!(delete_endpoint(&s, &owner, &ep).await, 200);
+    release.store(true, Ordering::SeqCst);
+    let witness = Receiver::start(200);
+    let _wep = endpoint_id(&s, &owner, &org, &witness.url).await;
+    let marker = publish_event(&s, &org, "server.created").await;
+    assert!(until_count(&witness, 1, 30).await, "the marker arrived");
+    assert_eq!(
+        header(&witness.all()[0].0, "webhook-id"),
+        marker,
+        "the marker is the later event"
+    );
+    let sent = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    assert_eq!(sent.len(), 1, "nothing after the DELETE answered: {sent:?}");
+    assert!(events.contains(&sent[0]));
+    let stopped: Vec<_> = outcomes(&s, &ep)
+        .await
+        .into_iter()
+        .filter(|o| o.3.as_deref() == Some("endpoint deleted"))
+        .collect();
+    assert_eq!(stopped.len(), 3, "every delivery stopped by the deletion");
+}
+
+#[tokio::test]
+async fn attempts_waiting_for_a_slot_when_their_endpoint_is_deleted_are_not_sent() {
+    attempts_waiting_when_deleted(false).await;
+}
+
+#[tokio::test]
+async fn another_replicas_attempts_waiting_when_their_endpoint_is_deleted_are_not_sent() {
+    attempts_waiting_when_deleted(true).await;
+}
+
+#[tokio::test]
+async fn an_event_committed_before_its_endpoint_was_deleted_but_fanned_out_after_goes_nowhere() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("hooks-delete-late@example.com").await;
+    let rx = Receiver::start(200);
+    let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
+    let witness = Receiver::start(200);
+    let _wep = endpoint_id(&s, &owner, &org, &witness.url).await;
+    // Committed now, while both endpoints are live; relayed after the delete.
+    let committed = time::OffsetDateTime::now_utc();
+    assert_eq!(delete_endpoint(&s, &owner, &ep).await, 200);
+    let event = publish_event_at(&s, &org, "server.created", committed).await;
+    // The witness's delivery comes from the same fan-out statement.
+    assert!(
+        until_count(&witness, 1, 15).await,
+        "the live endpoint got it"
+    );
+    let queued = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM webhook_dispatcher.deliveries
+           WHERE endpoint_id = $1::uuid AND event_id = $2::uuid"#,
+        uuid::Uuid::parse_str(&ep).expect("a uuid"),
+        uuid::Uuid::parse_str(&event).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("count");
+    assert_eq!(queued, 0, "no delivery for the deleted endpoint");
+    assert_eq!(rx.count(), 0);
+}
+
+/// Suspend `org` as `staff`, and wait until `member` resolves with the
+/// suspension (its writes are refused from then on).
+async fn suspend(s: &TestStack, staff: &str, org: &str, member: &str) {
+    let r = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/suspend"),
+            Some(staff),
+            json!({"reason": "abuse report"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    eventually(Duration::from_secs(15), || async {
+        let me = s.get("/v1/auth/me", Some(member)).await;
+        me.body["memberships"]
+            .as_array()?
+            .iter()
+            .any(|m| m["org_id"] == org && m["status"] == "suspended")
+            .then_some(())
+    })
+    .await
+    .expect("the suspension reached the member's identity");
+}
+
+/// The audit events `webhook.deleted` on `org`: (actor, detail).
+async fn deletions_audited(s: &TestStack, org: &str, n: usize) -> Vec<(String, Value)> {
+    let subject = format!("org:{org}");
+    eventually(Duration::from_secs(10), || async {
+        let rows: Vec<(String, Value)> = sqlx::query!(
+            r#"SELECT actor_user_id::text AS "actor!", detail AS "detail!" FROM identity.audit_log
+               WHERE subject = $1 AND action = 'webhook.deleted' ORDER BY id"#,
+            subject,
+        )
+        .fetch_all(&s.db)
+        .await
+        .ok()?
+        .into_iter()
+        .map(|r| (r.actor, r.detail))
+        .collect();
+        (rows.len() == n).then_some(rows)
+    })
+    .await
+    .expect("the deletions were audited")
+}
+
+#[tokio::test]
+async fn a_suspended_organization_deletes_its_endpoints_and_staff_delete_any() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let staff_id = s.get("/v1/auth/me", Some(&staff)).await.body["user_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let (owner, org) = s.org_with_owner("hooks-suspended@example.com").await;
+    let visitor = s.member(&owner, &org, "visitor").await;
+    let rx = Receiver::start(200);
+    let url = rx.url.as_str();
+    let (ep1, ep2) = (
+        endpoint_id(&s, &owner, &org, url).await,
+        endpoint_id(&s, &owner, &org, url).await,
+    );
+    let (other_owner, other) = s.org_with_owner("hooks-active@example.com").await;
+    let ep3 = endpoint_id(&s, &other_owner, &other, url).await;
+    suspend(&s, &staff, &org, &owner).await;
+    // Writes that add are refused; deleting, which only takes away, is not.
+    assert_eq!(endpoint(&s, &owner, &org, url).await.status, 403);
+    assert_eq!(
+        delete_endpoint(&s, &visitor, &ep1).await,
+        403,
+        "the role still counts"
+    );
+    assert_eq!(delete_endpoint(&s, &other_owner, &ep1).await, 404);
+    assert_eq!(delete_endpoint(&s, &owner, &ep1).await, 200);
+    // Staff, members of neither organization: the suspended one and an active one.
+    let listed = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks?org_id={other}"),
+        Some(&staff),
+        None,
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{:?}", listed.body);
+    assert_eq!(listed.body[0]["id"], json!(ep3));
+    assert_eq!(delete_endpoint(&s, &staff, &ep2).await, 200);
+    assert_eq!(delete_endpoint(&s, &staff, &ep3).await, 200);
+    assert_eq!(delete_endpoint(&s, &staff, &ep3).await, 404, "gone");
+    let live = p_call(
+        &s,
+        "GET",
+        &format!("/v1/webhooks?org_id={org}"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(live.body, json!([]));
+    // Audited: the owner as a member; staff as staff.
+    let owner_id = s.get("/v1/auth/me", Some(&owner)).await.body["user_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let audited = deletions_audited(&s, &org, 2).await;
+    assert_eq!(audited[0].0, owner_id);
+    assert_eq!(audited[0].1.get("as"), None);
+    assert_eq!(audited[1].0, staff_id);
+    assert_eq!(audited[1].1["as"], "staff");
+    assert_eq!(audited[1].1["endpoint_id"], json!(ep2));
+    let audited = deletions_audited(&s, &other, 1).await;
+    assert_eq!(
+        (audited[0].0.as_str(), &audited[0].1["as"]),
+        (staff_id.as_str(), &json!("staff"))
+    );
+}
+
+#[tokio::test]
+async fn a_suspended_organizations_deliveries_wait_and_go_out_once_after_reactivation() {
+    // Retries a minute apart: the test makes the retry due itself, once the
+    // suspension is in place.
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[delivery]\nbackoff_ms = [60000, 60000]\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (owner, org) = s.org_with_owner("hooks-paused@example.com").await;
+    let rx = Receiver::start(500);
+    let ep = endpoint_id(&s, &owner, &org, &rx.url).await;
+    let ep_id = uuid::Uuid::parse_str(&ep).expect("a uuid");
+    // A delivery failing once before the suspension; its retry comes due
+    // while the organization is suspended.
+    let first = publish_event(&s, &org, "server.created").await;
+    until_log(&s, &owner, &ep, 10, |rows| {
+        rows.first().is_some_and(|d| d["attempts"] == 1)
+    })
+    .await
+    .expect("the first attempt was recorded");
+    suspend(&s, &staff, &org, &owner).await;
+    let org_id = uuid::Uuid::parse_str(&org).expect("a uuid");
+    eventually(Duration::from_secs(10), || async {
+        sqlx::query_scalar!(
+            "SELECT suspended FROM webhook_dispatcher.org_states WHERE org_id = $1",
+            org_id,
+        )
+        .fetch_optional(&s.db)
+        .await
+        .ok()??
+        .then_some(())
+    })
+    .await
+    .expect("the dispatcher heard of the suspension");
+    rx.status.store(200, Ordering::SeqCst);
+    sqlx::query!(
+        "UPDATE webhook_dispatcher.queue SET due_at = now() WHERE endpoint_id = $1",
+        ep_id,
+    )
+    .execute(&s.db)
+    .await
+    .expect("the retry is due");
+    let second = publish_event(&s, &org, "server.active").await;
+    // The marker: both deliveries parked (the new one by its fan-out, the
+    // retry by the claim that found it due), so neither is in flight.
+    eventually(Duration::from_secs(10), || async {
+        let parked = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM webhook_dispatcher.queue
+               WHERE endpoint_id = $1 AND due_at > now() + interval '100 years'"#,
+            ep_id,
+        )
+        .fetch_one(&s.db)
+        .await
+        .ok()?;
+        (parked == 2).then_some(())
+    })
+    .await
+    .expect("both deliveries wait, parked");
+    assert_eq!(rx.count(), 1, "nothing sent while suspended");
+    let log = delivery_log(&s, &owner, &ep).await.body;
+    let rows = log.as_array().cloned().unwrap_or_default();
+    assert!(
+        rows.len() == 2 && rows.iter().all(|d| d["status"] == "pending"),
+        "{rows:?}"
+    );
+    let r = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/reactivate"),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let log = until_log(&s, &owner, &ep, 20, |rows| {
+        rows.len() == 2 && rows.iter().all(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("both delivered after the reactivation");
+    let attempts = |event: &str| {
+        log.iter()
+            .find(|d| d["event_id"] == json!(event))
+            .map(|d| d["attempts"].clone())
+    };
+    assert_eq!(
+        attempts(&first),
+        Some(json!(2)),
+        "the pause is not an attempt"
+    );
+    assert_eq!(attempts(&second), Some(json!(1)));
+    let mut got: Vec<String> = rx
+        .all()
+        .iter()
+        .map(|(h, _)| header(h, "webhook-id").to_owned())
+        .collect();
+    got.sort();
+    let mut want = vec![first.clone(), first, second];
+    want.sort();
+    assert_eq!(got, want, "each sent once after the reactivation");
+}
+
+#[tokio::test]
+async fn attempts_waiting_in_memory_when_their_organization_is_suspended_wait_for_its_reactivation()
+{
+    // One slot, held by the receiver's first request; the other two events'
+    // attempts wait for it in memory, leased for a minute (never renewed
+    // meanwhile). The organization is suspended; once the dispatcher has it,
+    // the test waits past `FRESH` (an attempt goes out only within it of a
+    // read that found its organization active), then lets the first go: the
+    // two go back to the queue and are parked, and after the reactivation
+    // each is delivered once.
+    let s = TestStack::spawn_with(StackOptions {
+        webhook_toml: "[delivery]\nconcurrency = 1\nper_endpoint = 4\ntimeout_ms = 30000\n\
+                       lease_ms = 60000\n"
+            .into(),
+        ..Default::default()
+    })
+    .await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (owner, org) = s.org_with_owner("hooks-paused-waiting@example.com").await;
+    let (url, ids, release) = holds_first();
+    let ep = endpoint_id(&s, &owner, &org, &url).await;
+    let ep_id = uuid::Uuid::parse_str(&ep).expect("a uuid");
+    let mut events = vec![];
+    for kind in ["server.created", "server.active", "server.terminated"] {
+        events.push(publish_event(&s, &org, kind).await);
+    }
+    eventually(Duration::from_secs(15), || async {
+        (ids.lock().map(|i| i.len()).unwrap_or(0) == 1 && leased(&s, &ep).await == 3).then_some(())
+    })
+    .await
+    .expect("one attempt sending, two waiting for the slot, all three leased");
+    suspend(&s, &staff, &org, &owner).await;
+    let org_id = uuid::Uuid::parse_str(&org).expect("a uuid");
+    eventually(Duration::from_secs(10), || async {
+        sqlx::query_scalar!(
+            "SELECT suspended FROM webhook_dispatcher.org_states WHERE org_id = $1",
+            org_id,
+        )
+        .fetch_optional(&s.db)
+        .await
+        .ok()??
+        .then_some(())
+    })
+    .await
+    .expect("the dispatcher heard of the suspension");
+    tokio::time::sleep(webhook_dispatcher::worker::FRESH + Duration::from_millis(100)).await;
+    release.store(true, Ordering::SeqCst);
+    // The marker: the two are back in the queue, parked.
+    eventually(Duration::from_secs(15), || async {
+        let parked = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM webhook_dispatcher.queue
+               WHERE endpoint_id = $1 AND due_at > now() + interval '100 years'"#,
+            ep_id,
+        )
+        .fetch_one(&s.db)
+        .await
+        .ok()?;
+        (parked == 2).then_some(())
+    })
+    .await
+    .expect("the two waiting attempts went back to the queue, parked");
+    assert_eq!(
+        ids.lock().map(|i| i.len()).unwrap_or(0),
+        1,
+        "nothing sent while suspended"
+    );
+    let r = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/reactivate"),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let log = until_log(&s, &owner, &ep, 20, |rows| {
+        rows.len() == 3 && rows.iter().all(|d| d["status"] == "delivered")
+    })
+    .await
+    .expect("all three delivered");
+    assert!(log.iter().all(|d| d["attempts"] == 1), "{log:?}");
+    let mut got = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    got.sort();
+    events.sort();
+    assert_eq!(got, events, "each sent once");
 }

@@ -6,6 +6,7 @@ use crate::{
     ssrf,
     state::{secret_aad, AppState},
     store::{self, Endpoint, Error, NewEndpoint},
+    worker,
 };
 use actix_web::{web, HttpResponse};
 use hub_domain::{Capability, EndpointId, OrgId};
@@ -34,6 +35,29 @@ pub async fn authorized(
     let e = store::live(&state.pool, id).await?;
     caller.require(e.org_id, cap)?;
     Ok(e)
+}
+
+/// Who may take an action that only reduces what an endpoint receives
+/// (deleting it), on organization `org_id`'s endpoint: a member whose role
+/// grants `cap`, even while the organization is suspended (containment must
+/// not wait for reactivation); and staff, on any organization. Another
+/// organization's endpoint is a 404 to anyone else; too low a role, 403.
+fn may_reduce(caller: &Caller, org_id: OrgId, cap: Capability) -> ApiResult<Acting> {
+    match caller.identity.membership_in(org_id) {
+        Some(m) if m.role.can(cap) => Ok(Acting::Member),
+        _ if caller.identity.staff => Ok(Acting::Staff),
+        Some(_) => Err(ApiError::forbidden(cap.denied_message())),
+        None => Err(ApiError::NotFound),
+    }
+}
+
+/// In what capacity [`may_reduce`] let the caller act.
+#[derive(Clone, Copy, PartialEq)]
+enum Acting {
+    Member,
+    /// Staff acting on an organization (theirs or not) without the role:
+    /// the audit event says so.
+    Staff,
 }
 
 #[derive(Deserialize)]
@@ -102,44 +126,57 @@ pub struct OrgQuery {
     org_id: OrgId,
 }
 
-/// GET /v1/webhooks?org_id= (any member): live endpoints, never a secret.
+/// GET /v1/webhooks?org_id= (any member, or staff): live endpoints, never a
+/// secret (staff find there the endpoints they may delete).
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
     q: web::Query<OrgQuery>,
 ) -> ApiResult<HttpResponse> {
-    caller.require(q.org_id, Capability::Read)?;
+    if !caller.identity.staff {
+        caller.require(q.org_id, Capability::Read)?;
+    }
     Ok(HttpResponse::Ok().json(store::of_org(&state.pool, q.org_id).await?))
 }
 
-/// DELETE /v1/webhooks/{id} (developer or above): the endpoint is gone and its
-/// pending deliveries stop (failed, "endpoint deleted").
+/// DELETE /v1/webhooks/{id} (developer or above, also while the organization
+/// is suspended; staff on any organization): the endpoint is gone and its
+/// pending deliveries stop (failed, "endpoint deleted"). Once it answers, no
+/// request is sent to the endpoint by any replica: when some of its deliveries
+/// were leased (an attempt may be waiting in a replica's memory), it answers
+/// [`worker::FENCE_WAIT`] after its commit, past the freshness every attempt
+/// needs before it is sent (see `worker::Dispatch::cleared`).
 #[tracing::instrument(skip_all, fields(endpoint_id = %path))]
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<EndpointId>,
 ) -> ApiResult<HttpResponse> {
-    let e = authorized(
-        &state,
-        &caller,
-        path.into_inner().as_uuid(),
-        Capability::ManageWebhooks,
-    )
-    .await?;
+    let e = store::live(&state.pool, path.into_inner().as_uuid()).await?;
+    let acting = may_reduce(&caller, e.org_id, Capability::ManageWebhooks)?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
-    store::delete(&mut tx, e.id, now).await?;
+    let leased = store::delete(&mut tx, e.id, now).await?;
+    let mut detail = json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url});
+    if acting == Acting::Staff {
+        detail["as"] = json!("staff");
+    }
     outbox::audit(
         &mut tx,
         &state.naming,
         &caller,
         event_contracts::AuditAction::WebhookDeleted,
         e.org_id,
-        json!({"org_id": e.org_id, "endpoint_id": e.id, "url": e.url}),
+        detail,
     )
     .await?;
     state.outbox.commit(tx).await?;
+    // This process's attempts waiting for the endpoint stop at once; other
+    // replicas' by the time the wait is over.
+    worker::tombstone(&state.inflight, e.id);
+    if leased {
+        tokio::time::sleep(worker::FENCE_WAIT).await;
+    }
     Ok(HttpResponse::Ok().json(json!({"status": "deleted"})))
 }
 
