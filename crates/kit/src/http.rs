@@ -135,7 +135,7 @@ pub async fn request_span(
     let span = tracing::info_span!(
         "http",
         service = metrics.as_ref().map_or("", |m| m.service()),
-        method = crate::metrics::method_label(req.method().as_str()),
+        method = %crate::metrics::method_label(req.method().as_str()),
         path = %req.path(),
         request_id = %request_id,
         status = tracing::field::Empty,
@@ -176,7 +176,7 @@ pub async fn request_span(
     if !matches!(route.as_ref(), "/healthz" | "/readyz") {
         tracing::info!(
             target: crate::telemetry::ACCESS_LOG_TARGET,
-            method,
+            method = %method,
             route = %route,
             status,
             ms,

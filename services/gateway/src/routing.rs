@@ -95,6 +95,7 @@ impl RouteTable {
         })
     }
 
+    #[cfg(test)]
     pub fn service_for(&self, path: &str) -> Option<&str> {
         self.rule_for(path).map(|r| r.service.as_str())
     }

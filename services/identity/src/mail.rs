@@ -313,7 +313,7 @@ impl Mailer {
             .map_err(|_| anyhow::anyhow!("the recipient is not a mailbox"))?;
         let (subject, text, html) = if kind == KIND_MFA_LOCKOUT {
             // `token` is the lockout's length in seconds here.
-            let minutes = token.parse::<i64>().unwrap_or(0).div_ceil(60).max(1);
+            let minutes = (token.parse::<i64>().unwrap_or(0).max(1) + 59) / 60;
             let minutes = match minutes {
                 1 => "1 minute".to_owned(),
                 n => format!("{n} minutes"),

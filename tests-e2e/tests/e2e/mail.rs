@@ -14,7 +14,7 @@ use std::{
 use tests_e2e::{eventually, random_ip, StackOptions, TestStack};
 use uuid::Uuid;
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 const LINK_BASE: &str = "https://app.test/sign-in?lang=en";
 
 /// The SMTP sink: a child process, killed on drop.
@@ -92,7 +92,7 @@ impl Drop for Sink {
     }
 }
 
-fn messages(out: &Path) -> Vec<Value> {
+pub(crate) fn messages(out: &Path) -> Vec<Value> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(out)
         .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
         .unwrap_or_default();
