@@ -5,7 +5,8 @@ values, values-production.yaml and a dev set, every object validated against
 the Kubernetes API schemas, every pod spec against Pod Security "restricted",
 the hook order, the NetworkPolicies against the calls the services declare
 (with the Ingress on, only its controller reaches the gateways), the Ingress
-(each host to its gateway; refused without trustedProxies), every pod's NATS
+(each host to its gateway; refused without trustedProxies), production's
+trusted proxies narrow (never 10.0.0.0/8) and MFA required for staff, every pod's NATS
 user and password against files/nats-authorization.conf, and checkov (the
 second half of this file). Exits non-zero on any failure.
 
@@ -625,6 +626,46 @@ def check_nats_users(label, docs, values, fail):
         fail(f"{label}: the nats-authorization ConfigMap does not carry files/nats-authorization.conf")
 
 
+# The widest range production may trust for X-Forwarded-For: the ingress
+# controller's pods, not a whole private range (from 10.0.0.0/8 any pod of the
+# cluster could claim any client IP and take over another's per-IP limits).
+NARROWEST_TRUSTED_PREFIX = {4: 24, 6: 64}
+
+
+def production_env(docs):
+    """Each Deployment's first container env (literal values), by Deployment name."""
+    return {d["metadata"]["name"]: {e["name"]: e.get("value")
+                                    for e in pod_spec(d)[1]["containers"][0].get("env") or []}
+            for d in docs if d["kind"] == "Deployment"}
+
+
+def check_production_security(label, docs, fail):
+    """Production: the gateways trust only narrow proxy ranges (never
+    10.0.0.0/8), and identity requires MFA for staff (mfa.staff_required)."""
+    envs = production_env(docs)
+    gateways = {n: e for n, e in envs.items() if any(k.startswith("CORE_API_GATEWAY__") for k in e)}
+    if not gateways:
+        fail(f"{label}: no gateway Deployment rendered")
+    for name, env in gateways.items():
+        raw = env.get("CORE_API_GATEWAY__PROXY__TRUSTED_PROXIES") or ""
+        for entry in (c.strip() for c in raw.split(",") if c.strip()):
+            try:
+                net = ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                fail(f"{label}: {name} trusts {entry!r}, neither a CIDR nor an address")
+                continue
+            if net.prefixlen < NARROWEST_TRUSTED_PREFIX[net.version]:
+                fail(f"{label}: {name} trusts X-Forwarded-For from {entry} (wider than "
+                     f"/{NARROWEST_TRUSTED_PREFIX[net.version]}): trust the ingress controller's pods only")
+    identity = [e for e in envs.values() if any(k.startswith("IDENTITY__") for k in e)]
+    if not identity:
+        fail(f"{label}: no identity Deployment rendered")
+    for env in identity:
+        if str(env.get("IDENTITY__MFA__STAFF_REQUIRED")).lower() != "true":
+            fail(f"{label}: identity runs without IDENTITY__MFA__STAFF_REQUIRED=true "
+                 f"(staff must sign in with MFA in production)")
+
+
 def check_ingress_needs_trusted_proxies(helm_bin, chart, fail):
     """ingress.enabled without trustedProxies must not render."""
     p = subprocess.run([helm_bin, "template", "hub", str(chart), "--namespace", NAMESPACE,
@@ -721,6 +762,8 @@ def rendered_checks(chart, helm_bin, failures):
 
         check_ingress(label, docs, values, fail)
         check_nats_users(label, docs, values, fail)
+        if label == "production":
+            check_production_security(label, docs, fail)
         kinds = {}
         for d in docs:
             kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1

@@ -29,7 +29,7 @@ def services():
         name = re.search(r'const SERVICE: &\'static str = "([^"]+)";', src)
         defaults = re.search(r'const DEFAULTS: &str = include_str!\("([^"]+)"\);', src)
         dev = re.search(r'const DEV: &str = include_str!\("([^"]+)"\);', src)
-        lists = re.search(r"const LIST_KEYS: &'static \[&'static str\] = &\[(.*?)\];", src, re.S)
+        lists = re.search(r"const LIST_KEYS: &'static \[&'static str\] =\s*&\[(.*?)\];", src, re.S)
         if not (name and defaults):
             raise SystemExit(f"settings_doc: {rs.relative_to(ROOT)} has no Layered SERVICE / DEFAULTS")
         keys = [re.escape(k) for k in re.findall(r'"([^"]+)"', lists.group(1))] if lists else []

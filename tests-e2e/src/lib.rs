@@ -214,6 +214,7 @@ impl TestStack {
 host = "127.0.0.1"
 port = 0
 metrics_port = 0
+metrics_host = "127.0.0.1"
 workers = 1
 [product_http]
 host = "127.0.0.1"
@@ -360,10 +361,12 @@ log_format = "pretty"
             extra,
             database_admin_url: Some(database_url.clone()),
             gateways: opts.gateways,
+            // The harness is a dev profile (it echoes sign-in tokens).
             runtime: service_kit::Runtime {
                 cancel: cancel.clone(),
                 clock: clock.clone(),
                 listener: Default::default(),
+                dev: true,
             },
         })
         .await?;

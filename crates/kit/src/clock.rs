@@ -66,6 +66,10 @@ pub struct Runtime {
     pub clock: Clock,
     /// Serve on this instead of binding `http` from the settings.
     pub listener: Listener,
+    /// The dev profile ([`profile_is_dev`](crate::settings::profile_is_dev)
+    /// at start): dev-only settings (`auth.echo_dev_token`) are refused
+    /// without it. The test stack runs as dev.
+    pub dev: bool,
 }
 
 impl Runtime {
@@ -74,6 +78,7 @@ impl Runtime {
             cancel,
             clock: Clock::system(),
             listener: Listener::default(),
+            dev: crate::settings::profile_is_dev(),
         }
     }
 }

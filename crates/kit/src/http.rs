@@ -135,7 +135,7 @@ pub async fn request_span(
     let span = tracing::info_span!(
         "http",
         service = metrics.as_ref().map_or("", |m| m.service()),
-        method = %req.method(),
+        method = %crate::metrics::method_label(req.method().as_str()),
         path = %req.path(),
         request_id = %request_id,
         status = tracing::field::Empty,
@@ -149,7 +149,8 @@ pub async fn request_span(
         let _ = span.set_parent(parent);
     }
     let in_flight = metrics.as_ref().map(|m| m.request_started());
-    let method = req.method().clone();
+    // Bounded: a made-up method is `other` in metrics and in the access log.
+    let method = crate::metrics::method_label(req.method().as_str());
     let started = Instant::now();
     let mut res = CURRENT_REQUEST_ID
         .scope(request_id.clone(), next.call(req))
@@ -167,7 +168,7 @@ pub async fn request_span(
     }
     let route = route_label(res.request());
     if let Some(m) = &metrics {
-        m.request_done(method.as_str(), &route, status, took);
+        m.request_done(method, &route, status, took);
     }
     let _enter = span.enter();
     let ms = took.as_secs_f64() * 1000.0;

@@ -29,6 +29,22 @@ pub const LATENCY_BUCKETS: &[f64] = &[
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
 /// The route label of a request no route matched (bounded: never the path).
 pub const UNMATCHED: &str = "unmatched";
+/// The method label of a method outside [`METHOD_LABELS`] (bounded: never
+/// the client's token, which may be any length and any spelling).
+pub const OTHER_METHOD: &str = "other";
+/// The methods labelled by name; any other is [`OTHER_METHOD`].
+pub const METHOD_LABELS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
+/// The label of a request method: its name when it is one of
+/// [`METHOD_LABELS`], else [`OTHER_METHOD`]. Metrics and the access log use
+/// it, so that a client cannot make a new series (or a 3 kB log field) per
+/// made-up method.
+pub fn method_label(method: &str) -> &'static str {
+    METHOD_LABELS
+        .into_iter()
+        .find(|m| *m == method)
+        .unwrap_or(OTHER_METHOD)
+}
 /// How long one scrape-time reading may take before it is skipped.
 const SCRAPE_STEP_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -227,6 +243,7 @@ impl Metrics {
 
     /// One request answered.
     pub(crate) fn request_done(&self, method: &str, route: &str, status: u16, took: Duration) {
+        let method = method_label(method);
         let code = status_label(status);
         self.http
             .requests
@@ -524,6 +541,26 @@ mod tests {
             ),
             Some("1")
         );
+    }
+
+    #[tokio::test]
+    async fn made_up_methods_share_one_label() {
+        let m = Metrics::new("test");
+        for method in ["GET", "DELETE", "TRACE", "get", &"X".repeat(3000)] {
+            m.request_done(method, UNMATCHED, 405, Duration::from_millis(1));
+        }
+        let text = m.render().await;
+        assert_eq!(
+            line(
+                &text,
+                r#"hub_http_requests_total{method="other",route="unmatched",status="405"}"#
+            ),
+            Some("3")
+        );
+        assert!(text.contains(r#"method="GET""#) && text.contains(r#"method="DELETE""#));
+        assert!(!text.contains("TRACE") && !text.contains("XXX"));
+        assert_eq!(method_label("OPTIONS"), "OPTIONS");
+        assert_eq!(method_label("PROPFIND"), OTHER_METHOD);
     }
 
     #[test]

@@ -17,6 +17,19 @@ pub fn profile_is_dev() -> bool {
         .unwrap_or(false)
 }
 
+/// Refuse a setting that is only safe in the dev profile when the process is
+/// not in it (`dev`: [`Runtime::dev`](crate::Runtime::dev), the profile as
+/// the process started: [`profile_is_dev`]). `on` is the setting's value.
+pub fn dev_only(dev: bool, key: &str, on: bool) -> anyhow::Result<()> {
+    if on && !dev {
+        anyhow::bail!(
+            "{key} is a dev-only setting and this is not the dev profile (HUB_PROFILE=dev): \
+             refusing to start; set it to false"
+        );
+    }
+    Ok(())
+}
+
 /// Load settings for `service` from the layers above.
 ///
 /// `list_keys` names the keys whose environment value is a comma-separated list.
@@ -149,9 +162,20 @@ pub struct HttpSettings {
     #[serde(default)]
     pub workers: usize,
     /// Port of the metrics listener (`GET /metrics`, Prometheus text format)
-    /// on `host`: a port of its own, never routed to the public. 0 picks one.
+    /// on `metrics_host`: a port of its own, never routed to the public. 0
+    /// picks one.
     #[serde(default = "default_metrics_port")]
     pub metrics_port: u16,
+    /// The address the metrics listener binds, apart from `host`: loopback
+    /// in dev; in production the pod's addresses ("0.0.0.0", so that
+    /// Prometheus reaches it; the chart's NetworkPolicy opens the port to
+    /// `metrics.from` only).
+    #[serde(default = "default_metrics_host")]
+    pub metrics_host: String,
+}
+
+fn default_metrics_host() -> String {
+    "0.0.0.0".to_owned()
 }
 
 fn default_metrics_port() -> u16 {
@@ -163,8 +187,9 @@ impl HttpSettings {
         format!("{}:{}", self.host, self.port)
     }
 
+    /// `metrics_host:metrics_port`, never `host`'s.
     pub fn metrics_addr(&self) -> String {
-        format!("{}:{}", self.host, self.metrics_port)
+        format!("{}:{}", self.metrics_host, self.metrics_port)
     }
 }
 
@@ -384,5 +409,28 @@ mod tests {
         let t = telemetry("json").expect("json");
         assert!(t.access_log, "the access log is on unless turned off");
         assert_eq!(t.log_buffer_lines, 16_384);
+    }
+
+    #[test]
+    fn the_metrics_listener_binds_metrics_host_not_host() {
+        let s: HttpSettings = from_toml(&["host = \"127.0.0.1\"\nport = 0\nmax_body_bytes = 1\n\
+             metrics_port = 0\nmetrics_host = \"127.0.0.2\"\n"])
+        .expect("settings");
+        let l = std::net::TcpListener::bind(s.metrics_addr()).expect("bind");
+        assert_eq!(
+            l.local_addr().expect("addr").ip(),
+            "127.0.0.2".parse::<std::net::IpAddr>().expect("ip")
+        );
+        let default: HttpSettings =
+            from_toml(&["host = \"127.0.0.1\"\nport = 0\nmax_body_bytes = 1\n"]).expect("s");
+        assert_eq!(default.metrics_addr(), "0.0.0.0:9090");
+    }
+
+    #[test]
+    fn dev_only_settings_stop_a_start_outside_the_dev_profile() {
+        let e = dev_only(false, "auth.echo_dev_token", true).expect_err("refused");
+        assert!(e.to_string().contains("auth.echo_dev_token"), "{e}");
+        assert!(dev_only(true, "auth.echo_dev_token", true).is_ok());
+        assert!(dev_only(false, "auth.echo_dev_token", false).is_ok());
     }
 }

@@ -145,7 +145,7 @@ impl Application {
         }
         let metrics = service_kit::metrics::Metrics::new("gateway");
         let trusted = clientip::TrustedProxies::parse(&settings.proxy.trusted_proxies)?;
-        if !trusted.any() && !service_kit::settings::profile_is_dev() {
+        if !trusted.any() && !rt.dev {
             tracing::warn!(
                 "proxy.trusted_proxies is empty: X-Forwarded-For is ignored, so behind a load \
                  balancer every client has the balancer's IP and shares its per-IP rate limits"
@@ -225,7 +225,8 @@ impl Application {
         self.product_port
     }
 
-    /// The port of its metrics listener (`http.metrics_port`).
+    /// The port of its metrics listener (`http.metrics_port` on
+    /// `http.metrics_host`).
     pub fn metrics_port(&self) -> u16 {
         self.metrics_port
     }

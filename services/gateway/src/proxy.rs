@@ -359,6 +359,11 @@ pub async fn handle(
         req.extensions_mut()
             .insert(service_kit::http::RouteLabel(name.as_str()));
     }
+    // Only the methods the route forwards, before anything else reads the
+    // request (the credential check included: public paths too).
+    if !target.methods.serves(&method) {
+        return method_not_allowed(target.methods);
+    }
     let request_id = req
         .extensions()
         .get::<RequestId>()
@@ -555,6 +560,15 @@ pub async fn handle(
             json_error(StatusCode::BAD_GATEWAY, "upstream failed")
         }
     }
+}
+
+/// 405 `{"error"}` with the route's methods in `Allow`.
+fn method_not_allowed(methods: &routing::Methods) -> HttpResponse {
+    let mut resp = json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    if let Ok(v) = header::HeaderValue::from_str(methods.allow()) {
+        resp.headers_mut().insert(header::ALLOW, v);
+    }
+    resp
 }
 
 fn unreachable_identity() -> HttpResponse {

@@ -1,13 +1,58 @@
 //! Which service owns a path, and which endpoints are public.
 
 use crate::settings::{RouteRule, Settings};
+use actix_web::http::Method;
 use service_kit::path::PathError;
 use std::collections::HashSet;
+
+/// The methods a route forwards, and the `Allow` header that names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Methods {
+    list: Vec<Method>,
+    allow: String,
+}
+
+impl Methods {
+    /// From names of the closed set ([`service_kit::metrics::METHOD_LABELS`]);
+    /// anything else is a settings error (`what` names the key).
+    pub fn parse(names: &[String], what: &str) -> anyhow::Result<Methods> {
+        let mut list: Vec<Method> = Vec::with_capacity(names.len());
+        for n in names.iter().map(|n| n.trim().to_uppercase()) {
+            if !service_kit::metrics::METHOD_LABELS.contains(&n.as_str()) {
+                anyhow::bail!(
+                    "{what}: {n:?} is not one of {:?}",
+                    service_kit::metrics::METHOD_LABELS
+                );
+            }
+            let m = Method::from_bytes(n.as_bytes())?;
+            if !list.contains(&m) {
+                list.push(m);
+            }
+        }
+        anyhow::ensure!(!list.is_empty(), "{what}: no method");
+        let allow = list
+            .iter()
+            .map(Method::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(Methods { list, allow })
+    }
+
+    pub fn serves(&self, m: &Method) -> bool {
+        self.list.contains(m)
+    }
+
+    /// `GET, POST, ...`: the `Allow` header of a 405.
+    pub fn allow(&self) -> &str {
+        &self.allow
+    }
+}
 
 #[derive(Debug, Clone)]
 struct Rule {
     segments: Vec<String>,
     service: String,
+    methods: Methods,
 }
 
 /// An ordered rule list; the first rule whose segments prefix the path wins.
@@ -21,30 +66,46 @@ fn segments(path: &str) -> impl Iterator<Item = &str> {
 }
 
 impl RouteTable {
-    pub fn new(rules: &[RouteRule]) -> RouteTable {
-        RouteTable {
-            rules: rules
-                .iter()
-                .map(|r| Rule {
+    /// `methods`: what a rule without its own `methods` forwards.
+    pub fn new(rules: &[RouteRule], methods: &Methods) -> anyhow::Result<RouteTable> {
+        let rules = rules
+            .iter()
+            .map(|r| -> anyhow::Result<Rule> {
+                Ok(Rule {
                     segments: segments(&r.prefix).map(str::to_owned).collect(),
                     service: r.service.clone(),
+                    methods: match &r.methods {
+                        Some(own) => Methods::parse(own, &format!("routes {} methods", r.prefix))?,
+                        None => methods.clone(),
+                    },
                 })
-                .collect(),
-        }
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(RouteTable { rules })
     }
 
-    pub fn service_for(&self, path: &str) -> Option<&str> {
+    fn rule_for(&self, path: &str) -> Option<&Rule> {
         let segs: Vec<&str> = segments(path).collect();
-        self.rules
-            .iter()
-            .find(|r| {
-                r.segments.len() <= segs.len()
-                    && r.segments
-                        .iter()
-                        .zip(&segs)
-                        .all(|(want, got)| want == "*" || want == got)
-            })
-            .map(|r| r.service.as_str())
+        self.rules.iter().find(|r| {
+            r.segments.len() <= segs.len()
+                && r.segments
+                    .iter()
+                    .zip(&segs)
+                    .all(|(want, got)| want == "*" || want == got)
+        })
+    }
+
+    #[cfg(test)]
+    pub fn service_for(&self, path: &str) -> Option<&str> {
+        self.rule_for(path).map(|r| r.service.as_str())
+    }
+
+    fn target<'a>(&'a self, path: &'a str) -> Option<Target<'a>> {
+        self.rule_for(path).map(|r| Target {
+            service: &r.service,
+            path,
+            methods: &r.methods,
+        })
     }
 }
 
@@ -62,45 +123,53 @@ pub struct Target<'a> {
     pub service: &'a str,
     /// The path to forward (the product host's `/core-api` prefix removed).
     pub path: &'a str,
+    /// The methods forwarded there (any other: 405 with their `Allow`).
+    pub methods: &'a Methods,
 }
 
 pub const CORE_API_PREFIX: &str = "/core-api";
 
 impl Router {
     pub fn new(s: &Settings) -> anyhow::Result<Router> {
+        let methods = Methods::parse(&s.proxy.methods, "proxy.methods")?;
+        let router = Router {
+            core: RouteTable::new(&s.routes.core, &methods)?,
+            product: RouteTable::new(&s.routes.product, &methods)?,
+            public: HashSet::new(),
+        };
         let mut public = HashSet::new();
         for p in &s.proxy.public {
             let (m, path) = p
                 .split_once(' ')
                 .ok_or_else(|| anyhow::anyhow!("proxy.public entries are \"METHOD /path\": {p}"))?;
-            public.insert((m.to_uppercase(), path.trim().to_owned()));
+            let (m, path) = (m.to_uppercase(), path.trim().to_owned());
+            // A public endpoint whose method its route does not forward
+            // would never be reached: a settings mistake.
+            let forwarded = [false, true].iter().any(|&product| {
+                router.route(product, &path).is_some_and(|t| {
+                    Method::from_bytes(m.as_bytes()).is_ok_and(|m| t.methods.serves(&m))
+                })
+            });
+            anyhow::ensure!(
+                forwarded,
+                "proxy.public {p:?}: no route forwards {m} on that path"
+            );
+            public.insert((m, path));
         }
-        Ok(Router {
-            core: RouteTable::new(&s.routes.core),
-            product: RouteTable::new(&s.routes.product),
-            public,
-        })
+        Ok(Router { public, ..router })
     }
 
     pub fn route<'a>(&'a self, product_host: bool, path: &'a str) -> Option<Target<'a>> {
         if product_host {
             if let Some(rest) = path.strip_prefix(CORE_API_PREFIX) {
                 if rest.starts_with('/') {
-                    return self.core.service_for(rest).map(|service| Target {
-                        service,
-                        path: rest,
-                    });
+                    return self.core.target(rest);
                 }
                 return None;
             }
-            return self
-                .product
-                .service_for(path)
-                .map(|service| Target { service, path });
+            return self.product.target(path);
         }
-        self.core
-            .service_for(path)
-            .map(|service| Target { service, path })
+        self.core.target(path)
     }
 
     pub fn is_public(&self, method: &str, path: &str) -> bool {
@@ -212,13 +281,8 @@ mod tests {
     #[test]
     fn the_product_host_serves_products_and_core_under_core_api() {
         let r = router();
-        assert_eq!(
-            r.route(true, "/core-api/v1/auth/me"),
-            Some(Target {
-                service: "identity",
-                path: "/v1/auth/me"
-            })
-        );
+        let t = r.route(true, "/core-api/v1/auth/me").expect("routed");
+        assert_eq!((t.service, t.path), ("identity", "/v1/auth/me"));
         assert_eq!(
             r.route(true, "/v1/servers/x").map(|t| t.service),
             Some("server_product")
@@ -227,13 +291,10 @@ mod tests {
             r.route(true, "/v1/webhooks").map(|t| t.service),
             Some("webhook_dispatcher")
         );
-        assert_eq!(
-            r.route(true, "/core-api/v1/invites/accept"),
-            Some(Target {
-                service: "identity",
-                path: "/v1/invites/accept"
-            })
-        );
+        let t = r
+            .route(true, "/core-api/v1/invites/accept")
+            .expect("routed");
+        assert_eq!((t.service, t.path), ("identity", "/v1/invites/accept"));
         assert_eq!(r.route(true, "/v1/auth/me"), None);
         assert_eq!(r.route(true, "/core-apix/v1/auth/me"), None);
         assert_eq!(r.route(false, "/v1/skus"), None);
@@ -244,6 +305,34 @@ mod tests {
                 "{staff}"
             );
             assert_eq!(r.route(false, staff), None, "{staff}");
+        }
+    }
+
+    #[test]
+    fn routes_forward_the_closed_set_of_methods_and_name_them_in_allow() {
+        let r = router();
+        let t = r.route(false, "/v1/auth/request-link").expect("routed");
+        assert_eq!(t.methods.allow(), "GET, POST, PUT, PATCH, DELETE");
+        assert!(t.methods.serves(&Method::POST));
+        for m in ["TRACE", "HEAD", "OPTIONS", "CONNECT", &"X".repeat(3000)] {
+            let m = Method::from_bytes(m.as_bytes()).expect("a token");
+            assert!(!t.methods.serves(&m), "{m}");
+        }
+        // A rule of its own narrows it; a method outside the closed set or a
+        // public endpoint no route forwards stops the start.
+        let own = Settings::from_layers(&[
+            "[[routes.core]]\nprefix = \"/v1/auth\"\nservice = \"identity\"\nmethods = [\"post\", \"GET\"]\n",
+        ]);
+        let own = Router::new(&own.expect("settings")).expect("router");
+        let t = own.route(false, "/v1/auth/verify").expect("routed");
+        assert_eq!(t.methods.allow(), "POST, GET");
+        for bad in [
+            "[proxy]\nmethods = [\"GET\", \"TRACE\"]\n",
+            "[proxy]\nmethods = []\n",
+            "[proxy]\nmethods = [\"GET\"]\n",
+        ] {
+            let s = Settings::from_layers(&[bad]).expect("settings");
+            assert!(Router::new(&s).is_err(), "{bad}");
         }
     }
 

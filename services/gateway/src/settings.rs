@@ -60,6 +60,9 @@ pub struct ProxySettings {
     /// At most this many memberships travel in an assertion (the organization
     /// the request names first); beyond it the assertion says it is truncated.
     pub assertion_memberships: usize,
+    /// The methods forwarded on a route that does not name its own
+    /// (`routes.*.methods`); any other answers 405 with `Allow`.
+    pub methods: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -72,13 +75,17 @@ pub struct Routes {
 pub struct RouteRule {
     pub prefix: String,
     pub service: String,
+    /// The methods forwarded under this prefix; absent: `proxy.methods`.
+    #[serde(default)]
+    pub methods: Option<Vec<String>>,
 }
 
 impl Layered for Settings {
     const SERVICE: &'static str = "core-api-gateway";
     const DEFAULTS: &'static str = DEFAULTS;
     const DEV: &'static str = DEV;
-    const LIST_KEYS: &'static [&'static str] = &["proxy.trusted_proxies", "proxy.public"];
+    const LIST_KEYS: &'static [&'static str] =
+        &["proxy.trusted_proxies", "proxy.public", "proxy.methods"];
 }
 
 #[cfg(test)]

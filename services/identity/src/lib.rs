@@ -55,6 +55,8 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
+    // Before anything connects: a dev-only setting in production stops here.
+    settings.auth.check(rt.dev)?;
     let cancel = rt.cancel.clone();
     let mut f = Foundation::start(
         Parts {

@@ -41,6 +41,9 @@ use uuid::Uuid;
 pub const KIND_MAGIC_LINK: &str = "magic_link";
 /// An invitation to an organization (`invites`), with its accept link.
 pub const KIND_INVITE: &str = "invite";
+/// A notice that the account's MFA codes are locked out after too many wrong
+/// ones: no link, no code, no secret; its sealed payload is only how long.
+pub const KIND_MFA_LOCKOUT: &str = "mfa_lockout";
 
 /// How the SMTP connection is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,6 +247,31 @@ impl Mailer {
         self.enqueue(conn, KIND_INVITE, recipient, token).await
     }
 
+    /// Queue the notice that `recipient`'s codes are locked out for
+    /// `lockout_secs` (in the transaction that records the lockout).
+    pub async fn enqueue_mfa_lockout(
+        &self,
+        conn: &mut PgConnection,
+        recipient: &str,
+        lockout_secs: i64,
+    ) -> anyhow::Result<()> {
+        let id = Uuid::now_v7();
+        let sealed = self
+            .sealer
+            .seal(lockout_secs.to_string().as_bytes(), id.as_bytes())?;
+        sqlx::query!(
+            "INSERT INTO mail_queue (id, kind, recipient, sealed) VALUES ($1, $2, $3, $4)",
+            id,
+            KIND_MFA_LOCKOUT,
+            recipient,
+            sealed,
+        )
+        .execute(conn)
+        .await
+        .context("writing the mail queue row")?;
+        Ok(())
+    }
+
     async fn enqueue(
         &self,
         conn: &mut PgConnection,
@@ -283,7 +311,27 @@ impl Mailer {
         let to: Mailbox = recipient
             .parse()
             .map_err(|_| anyhow::anyhow!("the recipient is not a mailbox"))?;
-        let (subject, text, html) = if kind == KIND_INVITE {
+        let (subject, text, html) = if kind == KIND_MFA_LOCKOUT {
+            // `token` is the lockout's length in seconds here.
+            let minutes = (token.parse::<i64>().unwrap_or(0).max(1) + 59) / 60;
+            let minutes = match minutes {
+                1 => "1 minute".to_owned(),
+                n => format!("{n} minutes"),
+            };
+            let text = format!(
+                "Too many wrong two-factor codes were entered for your Hub account, so \
+                 code entry is locked for {minutes}. If this was not you, someone \
+                 may have a sign-in link of yours: sign out your other sessions once you \
+                 are back in. Further wrong codes lock it for longer.\n"
+            );
+            let html = format!(
+                "<!doctype html><html><body><p>Too many wrong two-factor codes were \
+                 entered for your Hub account, so code entry is locked for {minutes}.</p><p>If this was not you, someone may have a sign-in link of \
+                 yours: sign out your other sessions once you are back in. Further wrong \
+                 codes lock it for longer.</p></body></html>"
+            );
+            ("Two-factor codes locked", text, html)
+        } else if kind == KIND_INVITE {
             let link = link(&self.invite_base_url, token);
             let days = self.invite_ttl_days;
             let text = format!(
@@ -403,6 +451,16 @@ pub async fn run_once(mailer: &Mailer, pool: &PgPool) -> anyhow::Result<u64> {
 }
 
 async fn attempt(mailer: &Mailer, pool: &PgPool, row: Claimed) -> Outcome {
+    if row.kind == KIND_MFA_LOCKOUT {
+        // A notice: nothing that expires, only its sealed length.
+        let Some(sealed) = row.sealed else {
+            return Outcome::Drop("nothing to send".into());
+        };
+        return match mailer.sealer.open(&sealed, row.id.as_bytes()) {
+            Ok(secs) => send(mailer, &row.id, &row.kind, &row.recipient, &secs).await,
+            Err(e) => Outcome::Drop(format!("sealed payload: {e}")),
+        };
+    }
     let (Some(hash), Some(sealed)) = (row.token_hash, row.sealed) else {
         return Outcome::Drop("nothing to send".into());
     };
@@ -430,10 +488,15 @@ async fn attempt(mailer: &Mailer, pool: &PgPool, row: Claimed) -> Outcome {
         Ok(t) => t,
         Err(e) => return Outcome::Drop(format!("sealed token: {e}")),
     };
-    let Ok(token) = String::from_utf8(token) else {
+    send(mailer, &row.id, &row.kind, &row.recipient, &token).await
+}
+
+/// Build the message of `kind` around `payload` (sealed in the row) and send it.
+async fn send(mailer: &Mailer, id: &Uuid, kind: &str, recipient: &str, payload: &[u8]) -> Outcome {
+    let Ok(token) = std::str::from_utf8(payload) else {
         return Outcome::Drop("sealed token: not text".into());
     };
-    let msg = match mailer.message(row.id, &row.kind, &row.recipient, &token) {
+    let msg = match mailer.message(*id, kind, recipient, token) {
         Ok(m) => m,
         Err(e) => return Outcome::Drop(format!("{e:#}")),
     };

@@ -10,6 +10,10 @@
 //! - A code works once: the step it was accepted at is stored (`last_step`),
 //!   and only codes of later steps are accepted afterwards (under the row's lock).
 //! - Recovery codes (80 bits each) and `mfa_token`s are stored as SHA-256 only.
+//! - Wrong codes in a row are counted per user (confirm, disable and verify
+//!   together); at [`Lockout::after`] of them the user's codes are locked out
+//!   for [`Lockout::base_secs`], each further lockout twice as long, capped
+//!   ([`Lockout::duration`]). A right code resets the count and the doubling.
 
 use crate::tokens::random_bytes as random;
 use hub_domain::UserId;
@@ -48,6 +52,16 @@ pub enum Error {
     BadCode,
     /// No sealing key: secrets cannot be stored.
     NoSealer,
+    /// The user's codes are locked out for this many more seconds (nothing
+    /// was checked).
+    LockedOut {
+        retry_after_secs: i64,
+    },
+    /// This wrong code began a lockout of this many seconds (recorded: the
+    /// caller commits it and tells the account's address).
+    LockoutStarted {
+        lockout_secs: i64,
+    },
     Db(sqlx::Error),
     Other(anyhow::Error),
 }
@@ -78,6 +92,26 @@ pub struct Enrollment {
     /// The secret, base32 without padding (what apps take when typed in).
     pub secret: String,
     pub otpauth_uri: String,
+}
+
+/// The lockout after too many wrong codes in a row (`[mfa]` settings).
+#[derive(Debug, Clone, Copy)]
+pub struct Lockout {
+    /// Wrong codes in a row that begin a lockout.
+    pub after: i32,
+    pub base_secs: i64,
+    pub max_secs: i64,
+}
+
+impl Lockout {
+    /// The length of the lockout that follows `earlier` ones (no right code
+    /// between): base, doubled per earlier lockout, at most `max_secs`.
+    pub fn duration(&self, earlier: i32) -> i64 {
+        let shift = earlier.clamp(0, 40) as u32;
+        self.base_secs
+            .saturating_mul(1i64 << shift)
+            .min(self.max_secs)
+    }
 }
 
 /// What a user proves possession with.
@@ -221,6 +255,67 @@ struct Locked {
     secret: Vec<u8>,
     enabled: bool,
     last_step: Option<i64>,
+    failed_codes: i32,
+    lockouts: i32,
+    locked_until: Option<OffsetDateTime>,
+}
+
+impl Locked {
+    /// Refused without a check while a lockout runs.
+    fn open(&self, now: OffsetDateTime) -> Result<(), Error> {
+        match self.locked_until {
+            Some(until) if until > now => Err(Error::LockedOut {
+                // Whole seconds, rounded up: never "try again in 0 s".
+                retry_after_secs: ((until - now).whole_milliseconds() as i64 + 999) / 1000,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Count a wrong code of `user_id` (under the row's lock): [`Error::BadCode`],
+/// or [`Error::LockoutStarted`] when it is the `after`-th in a row.
+async fn wrong_code(
+    conn: &mut PgConnection,
+    user_id: UserId,
+    locked: &Locked,
+    policy: &Lockout,
+    now: OffsetDateTime,
+) -> Result<(), Error> {
+    let failed = locked.failed_codes.saturating_add(1);
+    if failed < policy.after {
+        sqlx::query!(
+            "UPDATE mfa SET failed_codes = $2 WHERE user_id = $1",
+            user_id as UserId,
+            failed,
+        )
+        .execute(conn)
+        .await?;
+        return Err(Error::BadCode);
+    }
+    let secs = policy.duration(locked.lockouts);
+    sqlx::query!(
+        "UPDATE mfa SET failed_codes = 0, lockouts = lockouts + 1, \
+             locked_until = $2::timestamptz + make_interval(secs => $3) \
+         WHERE user_id = $1",
+        user_id as UserId,
+        now,
+        secs as f64,
+    )
+    .execute(conn)
+    .await?;
+    Err(Error::LockoutStarted { lockout_secs: secs })
+}
+
+/// A right code: the count of wrong ones and the doubling start over.
+async fn right_code(conn: &mut PgConnection, user_id: UserId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE mfa SET failed_codes = 0, lockouts = 0, locked_until = NULL WHERE user_id = $1",
+        user_id as UserId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 async fn lock(
@@ -229,7 +324,8 @@ async fn lock(
     user_id: UserId,
 ) -> Result<Option<Locked>, Error> {
     let Some(row) = sqlx::query!(
-        "SELECT secret_sealed, enabled_at, last_step FROM mfa WHERE user_id = $1 FOR UPDATE",
+        "SELECT secret_sealed, enabled_at, last_step, failed_codes, lockouts, locked_until \
+         FROM mfa WHERE user_id = $1 FOR UPDATE",
         user_id as UserId,
     )
     .fetch_optional(conn)
@@ -245,6 +341,9 @@ async fn lock(
         secret,
         enabled: row.enabled_at.is_some(),
         last_step: row.last_step,
+        failed_codes: row.failed_codes,
+        lockouts: row.lockouts,
+        locked_until: row.locked_until,
     }))
 }
 
@@ -262,12 +361,15 @@ async fn accept_step(conn: &mut PgConnection, user_id: UserId, step: i64) -> sql
 }
 
 /// Confirm the pending enrollment with a `code` of its secret: MFA is on, and
-/// the returned recovery codes (shown once) replace any earlier ones.
+/// the returned recovery codes (shown once) replace any earlier ones. A wrong
+/// code is counted ([`Error::BadCode`], [`Error::LockoutStarted`]: the caller
+/// commits it).
 pub async fn confirm(
     conn: &mut PgConnection,
     sealer: Option<&Sealer>,
     user_id: UserId,
     code: &str,
+    policy: &Lockout,
     now: OffsetDateTime,
 ) -> Result<Vec<String>, Error> {
     let locked = match lock(&mut *conn, sealer, user_id).await? {
@@ -275,7 +377,12 @@ pub async fn confirm(
         Some(l) => l,
         None => return Err(Error::NotEnrolled),
     };
-    let step = step_of(&locked.secret, code, now, locked.last_step)?.ok_or(Error::BadCode)?;
+    locked.open(now)?;
+    let Some(step) = step_of(&locked.secret, code, now, locked.last_step)? else {
+        wrong_code(&mut *conn, user_id, &locked, policy, now).await?;
+        return Err(Error::BadCode);
+    };
+    right_code(&mut *conn, user_id).await?;
     sqlx::query!(
         "UPDATE mfa SET enabled_at = now(), last_step = $2 WHERE user_id = $1",
         user_id as UserId,
@@ -314,18 +421,21 @@ pub async fn confirm(
 }
 
 /// Check `proof` for `user_id`, whose MFA must be on; a code is used up (its
-/// step recorded), a recovery code spent.
+/// step recorded), a recovery code spent. A wrong one is counted
+/// ([`Error::BadCode`], [`Error::LockoutStarted`]: the caller commits it).
 pub async fn prove(
     conn: &mut PgConnection,
     sealer: Option<&Sealer>,
     user_id: UserId,
     proof: &Proof<'_>,
+    policy: &Lockout,
     now: OffsetDateTime,
 ) -> Result<(), Error> {
     let locked = match lock(&mut *conn, sealer, user_id).await? {
         Some(l) if l.enabled => l,
         _ => return Err(Error::NotEnabled),
     };
+    locked.open(now)?;
     let ok = match proof {
         Proof::Code(code) => match step_of(&locked.secret, code, now, locked.last_step)? {
             Some(step) => accept_step(&mut *conn, user_id, step).await?,
@@ -346,10 +456,41 @@ pub async fn prove(
         }
     };
     if ok {
+        right_code(&mut *conn, user_id).await?;
         Ok(())
     } else {
+        wrong_code(&mut *conn, user_id, &locked, policy, now).await?;
         Err(Error::BadCode)
     }
+}
+
+/// The address of `user_id` (a lockout's notice goes there).
+pub async fn email_of(conn: &mut PgConnection, user_id: UserId) -> sqlx::Result<String> {
+    sqlx::query_scalar!("SELECT email FROM users WHERE id = $1", user_id as UserId)
+        .fetch_one(conn)
+        .await
+}
+
+/// Revoke every live session of `user_id` but `keep` (enabling MFA with
+/// `sign_out_other_sessions`); returns each revoked session's id and token
+/// hash (for the revocation events).
+pub async fn revoke_other_sessions(
+    conn: &mut PgConnection,
+    user_id: UserId,
+    keep: uuid::Uuid,
+) -> sqlx::Result<Vec<(uuid::Uuid, Vec<u8>)>> {
+    Ok(sqlx::query!(
+        "UPDATE sessions SET revoked_at = now() \
+         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL AND expires_at > now() \
+         RETURNING id, token_hash",
+        user_id as UserId,
+        keep,
+    )
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.token_hash))
+    .collect())
 }
 
 /// Turn MFA off for `user_id`: the secret, the recovery codes and any
@@ -493,6 +634,18 @@ mod tests {
         for bad in ["", "12345", "1234567", "12345a", "１２３４５６"] {
             assert_eq!(step_of(&secret, bad, now, None).expect("ok"), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn each_further_lockout_doubles_up_to_the_cap() {
+        let l = Lockout {
+            after: 5,
+            base_secs: 300,
+            max_secs: 3600,
+        };
+        let got: Vec<i64> = (0..6).map(|n| l.duration(n)).collect();
+        assert_eq!(got, [300, 600, 1200, 2400, 3600, 3600]);
+        assert_eq!(l.duration(i32::MAX), 3600);
     }
 
     #[test]

@@ -77,9 +77,24 @@ pub struct MfaSettings {
     pub max_attempts: i32,
     /// Code attempts (confirm, disable) per user per hour, failures included.
     pub attempts_per_user_per_hour: i64,
+    /// Wrong codes in a row (confirm, disable, verify) before a lockout.
+    pub lockout_after_failures: i32,
+    /// The first lockout's length; each further one (without a right code
+    /// between) doubles it, up to `lockout_max_secs`.
+    pub lockout_base_secs: i64,
+    pub lockout_max_secs: i64,
 }
 
 impl MfaSettings {
+    /// The lockout after wrong codes in a row.
+    pub fn lockout(&self) -> crate::mfa::Lockout {
+        crate::mfa::Lockout {
+            after: self.lockout_after_failures,
+            base_secs: self.lockout_base_secs,
+            max_secs: self.lockout_max_secs,
+        }
+    }
+
     /// Refuse settings the service cannot work with (at start).
     pub fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(
@@ -89,6 +104,13 @@ impl MfaSettings {
         anyhow::ensure!(
             self.challenge_ttl_secs > 0 && self.max_attempts > 0,
             "mfa.challenge_ttl_secs and mfa.max_attempts must be positive"
+        );
+        anyhow::ensure!(
+            self.lockout_after_failures > 0
+                && self.lockout_base_secs > 0
+                && self.lockout_max_secs >= self.lockout_base_secs,
+            "mfa.lockout_after_failures and mfa.lockout_base_secs must be positive, \
+             mfa.lockout_max_secs at least lockout_base_secs"
         );
         Ok(())
     }
@@ -133,6 +155,15 @@ pub struct JobSettings {
     pub keep_dead_credentials_secs: i64,
     pub outbox_poll_ms: u64,
     pub outbox_linger_ms: u64,
+}
+
+impl AuthSettings {
+    /// `echo_dev_token` (the magic-link token in request-link's answer)
+    /// hands a session to whoever asks for anyone's link: refused at start
+    /// outside the dev profile (`dev`: [`service_kit::Runtime::dev`]).
+    pub fn check(&self, dev: bool) -> anyhow::Result<()> {
+        service_kit::settings::dev_only(dev, "identity auth.echo_dev_token", self.echo_dev_token)
+    }
 }
 
 impl JobSettings {
@@ -213,6 +244,17 @@ mod tests {
         assert_eq!(s.auth.staff_emails, ["boss@example.com", "ops@example.com"]);
         // Secrets never print.
         assert!(!format!("{:?}", s.database).contains("postgres://"));
+    }
+
+    #[test]
+    fn echo_dev_token_is_refused_outside_the_dev_profile() {
+        let dev = Settings::from_layers(&[DEV]).expect("dev parses");
+        assert!(dev.auth.echo_dev_token);
+        assert!(dev.auth.check(true).is_ok());
+        let e = dev.auth.check(false).expect_err("refused in production");
+        assert!(e.to_string().contains("auth.echo_dev_token"), "{e}");
+        let prod = Settings::from_layers(&[]).expect("defaults parse");
+        assert!(prod.auth.check(false).is_ok());
     }
 
     #[test]

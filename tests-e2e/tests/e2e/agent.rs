@@ -779,6 +779,7 @@ async fn scheduled_curation_runs_once_per_local_night_across_two_replicas() {
                 cancel: cancel.clone(),
                 clock: clock.clone(),
                 listener: Default::default(),
+                dev: false,
             },
         )
         .await

@@ -744,3 +744,38 @@ async fn the_gateway_stays_ready_and_serves_without_nats() {
     assert_eq!(me.body["email"], "no-nats@example.com");
     assert_eq!(s.get("/v1/auth/me", Some(&t)).await.status, 200);
 }
+
+#[tokio::test]
+async fn methods_no_route_forwards_are_405_with_allow_before_any_credential_check() {
+    let s = TestStack::spawn().await;
+    let allow = "GET, POST, PUT, PATCH, DELETE";
+    let long = "X".repeat(3000);
+    let cases = [
+        // A made-up token of 3,000 bytes on an authenticated route.
+        (s.core(), long.as_str(), "/v1/organizations"),
+        // Public paths: no credential asked for, still not forwarded.
+        (s.core(), "TRACE", "/v1/auth/request-link"),
+        (s.core(), "PROPFIND", "/v1/auth/mfa/verify"),
+        (s.product(), "TRACE", "/core-api/v1/auth/request-link"),
+        (s.product(), "TRACE", "/v1/skus"),
+        (s.core(), "TRACE", "/v1/auth/me"),
+    ];
+    for (base, method, path) in cases {
+        let r = tests_e2e::raw_request(base, method, path, &[], b"").await;
+        let shown = &method[..method.len().min(16)];
+        assert_eq!(r.status, 405, "{shown} {path}: {:?}", r.body);
+        assert_eq!(
+            r.headers.get("allow").and_then(|v| v.to_str().ok()),
+            Some(allow),
+            "{shown} {path}"
+        );
+        assert_eq!(r.body["error"], "method not allowed", "{shown} {path}");
+    }
+    // The served methods still pass: the public POST, the authenticated GET.
+    let r = s
+        .request_link_from("allowed@example.com", "198.51.100.7")
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = tests_e2e::raw_request(s.core(), "GET", "/v1/organizations", &[], b"").await;
+    assert_eq!(r.status, 401, "{:?}", r.body);
+}

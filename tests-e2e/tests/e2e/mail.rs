@@ -14,20 +14,20 @@ use std::{
 use tests_e2e::{eventually, random_ip, StackOptions, TestStack};
 use uuid::Uuid;
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 const LINK_BASE: &str = "https://app.test/sign-in?lang=en";
 
 /// The SMTP sink: a child process, killed on drop.
-struct Sink {
+pub(crate) struct Sink {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     out: PathBuf,
 }
 
-struct SinkOptions {
-    port: u16,
-    starttls: Option<PathBuf>,
-    auth: Option<(&'static str, &'static str)>,
+pub(crate) struct SinkOptions {
+    pub(crate) port: u16,
+    pub(crate) starttls: Option<PathBuf>,
+    pub(crate) auth: Option<(&'static str, &'static str)>,
 }
 
 fn python() -> String {
@@ -41,7 +41,7 @@ fn python() -> String {
 }
 
 impl Sink {
-    async fn start(out: &Path, o: SinkOptions) -> Sink {
+    pub(crate) async fn start(out: &Path, o: SinkOptions) -> Sink {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("smtp_sink.py");
         // Its own log beside the messages (TLS refusals print tracebacks).
         let log = std::fs::File::create(out.with_extension("log")).expect("sink log");
@@ -92,7 +92,7 @@ impl Drop for Sink {
     }
 }
 
-fn messages(out: &Path) -> Vec<Value> {
+pub(crate) fn messages(out: &Path) -> Vec<Value> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(out)
         .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
         .unwrap_or_default();
@@ -107,14 +107,14 @@ fn messages(out: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hub-mail-{name}-{}", Uuid::new_v4().simple()));
     std::fs::create_dir_all(&d).expect("temp dir");
     d
 }
 
 /// identity's settings for mail through `smtp_url` (echo off: production-like).
-fn mail_toml(smtp_url: &str, ca_file: Option<&Path>) -> String {
+pub(crate) fn mail_toml(smtp_url: &str, ca_file: Option<&Path>) -> String {
     let key = base64::Engine::encode(
         &base64::engine::general_purpose::STANDARD,
         [Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat(),
@@ -160,7 +160,7 @@ fn addressed_to<'a>(msgs: &'a [Value], email: &str) -> Vec<&'a Value> {
 }
 
 /// Wait until `n` messages to `email` arrived; return them.
-async fn arrived(sink_out: &Path, email: &str, n: usize) -> Vec<Value> {
+pub(crate) async fn arrived(sink_out: &Path, email: &str, n: usize) -> Vec<Value> {
     let out = sink_out.to_owned();
     eventually(WAIT, || {
         let out = out.clone();

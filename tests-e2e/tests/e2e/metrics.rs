@@ -163,3 +163,31 @@ async fn every_service_serves_metrics_that_promtool_accepts_on_a_port_of_its_own
     assert_ne!(public.0, 200, "{}", public.2);
     assert!(!public.2.contains("hub_http_requests_total"));
 }
+
+#[tokio::test]
+async fn a_made_up_method_makes_no_series_of_its_own() {
+    let s = TestStack::spawn().await;
+    let made_up = "MADEUPMETHODXYZ";
+    // Through the gateway (refused there) and straight at a service (which
+    // refuses a request without the gateway's assertion): both count it.
+    let r = tests_e2e::raw_request(s.core(), made_up, "/v1/organizations", &[], b"").await;
+    assert_eq!(r.status, 405, "{:?}", r.body);
+    let identity = s.service_url("identity").to_owned();
+    let r = tests_e2e::raw_request(&identity, made_up, "/v1/auth/me", &[], b"").await;
+    assert!(r.status >= 400, "{}", r.status);
+    for name in ["gateway", "identity"] {
+        let text = s.scrape(name).await;
+        assert!(
+            !text.contains(made_up),
+            "{name} labels the raw method:\n{text}"
+        );
+        let other = text
+            .lines()
+            .filter(|l| l.starts_with("hub_http_requests_total{method=\"other\""))
+            .count();
+        assert_eq!(
+            other, 1,
+            "{name}: one series for the request, as `other`:\n{text}"
+        );
+    }
+}

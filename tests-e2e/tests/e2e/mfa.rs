@@ -560,3 +560,187 @@ async fn a_users_code_attempts_are_bounded_per_hour_whatever_the_link_or_ip() {
     let r = mfa_verify(&s, json!({"mfa_token": token, "code": code(&s, &secret)})).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
 }
+
+/// `Retry-After` of a response, in seconds.
+fn retry_after(r: &Resp) -> i64 {
+    r.headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Retry-After: {:?} {:?}", r.headers, r.body))
+}
+
+#[tokio::test]
+async fn wrong_codes_in_a_row_lock_the_user_out_longer_each_time_and_mail_the_account() {
+    use crate::mail::{mail_toml, messages, temp_dir, Sink, SinkOptions, WAIT};
+    let out = temp_dir("mfa-lockout");
+    let sink = Sink::start(
+        &out,
+        SinkOptions {
+            port: 0,
+            starttls: None,
+            auth: None,
+        },
+    )
+    .await;
+    let url = format!("smtp://127.0.0.1:{}?tls=none", sink.port);
+    let toml = mail_toml(&url, None).replace("echo_dev_token = false", "echo_dev_token = true")
+        + "[mfa]\nlockout_after_failures = 3\nlockout_base_secs = 60\nlockout_max_secs = 600\n";
+    let s = TestStack::spawn_with(StackOptions {
+        identity_toml: toml,
+        ..Default::default()
+    })
+    .await;
+    let user = email("locked");
+    let session = s.sign_in(&user).await;
+    let e = s
+        .post("/v1/auth/mfa/enroll", Some(&session), json!({}))
+        .await;
+    assert_eq!(e.status, 200, "{:?}", e.body);
+    let secret = e.body["secret"].as_str().expect("secret").to_owned();
+    let confirm = |c: String| {
+        let (s, session) = (&s, session.clone());
+        async move {
+            s.post("/v1/auth/mfa/confirm", Some(&session), json!({ "code": c }))
+                .await
+        }
+    };
+    let wrong = || wrong_code(&code(&s, &secret)).to_owned();
+
+    // Two wrong codes are only wrong; the third (the budget) locks for 60 s.
+    for i in 0..2 {
+        let r = confirm(wrong()).await;
+        assert_eq!(r.status, 422, "wrong code {i}: {:?}", r.body);
+    }
+    let r = confirm(wrong()).await;
+    assert_eq!(r.status, 429, "{:?}", r.body);
+    assert_eq!(retry_after(&r), 60);
+    assert!(r.error().contains("locked"), "{:?}", r.body);
+    // Locked: even the right code is refused, unchecked.
+    let r = confirm(code(&s, &secret)).await;
+    assert_eq!(r.status, 429, "{:?}", r.body);
+    assert!((1..=60).contains(&retry_after(&r)), "{:?}", r.headers);
+
+    // The lockout over, the next three wrong codes lock for twice as long.
+    s.clock.advance(time::Duration::seconds(61));
+    for i in 0..2 {
+        let r = confirm(wrong()).await;
+        assert_eq!(
+            r.status, 422,
+            "wrong code {i} after the lockout: {:?}",
+            r.body
+        );
+    }
+    let r = confirm(wrong()).await;
+    assert_eq!(r.status, 429, "{:?}", r.body);
+    assert_eq!(retry_after(&r), 120, "doubled");
+
+    // Each lockout mailed the account's address, with no code in it. (The
+    // sign-in link's own mail may or may not have gone out before it was used.)
+    let notices: Vec<Value> = tests_e2e::eventually(WAIT, || {
+        let (out, user) = (out.clone(), user.clone());
+        async move {
+            let notices: Vec<Value> = messages(&out)
+                .into_iter()
+                .filter(|m| {
+                    m["subject"] == "Two-factor codes locked" && m["rcpt_tos"] == json!([user])
+                })
+                .collect();
+            (notices.len() >= 2).then_some(notices)
+        }
+    })
+    .await
+    .expect("two lockout notices mailed");
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    for m in &notices {
+        let text = m["text"].as_str().expect("a text part");
+        assert!(text.contains("locked"), "{text}");
+        assert!(!text.contains(&secret), "no secret: {text}");
+        let six_digits = text
+            .as_bytes()
+            .windows(6)
+            .any(|w| w.iter().all(u8::is_ascii_digit));
+        assert!(!six_digits, "no code: {text}");
+    }
+    let said = |i: usize| notices[i]["text"].as_str().unwrap_or_default().to_owned();
+    assert!(said(0).contains("for 1 minute."), "{}", said(0));
+    assert!(said(1).contains("for 2 minutes."), "{}", said(1));
+
+    // Over, the right code turns MFA on (and starts the count over).
+    s.clock.advance(time::Duration::seconds(121));
+    let r = confirm(code(&s, &secret)).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+}
+
+#[tokio::test]
+async fn confirming_with_sign_out_other_sessions_revokes_the_others_and_keeps_this_one() {
+    let s = TestStack::spawn().await;
+    let user = email("signout");
+    let current = s.sign_in(&user).await;
+    let others = [s.sign_in(&user).await, s.sign_in(&user).await];
+    // Cached at the gateway before the change.
+    for t in others.iter().chain([&current]) {
+        assert_eq!(s.get("/v1/auth/me", Some(t)).await.status, 200);
+    }
+    let e = s
+        .post("/v1/auth/mfa/enroll", Some(&current), json!({}))
+        .await;
+    let secret = e.body["secret"].as_str().expect("secret").to_owned();
+    let c = s
+        .post(
+            "/v1/auth/mfa/confirm",
+            Some(&current),
+            json!({"code": code(&s, &secret), "sign_out_other_sessions": true}),
+        )
+        .await;
+    assert_eq!(c.status, 200, "{:?}", c.body);
+    assert_eq!(c.body["other_sessions_revoked"], 2, "{:?}", c.body);
+    assert_eq!(c.body["recovery_codes"].as_array().map(Vec::len), Some(10));
+    for t in &others {
+        let r = s.get("/v1/auth/me", Some(t)).await;
+        assert_eq!(r.status, 401, "another session survived: {:?}", r.body);
+    }
+    assert_eq!(s.get("/v1/auth/me", Some(&current)).await.status, 200);
+    let sessions = s.get("/v1/auth/sessions", Some(&current)).await;
+    let live = sessions.body.as_array().expect("sessions");
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["current"], true);
+
+    // Without the flag the other sessions stay.
+    let user = email("keeps");
+    let current = s.sign_in(&user).await;
+    let other = s.sign_in(&user).await;
+    let e = s
+        .post("/v1/auth/mfa/enroll", Some(&current), json!({}))
+        .await;
+    let secret = e.body["secret"].as_str().expect("secret").to_owned();
+    let c = s
+        .post(
+            "/v1/auth/mfa/confirm",
+            Some(&current),
+            json!({"code": code(&s, &secret)}),
+        )
+        .await;
+    assert_eq!(c.status, 200, "{:?}", c.body);
+    assert_eq!(c.body["other_sessions_revoked"], 0);
+    assert_eq!(s.get("/v1/auth/me", Some(&other)).await.status, 200);
+}
+
+#[tokio::test]
+async fn identity_refuses_to_start_with_echo_dev_token_outside_the_dev_profile() {
+    use service_kit::service::Service;
+    let s = TestStack::spawn().await;
+    // The harness's identity layer echoes tokens (it is a dev profile).
+    let settings = s.settings::<identity::Identity>("");
+    assert!(settings.auth.echo_dev_token);
+    let production = service_kit::Runtime {
+        dev: false,
+        ..Default::default()
+    };
+    let err = match identity::Identity::build(settings, production).await {
+        Ok(_) => panic!("identity started with echo_dev_token in production"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("auth.echo_dev_token"), "{err}");
+    assert!(err.contains("dev profile"), "{err}");
+}

@@ -9,14 +9,19 @@ use crate::{
     state::AppState,
     tokens,
 };
-use actix_web::{web, HttpResponse};
-use event_contracts::AuditAction;
-use hub_domain::UserId;
+use actix_web::{
+    http::{header, StatusCode},
+    web, HttpResponse,
+};
+use event_contracts::{AuditAction, CredentialRevoked};
+use hub_domain::{CredentialKind, UserId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
     assertion::{RequestCtx, SessionCaller},
-    ApiError, ApiResult,
+    error::json_error,
+    http::identity_changed,
+    outbox, ApiError, ApiResult,
 };
 
 const BAD_CODE: &str = "invalid code";
@@ -35,6 +40,10 @@ impl From<mfa::Error> for ApiError {
             mfa::Error::NoSealer => ApiError::Unavailable(
                 "MFA is not available on this deployment (no sealing key)".into(),
             ),
+            // Answered by `failed` (429 with Retry-After); never reached.
+            mfa::Error::LockedOut { .. } | mfa::Error::LockoutStarted { .. } => {
+                ApiError::TooManyRequests
+            }
             mfa::Error::Db(e) => ApiError::from(e),
             mfa::Error::Other(e) => ApiError::internal(e),
         }
@@ -77,6 +86,72 @@ pub async fn enroll(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
 #[serde(deny_unknown_fields)]
 pub struct ConfirmBody {
     code: String,
+    /// Revoke every other session of the user (the current one stays).
+    #[serde(default)]
+    sign_out_other_sessions: bool,
+}
+
+/// 429 while the user's codes are locked out, with `Retry-After`.
+fn locked_out(secs: i64) -> HttpResponse {
+    let mut resp = json_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        &format!("too many wrong codes: code entry is locked for {secs} more seconds"),
+    );
+    if let Ok(v) = header::HeaderValue::from_str(&secs.to_string()) {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+/// How a code step that did not pass ends, in `tx`: a wrong code is counted
+/// (committed, with `record` run first: audit, the challenge's own count);
+/// one that began a lockout also queues the notice to the account's address;
+/// a running lockout is 429 with `Retry-After`. `wrong` is the answer to a
+/// plain wrong code; any other error rolls back.
+async fn failed(
+    state: &AppState,
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    user_id: UserId,
+    ip: &str,
+    e: mfa::Error,
+    wrong: ApiError,
+) -> ApiResult<HttpResponse> {
+    let lockout = match e {
+        mfa::Error::LockedOut { retry_after_secs } => return Ok(locked_out(retry_after_secs)),
+        mfa::Error::BadCode => None,
+        mfa::Error::LockoutStarted { lockout_secs } => Some(lockout_secs),
+        e => return Err(e.into()),
+    };
+    if let Some(secs) = lockout {
+        audit::record(
+            &mut tx,
+            Some(user_id),
+            AuditAction::MfaFailed,
+            &format!("user:{user_id}"),
+            json!({"lockout_secs": secs}),
+            ip,
+        )
+        .await?;
+        match &state.mailer {
+            Some(m) => {
+                let email = mfa::email_of(&mut tx, user_id).await?;
+                m.enqueue_mfa_lockout(&mut tx, &email, secs)
+                    .await
+                    .map_err(ApiError::internal)?;
+            }
+            None => tracing::warn!(%user_id, "MFA lockout: no mail server, the user is not told"),
+        }
+    }
+    tx.commit().await?;
+    match lockout {
+        Some(secs) => {
+            if let Some(m) = &state.mailer {
+                m.kick();
+            }
+            Ok(locked_out(secs))
+        }
+        None => Err(wrong),
+    }
 }
 
 /// A code as the body gives it: six digits (400 otherwise).
@@ -122,8 +197,10 @@ async fn attempt_allowed(state: &AppState, user_id: UserId) -> ApiResult<()> {
 }
 
 /// POST /v1/auth/mfa/confirm: a code of the pending secret turns MFA on; the
-/// answer holds the ten recovery codes, shown once (session only). No pending
-/// enrollment, or MFA already on: 409; a wrong code: 422.
+/// answer holds the ten recovery codes, shown once (session only). With
+/// `sign_out_other_sessions: true` every other session of the user is revoked
+/// in the same transaction (the current one stays). No pending enrollment, or
+/// MFA already on: 409; a wrong code: 422; locked out: 429 with Retry-After.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn confirm(
     state: web::Data<AppState>,
@@ -131,27 +208,64 @@ pub async fn confirm(
     body: web::Json<ConfirmBody>,
 ) -> ApiResult<HttpResponse> {
     let code = code_of(&body.code)?;
-    attempt_allowed(&state, caller.user_id()).await?;
+    let user_id = caller.user_id();
+    attempt_allowed(&state, user_id).await?;
     let mut tx = state.pool.begin().await?;
-    let codes = mfa::confirm(
+    let codes = match mfa::confirm(
         &mut tx,
         state.sealer.as_ref(),
-        caller.user_id(),
+        user_id,
         code,
+        &state.mfa.lockout(),
         state.clock.now(),
     )
-    .await?;
+    .await
+    {
+        Ok(codes) => codes,
+        Err(e) => {
+            let wrong = ApiError::Unprocessable(BAD_CODE.into());
+            return failed(&state, tx, user_id, &caller.ip, e, wrong).await;
+        }
+    };
+    let revoked = if body.sign_out_other_sessions {
+        mfa::revoke_other_sessions(&mut tx, user_id, caller.session_id()).await?
+    } else {
+        Vec::new()
+    };
+    for (session_id, hash) in &revoked {
+        outbox::enqueue(
+            &mut tx,
+            &state.naming,
+            CredentialRevoked {
+                user_id,
+                credential_kind: CredentialKind::Session.as_str().into(),
+                credential_id: *session_id,
+                token_hash: hex::encode(hash),
+            },
+        )
+        .await?;
+    }
     audit::record(
         &mut tx,
-        Some(caller.user_id()),
+        Some(user_id),
         AuditAction::MfaEnabled,
-        &format!("user:{}", caller.user_id()),
-        json!({"recovery_codes": codes.len()}),
+        &format!("user:{user_id}"),
+        json!({"recovery_codes": codes.len(), "other_sessions_revoked": revoked.len()}),
         &caller.ip,
     )
     .await?;
     tx.commit().await?;
-    Ok(HttpResponse::Ok().json(json!({ "recovery_codes": codes })))
+    let mut resp = HttpResponse::Ok();
+    if !revoked.is_empty() {
+        // Gateways drop the revoked sessions when the events arrive: sent
+        // before answering, as a logout's.
+        state.publish_now().await;
+        resp.insert_header(identity_changed(user_id));
+    }
+    Ok(resp.json(json!({
+        "recovery_codes": codes,
+        "other_sessions_revoked": revoked.len(),
+    })))
 }
 
 #[derive(Deserialize)]
@@ -187,7 +301,8 @@ fn proof_of<'a>(
 }
 
 /// POST /v1/auth/mfa/disable: a code or a recovery code turns MFA off
-/// (session only). MFA off: 409; a wrong code: 422.
+/// (session only). MFA off: 409; a wrong code: 422; locked out: 429 with
+/// Retry-After.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn disable(
     state: web::Data<AppState>,
@@ -197,14 +312,19 @@ pub async fn disable(
     let proof = body.proof()?;
     attempt_allowed(&state, caller.user_id()).await?;
     let mut tx = state.pool.begin().await?;
-    mfa::prove(
+    if let Err(e) = mfa::prove(
         &mut tx,
         state.sealer.as_ref(),
         caller.user_id(),
         &proof,
+        &state.mfa.lockout(),
         state.clock.now(),
     )
-    .await?;
+    .await
+    {
+        let wrong = ApiError::Unprocessable(BAD_CODE.into());
+        return failed(&state, tx, caller.user_id(), &caller.ip, e, wrong).await;
+    }
     mfa::disable(&mut tx, caller.user_id()).await?;
     audit::record(
         &mut tx,
@@ -235,7 +355,8 @@ pub struct VerifyBody {
 /// Every wrong code counts against the token: after `mfa.max_attempts` it is
 /// dead; an unknown, expired, used or dead token and a wrong code answer the
 /// same 401. Attempts count against the client IP with verify's, and against
-/// the user's `mfa.attempts_per_user_per_hour` (429 beyond).
+/// the user's `mfa.attempts_per_user_per_hour` (429 beyond); wrong codes in a
+/// row against the user's lockout (429 with Retry-After while it runs).
 #[tracing::instrument(skip_all)]
 pub async fn verify(
     state: web::Data<AppState>,
@@ -264,12 +385,15 @@ pub async fn verify(
         state.sealer.as_ref(),
         user_id,
         &proof,
+        &state.mfa.lockout(),
         state.clock.now(),
     )
     .await
     {
         Ok(()) => {}
-        Err(mfa::Error::BadCode | mfa::Error::NotEnabled) => {
+        Err(
+            e @ (mfa::Error::BadCode | mfa::Error::NotEnabled | mfa::Error::LockoutStarted { .. }),
+        ) => {
             // The failure is kept (committed) before answering.
             mfa::challenge_failed(&mut tx, &hash).await?;
             audit::record(
@@ -281,9 +405,14 @@ pub async fn verify(
                 ctx.ip(),
             )
             .await?;
-            tx.commit().await?;
-            return Err(ApiError::unauthorized(BAD_CHALLENGE));
+            let e = match e {
+                mfa::Error::NotEnabled => mfa::Error::BadCode,
+                e => e,
+            };
+            let wrong = ApiError::unauthorized(BAD_CHALLENGE);
+            return failed(&state, tx, user_id, ctx.ip(), e, wrong).await;
         }
+        Err(mfa::Error::LockedOut { retry_after_secs }) => return Ok(locked_out(retry_after_secs)),
         Err(e) => return Err(e.into()),
     }
     mfa::challenge_used(&mut tx, &hash).await?;
