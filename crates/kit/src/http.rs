@@ -170,24 +170,28 @@ pub async fn request_span(
     if let Some(m) = &metrics {
         m.request_done(method, &route, status, took);
     }
-    let _enter = span.enter();
     let ms = took.as_secs_f64() * 1000.0;
     // Probes come every few seconds from the kubelet: counted, not logged.
+    // The access line is built once: outside the request's span (whose
+    // fields it would repeat), every field a plain value the formatter writes
+    // as it is (no Display round trip through a String per field).
     if !matches!(route.as_ref(), "/healthz" | "/readyz") {
         tracing::info!(
             target: crate::telemetry::ACCESS_LOG_TARGET,
-            method = %method,
-            route = %route,
+            service = metrics.as_ref().map_or("", |m| m.service()),
+            method,
+            route = route.as_ref(),
             status,
             ms,
-            request_id = %request_id,
+            request_id = request_id.as_str(),
             "request"
         );
     }
     // A 503 is an outage or a refusal whose cause is logged where it is
     // known (throttled: see `outage`), not once per request here.
     if status >= 500 && status != 503 {
-        tracing::warn!(status, ms, route = %route, "request failed");
+        let _enter = span.enter();
+        tracing::warn!(status, ms, route = route.as_ref(), "request failed");
     }
     Ok(res)
 }
@@ -278,6 +282,11 @@ mod tests {
     /// What a subscriber with the kit's filter writes while `f` serves one
     /// request to `/things/42` (route `/things/{id}`) through the middleware.
     async fn logged(access_log: bool) -> String {
+        logged_as(access_log, false).await
+    }
+
+    /// The same, formatted as production formats it (JSON) when `json`.
+    async fn logged_as(access_log: bool, json: bool) -> String {
         #[derive(Clone, Default)]
         struct Sink(Arc<Mutex<Vec<u8>>>);
         impl std::io::Write for Sink {
@@ -291,12 +300,22 @@ mod tests {
         }
         let sink = Sink::default();
         let writer = sink.clone();
-        let subscriber = tracing_subscriber::fmt()
+        let builder = tracing_subscriber::fmt()
             .with_env_filter(crate::telemetry::filter("info", access_log).expect("filter"))
             .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let _default = tracing::subscriber::set_default(subscriber);
+            .with_writer(move || writer.clone());
+        let _default = if json {
+            tracing::subscriber::set_default(
+                builder
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(true)
+                    .with_span_list(false)
+                    .finish(),
+            )
+        } else {
+            tracing::subscriber::set_default(builder.finish())
+        };
         let app = web_test::init_service(
             App::new()
                 .wrap(from_fn(super::request_span))
@@ -320,16 +339,39 @@ mod tests {
             .find_map(|l| l.split_once("hub_access: ").map(|(_, event)| event))
             .unwrap_or_else(|| panic!("no access-log line in {on}"));
         for want in [
-            "method=GET",
-            "route=/things/{id}",
+            "method=\"GET\"",
+            "route=\"/things/{id}\"",
             "status=200",
-            "request_id=req-7",
+            "request_id=\"req-7\"",
             "ms=",
         ] {
             assert!(line.contains(want), "{want} in {line}");
         }
         let off = logged(false).await;
         assert!(!off.contains("hub_access"), "{off}");
+    }
+
+    #[actix_web::test]
+    async fn the_json_access_line_holds_each_field_once_and_no_span() {
+        let out = logged_as(true, true).await;
+        let line: serde_json::Value = out
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["target"] == "hub_access")
+            .unwrap_or_else(|| panic!("no access-log line in {out}"));
+        for (field, want) in [
+            ("method", serde_json::json!("GET")),
+            ("route", serde_json::json!("/things/{id}")),
+            ("status", serde_json::json!(200)),
+            ("request_id", serde_json::json!("req-7")),
+            ("message", serde_json::json!("request")),
+        ] {
+            assert_eq!(line[field], want, "{field} in {line}");
+        }
+        assert!(line["ms"].is_f64(), "{line}");
+        // Built once: not inside the request's span, whose fields (method,
+        // path, request id) it would repeat.
+        assert!(line.get("span").is_none() && line.get("spans").is_none(), "{line}");
     }
 
     #[test]
