@@ -312,9 +312,14 @@ pub fn check_sla_hours(h: i32) -> Result<(), String> {
     }
 }
 
+/// 0 to [`crate::MAX_MINOR`]: a price beyond it could not be billed
+/// without overflowing a total.
 pub fn check_price(minor: i64) -> Result<(), String> {
-    if minor < 0 {
-        return Err("monthly_price_minor must be 0 or more".into());
+    if !(0..=crate::MAX_MINOR).contains(&minor) {
+        return Err(format!(
+            "monthly_price_minor must be 0 or more and at most {}",
+            crate::MAX_MINOR
+        ));
     }
     Ok(())
 }
@@ -499,6 +504,11 @@ mod tests {
                 "monthly_price_minor",
                 json!(-1),
                 "monthly_price_minor must be 0 or more",
+            ),
+            (
+                "monthly_price_minor",
+                json!(crate::MAX_MINOR + 1),
+                "monthly_price_minor must be 0 or more and at most 1000000000000",
             ),
             ("currency", json!("try"), "currency must be one of"),
             ("badges", json!(["NVMe"]), "badges"),

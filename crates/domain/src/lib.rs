@@ -20,5 +20,5 @@ pub use ids::{
     ApiKeyId, ConversationId, DeliveryId, EndpointId, InviteId, MaintenanceId, OrgId, ServerId,
     SessionId, StagedActionId, SubmissionId, UserId,
 };
-pub use money::{CountryCode, CountryError, Currency, KycStatus, LegalType, MinorUnits};
+pub use money::{CountryCode, CountryError, Currency, KycStatus, LegalType, MinorUnits, MAX_MINOR};
 pub use service::ServiceName;

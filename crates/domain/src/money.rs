@@ -48,6 +48,12 @@ impl fmt::Display for Currency {
 
 crate::text::sqlx_text!(Currency, "currency");
 
+/// The largest price, charge, payment or claim, in minor units (10^12: ten
+/// billion of a currency's major unit). A document of `billing.max_lines`
+/// such lines, and any sum of them an organization could reach, stays far
+/// inside int64; anything larger is refused with 400 where it enters.
+pub const MAX_MINOR: i64 = 1_000_000_000_000;
+
 /// A signed count of minor currency units (int64), with checked arithmetic only.
 /// On the wire a JSON integer, in Postgres a `bigint`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

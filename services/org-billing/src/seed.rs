@@ -103,6 +103,7 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             applied_minor: paid,
             wallet_transaction_id: None,
             claim_id: None,
+            duplicate_confirmed: false,
             created_by: user,
         },
     )

@@ -76,12 +76,15 @@ pub async fn on_recorded(usage: &Usage, m: &RawMessage) -> anyhow::Result<Outcom
     let event: ProductEvent<UsageRecorded> = serde_json::from_slice(&m.payload)
         .map_err(|e| anyhow::anyhow!("not a usage event on {}: {e}", m.subject))?;
     let (org_id, u) = (event.org_id, &event.data);
+    // Checked: a product that wraps would match a wrapped amount.
     anyhow::ensure!(
         u.amount_minor.0 > 0
+            && u.amount_minor.0 <= crate::billing::MAX_AMOUNT
             && u.qty > 0
             && i64::from(u.qty).checked_mul(u.unit_minor.0) == Some(u.amount_minor.0),
-        "usage event {} is not priced as qty × unit > 0",
-        event.id
+        "usage event {} is not priced as qty × unit > 0 of at most {}",
+        event.id,
+        crate::billing::MAX_AMOUNT
     );
     let source_ref = format!("usage:{}", u.usage_period_id);
     let mut tx = usage.pool.begin().await?;

@@ -444,12 +444,19 @@ async fn payments_apply_partially_exactly_and_over_and_the_rest_reaches_the_wall
     );
     assert_eq!(wallet(&s, &owner, &org).await, 0);
 
-    // Overpaid: the remainder is credited to the wallet.
     let c2 = charge(&s, &staff, &org, 5_000, "second").await;
     let inv2 = issue(&s, &staff, &org, "invoice", Some(vec![&c2]))
         .await
         .body;
+    // Overpaid: more than the invoice owes is 409 unless staff choose to
+    // credit the remainder to the wallet.
     let r = pay(&s, &staff, &org, payment(8_000, "TRY", Some(&inv2))).await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert!(r.error().contains("credit_remainder"), "{:?}", r.body);
+    assert_eq!(wallet(&s, &owner, &org).await, 0);
+    let mut over = payment(8_000, "TRY", Some(&inv2));
+    over["credit_remainder"] = json!(true);
+    let r = pay(&s, &staff, &org, over).await;
     assert_eq!(
         (
             r.body["applied_minor"].as_i64(),
@@ -1397,4 +1404,403 @@ async fn the_distributor_report_counts_invoices_paid_through_payments_and_the_wa
     assert_eq!(try_row["paid_total_minor"], 65_000);
     let share = (65_000.0 * pct / 100.0).floor() as i64;
     assert_eq!(try_row["share_minor"], share);
+}
+
+// --- security review 3: one bank transfer, credited once (issue 32) ----------
+
+async fn invoice_paid(s: &TestStack, org: &str, inv: &Value, token: &str) -> i64 {
+    let path = format!(
+        "/v1/organizations/{org}/invoices/{}",
+        inv["id"].as_str().expect("an id")
+    );
+    s.get(&path, Some(token)).await.body["paid_minor"]
+        .as_i64()
+        .expect("paid_minor")
+}
+
+#[tokio::test]
+async fn two_claims_of_one_transfer_are_flagged_and_approved_once_unless_staff_confirm() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("twin-claims@example.com").await;
+    let finance = s.member(&owner, &org, "finance").await;
+    let staff = s.sign_in(STAFF).await;
+    let c = charge(&s, &staff, &org, 20_000, "month").await;
+    let inv = issue(&s, &staff, &org, "invoice", Some(vec![&c]))
+        .await
+        .body;
+    let claims = format!("/v1/organizations/{org}/payment-claims");
+    let claim = |reference: &str| {
+        let body = json!({"amount_minor": 9_000, "currency": "TRY", "reference": reference,
+                          "invoice_id": inv["id"]});
+        let (s, claims, finance) = (&s, claims.clone(), finance.clone());
+        async move { s.post(&claims, Some(&finance), body).await }
+    };
+    let a = claim("EFT 2026-11-20 #555").await;
+    let b = claim("eft 2026-11-20 #555").await;
+    assert_eq!(
+        (a.status, b.status),
+        (201, 201),
+        "{:?} {:?}",
+        a.body,
+        b.body
+    );
+    let (a, b) = (
+        a.body["id"].as_str().expect("an id").to_owned(),
+        b.body["id"].as_str().expect("an id").to_owned(),
+    );
+
+    // The staff queue shows each as a possible duplicate of the other.
+    let q = s.get("/v1/admin/payment-claims", Some(&staff)).await.body;
+    let dup = |id: &String| {
+        q.as_array()
+            .expect("a list")
+            .iter()
+            .find(|c| c["id"] == id.as_str())
+            .map(|c| c["duplicate_of"].clone())
+            .expect("queued")
+    };
+    assert_eq!((dup(&a), dup(&b)), (json!(b), json!(a)));
+
+    // Approved at once: one wins, the other is refused naming the winner.
+    let approve = |id: &str, body: Value| {
+        let (s, staff) = (&s, staff.clone());
+        let path = format!("/v1/admin/payment-claims/{id}/approve");
+        async move { s.post(&path, Some(&staff), body).await }
+    };
+    let (ra, rb) = tokio::join!(
+        approve(a.as_str(), json!({})),
+        approve(b.as_str(), json!({}))
+    );
+    let mut statuses = [ra.status, rb.status];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{:?} {:?}", ra.body, rb.body);
+    let (winner, loser, refused) = if ra.status == 200 {
+        (&a, &b, rb)
+    } else {
+        (&b, &a, ra)
+    };
+    assert!(
+        refused.error().contains(&format!("duplicate_of {winner}")),
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(invoice_paid(&s, &org, &inv, &owner).await, 9_000);
+    // Still pending, and still flagged, now against the approved one.
+    assert_eq!(
+        s.get("/v1/admin/payment-claims", Some(&staff))
+            .await
+            .body
+            .as_array()
+            .expect("a list")
+            .iter()
+            .find(|c| c["id"] == loser.as_str())
+            .map(|c| c["duplicate_of"].clone()),
+        Some(json!(winner))
+    );
+    // Staff checked the statement: it is another transfer.
+    let r = approve(loser.as_str(), json!({"confirm_duplicate": true})).await;
+    assert_eq!(
+        (r.status, r.body["status"].as_str()),
+        (200, Some("approved"))
+    );
+    assert_eq!(invoice_paid(&s, &org, &inv, &owner).await, 18_000);
+    assert_eq!(reconciliation_faults(&s, &org).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn claims_on_a_proforma_a_void_or_a_paid_invoice_are_409_and_no_remainder_is_credited_unasked(
+) {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("claim-states@example.com").await;
+    let finance = s.member(&owner, &org, "finance").await;
+    let staff = s.sign_in(STAFF).await;
+    let claims = format!("/v1/organizations/{org}/payment-claims");
+    let claim = |inv: &Value, amount: i64, reference: &str| {
+        let body = json!({"amount_minor": amount, "currency": "TRY", "reference": reference,
+                          "invoice_id": inv["id"]});
+        let (s, claims, finance) = (&s, claims.clone(), finance.clone());
+        async move { s.post(&claims, Some(&finance), body).await }
+    };
+    let doc = |amount: i64, kind: &'static str| {
+        let (s, staff, org) = (&s, staff.clone(), org.clone());
+        async move {
+            let c = charge(s, &staff, &org, amount, "month").await;
+            let d = issue(s, &staff, &org, kind, Some(vec![&c])).await;
+            assert_eq!(d.status, 201, "{:?}", d.body);
+            d.body
+        }
+    };
+    let pf = doc(1_000, "proforma").await;
+    let r = claim(&pf, 1_000, "EFT pf").await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert!(r.error().contains("proforma"), "{:?}", r.body);
+
+    let void = doc(1_000, "invoice").await;
+    let id = void["id"].as_str().expect("an id");
+    let v = s
+        .post(
+            &format!("/v1/admin/invoices/{id}/void"),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(v.status, 200, "{:?}", v.body);
+    let r = claim(&void, 1_000, "EFT void").await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert!(r.error().contains("the invoice is void"), "{:?}", r.body);
+
+    let paid = doc(1_000, "invoice").await;
+    let p = pay(&s, &staff, &org, payment(1_000, "TRY", Some(&paid))).await;
+    assert_eq!(p.status, 201, "{:?}", p.body);
+    let r = claim(&paid, 1_000, "EFT paid").await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert!(r.error().contains("the invoice is paid"), "{:?}", r.body);
+
+    // A claim made while the invoice was open, approved after it was paid:
+    // nothing goes to the wallet unless staff ask for it.
+    let open = doc(2_000, "invoice").await;
+    let late = claim(&open, 2_000, "EFT late").await;
+    assert_eq!(late.status, 201, "{:?}", late.body);
+    let mut full = payment(2_000, "TRY", Some(&open));
+    full["reference"] = json!("EFT other");
+    assert_eq!(pay(&s, &staff, &org, full).await.status, 201);
+    let approve = |id: &str, body: Value| {
+        let (s, staff) = (&s, staff.clone());
+        let path = format!("/v1/admin/payment-claims/{id}/approve");
+        async move { s.post(&path, Some(&staff), body).await }
+    };
+    let late = late.body["id"].as_str().expect("an id");
+    let r = approve(late, json!({})).await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert!(r.error().contains("the invoice is paid"), "{:?}", r.body);
+    assert_eq!(wallet(&s, &owner, &org).await, 0);
+
+    // More than the invoice owes: 409, then credited when asked for.
+    let part = doc(5_000, "invoice").await;
+    let over = claim(&part, 8_000, "EFT over").await;
+    let over = over.body["id"].as_str().expect("an id");
+    let r = approve(over, json!({})).await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert!(r.error().contains("credit_remainder"), "{:?}", r.body);
+    assert_eq!(wallet(&s, &owner, &org).await, 0);
+    let r = approve(over, json!({"credit_remainder": true})).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(wallet(&s, &owner, &org).await, 3_000);
+    assert_eq!(invoice_paid(&s, &org, &part, &owner).await, 5_000);
+    assert_eq!(reconciliation_faults(&s, &org).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_transfer_recorded_again_under_a_new_idempotency_key_needs_confirm_duplicate() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("twin-payments@example.com").await;
+    let staff = s.sign_in(STAFF).await;
+    let keyed = |key: String, body: Value| {
+        let (s, staff, org) = (&s, staff.clone(), org.clone());
+        async move {
+            s.call(
+                "POST",
+                &format!("{}/v1/admin/organizations/{org}/payments", s.core()),
+                Some(&staff),
+                Some(body),
+                &[("idempotency-key", key.as_str())],
+            )
+            .await
+        }
+    };
+    let transfer = |reference: &str, confirm: bool| {
+        let mut b = payment(1_000, "TRY", None);
+        b["reference"] = json!(reference);
+        if confirm {
+            b["confirm_duplicate"] = json!(true);
+        }
+        b
+    };
+    let first = keyed("k-1".into(), transfer("EFT 9", false)).await;
+    assert_eq!(first.status, 201, "{:?}", first.body);
+    let first_id = first.body["id"].as_str().expect("an id").to_owned();
+    for (key, reference) in [("k-2", "EFT 9"), ("k-3", "eft 9")] {
+        let r = keyed(key.into(), transfer(reference, false)).await;
+        assert_eq!(r.status, 409, "{key}: {:?}", r.body);
+        assert!(
+            r.error().contains(&format!("duplicate_of {first_id}")),
+            "{:?}",
+            r.body
+        );
+    }
+    assert_eq!(wallet(&s, &owner, &org).await, 1_000);
+    let r = keyed("k-4".into(), transfer("EFT 9", true)).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(wallet(&s, &owner, &org).await, 2_000);
+
+    // A new transfer sent twice at once under two keys: recorded once.
+    let (a, b) = tokio::join!(
+        keyed("k-5".into(), transfer("EFT 10", false)),
+        keyed("k-6".into(), transfer("EFT 10", false))
+    );
+    let mut statuses = [a.status, b.status];
+    statuses.sort();
+    assert_eq!(statuses, [201, 409], "{:?} {:?}", a.body, b.body);
+    assert_eq!(wallet(&s, &owner, &org).await, 3_000);
+    // A claim of a transfer already recorded is not approved without a check.
+    let finance = s.member(&owner, &org, "finance").await;
+    let c = s
+        .post(
+            &format!("/v1/organizations/{org}/payment-claims"),
+            Some(&finance),
+            json!({"amount_minor": 1_000, "currency": "TRY", "reference": "EFT 10"}),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{:?}", c.body);
+    let r = s
+        .post(
+            &format!(
+                "/v1/admin/payment-claims/{}/approve",
+                c.body["id"].as_str().expect("an id")
+            ),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert!(r.error().contains("duplicate_of"), "{:?}", r.body);
+    assert_eq!(wallet(&s, &owner, &org).await, 3_000);
+    assert_eq!(reconciliation_faults(&s, &org).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn amounts_and_prices_beyond_the_money_bound_are_400() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("bounds@example.com").await;
+    let finance = s.member(&owner, &org, "finance").await;
+    let staff = s.sign_in(STAFF).await;
+    let max = hub_domain::MAX_MINOR;
+    let over = max + 1;
+    let r = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/charges"),
+            Some(&staff),
+            json!({"description": "big", "brand": "Servers", "amount_minor": over}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    assert!(r.error().contains(&max.to_string()), "{:?}", r.body);
+    charge(&s, &staff, &org, max, "the largest").await;
+    assert_eq!(
+        pay(&s, &staff, &org, payment(over, "TRY", None))
+            .await
+            .status,
+        400
+    );
+    let r = s
+        .post(
+            &format!("/v1/organizations/{org}/payment-claims"),
+            Some(&finance),
+            json!({"amount_minor": over, "currency": "TRY", "reference": "EFT big"}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    // SKU prices, on creation and on change.
+    let r = crate::servers::p_call(
+        &s,
+        "POST",
+        "/v1/admin/skus",
+        Some(&staff),
+        Some(
+            json!({"id": "too-dear", "name": "Too dear", "fulfilment": "api",
+                    "monthly_price_minor": over, "currency": "TRY"}),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    assert!(r.error().contains("monthly_price_minor"), "{:?}", r.body);
+    let r = crate::servers::p_call(
+        &s,
+        "PATCH",
+        "/v1/admin/skus/vps-small",
+        Some(&staff),
+        Some(json!({"monthly_price_minor": over})),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    let r = crate::servers::p_call(
+        &s,
+        "PATCH",
+        "/v1/admin/skus/vps-small",
+        Some(&staff),
+        Some(json!({"monthly_price_minor": max})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+}
+
+#[tokio::test]
+async fn a_billing_run_isolates_an_organization_whose_total_would_overflow() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in(STAFF).await;
+    let orgs = usage_orgs(&s, 3, 2, "2026-09").await;
+    // Charges written before amounts were bounded: two that no int64 total
+    // holds.
+    let bad = orgs[1];
+    sqlx::query!(
+        "UPDATE org_billing.charges SET qty = 1, unit_minor = 5000000000000000000, \
+                amount_minor = 5000000000000000000 WHERE org_id = $1",
+        bad,
+    )
+    .execute(&s.db)
+    .await
+    .expect("updated");
+    let start = || {
+        s.post(
+            "/v1/admin/billing-runs",
+            Some(&staff),
+            json!({"period": "2026-09"}),
+        )
+    };
+    let run = start().await;
+    assert_eq!(run.status, 201, "{:?}", run.body);
+    assert_eq!(
+        (run.body["invoices"].as_i64(), run.body["status"].as_str()),
+        (Some(2), Some("done")),
+        "{:?}",
+        run.body
+    );
+    let failed = run.body["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), 1, "{:?}", run.body);
+    assert_eq!(failed[0]["org_id"], bad.to_string());
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("largest amount")),
+        "{:?}",
+        run.body
+    );
+    let pending = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM org_billing.charges WHERE org_id = $1 AND status = 'pending'"#,
+        bad,
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("counted");
+    assert_eq!(pending, 2);
+    // Mended (one charge waived), the run started again invoices it.
+    let one: Uuid = sqlx::query_scalar!(
+        "SELECT id FROM org_billing.charges WHERE org_id = $1 ORDER BY id LIMIT 1",
+        bad,
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("a charge");
+    let w = s
+        .post(
+            &format!("/v1/admin/charges/{one}/waive"),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(w.status, 200, "{:?}", w.body);
+    let again = start().await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(again.body["invoices"].as_i64(), Some(3), "{:?}", again.body);
+    assert_eq!(again.body["failed"], json!([]));
 }

@@ -395,3 +395,200 @@ async fn two_last_owners_leaving_at_once_leave_one_owner() {
         assert_eq!(owners, Some(1), "round {round}: {:?}", members.body);
     }
 }
+
+// --- one bank transfer, credited once (issue 32) -----------------------------
+
+/// The bank statement of a case: (reference, amount, day). The first and the
+/// last share reference and amount but not the day: two transfers.
+const TRANSFERS: [(&str, i64, &str); 3] = [
+    ("EFT-A", 700, "2026-11-20"),
+    ("EFT-B", 300, "2026-11-20"),
+    ("eft-a", 700, "2026-11-21"),
+];
+
+#[derive(Debug, Clone)]
+enum Transfer {
+    /// Staff record transfer `t` (with an Idempotency-Key of its own).
+    Direct {
+        t: usize,
+        on_invoice: bool,
+        credit: bool,
+    },
+    /// A finance member claims transfer `t`.
+    Claim { t: usize, on_invoice: bool },
+    /// Staff approve the `i`-th claim made so far, dated as its transfer.
+    Approve { i: usize, credit: bool },
+}
+
+fn transfer_ops() -> impl Strategy<Value = Vec<Vec<Transfer>>> {
+    let t = 0..TRANSFERS.len();
+    let op = prop_oneof![
+        2 => (t.clone(), any::<bool>(), any::<bool>())
+            .prop_map(|(t, on_invoice, credit)| Transfer::Direct { t, on_invoice, credit }),
+        2 => (t, any::<bool>()).prop_map(|(t, on_invoice)| Transfer::Claim { t, on_invoice }),
+        3 => (any::<usize>(), any::<bool>()).prop_map(|(i, credit)| Transfer::Approve { i, credit }),
+    ];
+    // Batches one after the other; the requests of a batch all at once.
+    prop::collection::vec(prop::collection::vec(op, 1..6), 1..6)
+}
+
+/// A request of a batch: path, token, body, Idempotency-Key, and the
+/// transfer it claims (claims only).
+type TransferReq = (String, String, Value, Option<String>, Option<usize>);
+
+async fn transfer_case(
+    s: &TestStack,
+    staff: &str,
+    batches: Vec<Vec<Transfer>>,
+) -> Result<(), TestCaseError> {
+    let email = format!("prop-{}@example.com", Uuid::new_v4().simple());
+    let (owner, org) = s.org_with_owner(&email).await;
+    let finance = s.member(&owner, &org, "finance").await;
+    let c = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/charges"),
+            Some(staff),
+            json!({"description": "month", "brand": "Servers", "amount_minor": 1_000}),
+        )
+        .await;
+    let inv = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/invoices"),
+            Some(staff),
+            json!({"charge_ids": [c.body["id"]]}),
+        )
+        .await;
+    prop_assert_eq!(inv.status, 201, "{:?}", inv.body);
+    let inv = inv.body["id"].clone();
+    // Claims made so far: (id, transfer).
+    let mut claims: Vec<(String, usize)> = Vec::new();
+    let mut used = [false; TRANSFERS.len()];
+    for batch in batches {
+        let mut reqs: Vec<TransferReq> = Vec::new();
+        for op in &batch {
+            match *op {
+                Transfer::Direct {
+                    t,
+                    on_invoice,
+                    credit,
+                } => {
+                    let (reference, amount, day) = TRANSFERS[t];
+                    used[t] = true;
+                    reqs.push((
+                        format!("/v1/admin/organizations/{org}/payments"),
+                        staff.to_owned(),
+                        json!({"amount_minor": amount, "currency": "TRY", "method": "bank_transfer",
+                               "reference": reference, "received_at": day,
+                               "invoice_id": on_invoice.then(|| inv.clone()),
+                               "credit_remainder": credit}),
+                        Some(Uuid::new_v4().to_string()),
+                        None,
+                    ));
+                }
+                Transfer::Claim { t, on_invoice } => {
+                    let (reference, amount, _) = TRANSFERS[t];
+                    used[t] = true;
+                    reqs.push((
+                        format!("/v1/organizations/{org}/payment-claims"),
+                        finance.clone(),
+                        json!({"amount_minor": amount, "currency": "TRY", "reference": reference,
+                               "invoice_id": on_invoice.then(|| inv.clone())}),
+                        None,
+                        Some(t),
+                    ));
+                }
+                Transfer::Approve { i, credit } if !claims.is_empty() => {
+                    let (id, t) = &claims[i % claims.len()];
+                    reqs.push((
+                        format!("/v1/admin/payment-claims/{id}/approve"),
+                        staff.to_owned(),
+                        json!({"received_at": TRANSFERS[*t].2, "credit_remainder": credit}),
+                        None,
+                        None,
+                    ));
+                }
+                Transfer::Approve { .. } => {}
+            }
+        }
+        let answers: Vec<Resp> = join_all(reqs.iter().map(|(path, token, body, key, _)| {
+            let url = format!("{}{path}", s.core());
+            async move {
+                let headers: Vec<(&str, &str)> = key
+                    .iter()
+                    .map(|k| ("idempotency-key", k.as_str()))
+                    .collect();
+                s.call("POST", &url, Some(token), Some(body.clone()), &headers)
+                    .await
+            }
+        }))
+        .await;
+        for ((path, _, _, _, claim_of), r) in reqs.into_iter().zip(answers) {
+            // Refusals (a duplicate, a paid invoice, a remainder not asked
+            // for, a second decision) are fine; anything else is not.
+            prop_assert!(
+                matches!(r.status, 200 | 201 | 409),
+                "{path} answered {}: {:?}",
+                r.status,
+                r.body
+            );
+            if let (Some(t), 201) = (claim_of, r.status) {
+                claims.push((r.body["id"].as_str().unwrap_or_default().to_owned(), t));
+            }
+        }
+    }
+    // Money received never passes the transfers on the statement: each
+    // transfer is at most one payment, and the wallet and the invoice hold
+    // no more than the payments brought.
+    let org_id: Uuid = org.parse().expect("an org id");
+    let rows = sqlx::query!(
+        r#"SELECT lower(reference) AS "reference!", amount_minor,
+                  to_char(received_at, 'YYYY-MM-DD') AS "day!"
+             FROM org_billing.payments WHERE org_id = $1"#,
+        org_id
+    )
+    .fetch_all(&s.db)
+    .await
+    .expect("the payments");
+    let mut received = 0;
+    for (t, &(reference, amount, day)) in TRANSFERS.iter().enumerate() {
+        let n = rows
+            .iter()
+            .filter(|p| {
+                p.reference == reference.to_lowercase() && p.amount_minor == amount && p.day == day
+            })
+            .count();
+        prop_assert!(n <= usize::from(used[t]), "transfer {t} recorded {n} times");
+        received += amount * n as i64;
+    }
+    let total: i64 = rows.iter().map(|p| p.amount_minor).sum();
+    prop_assert_eq!(total, received, "payments of no transfer");
+    let statement: i64 = TRANSFERS.iter().map(|t| t.1).sum();
+    prop_assert!(total <= statement);
+    let wallet = s
+        .get(&format!("/v1/organizations/{org}/wallet"), Some(staff))
+        .await
+        .body["balance_minor"]
+        .as_i64()
+        .unwrap_or(-1);
+    let paid = s
+        .get(
+            &format!(
+                "/v1/organizations/{org}/invoices/{}",
+                inv.as_str().unwrap_or_default()
+            ),
+            Some(staff),
+        )
+        .await
+        .body["paid_minor"]
+        .as_i64()
+        .unwrap_or(-1);
+    prop_assert_eq!(wallet + paid, total);
+    Ok(())
+}
+
+#[test]
+fn random_claims_and_payments_never_receive_more_than_the_transfers() {
+    check(12, transfer_ops(), |s, staff, batches| {
+        transfer_case(s, staff, batches).boxed_local()
+    });
+}

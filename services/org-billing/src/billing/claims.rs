@@ -3,7 +3,7 @@
 //! approvals make one payment) or reject it with notes the customer sees.
 
 use super::{
-    model::{ClaimStatus, Method, PaymentClaim},
+    model::{ClaimStatus, InvoiceStatus, Kind, Method, PaymentClaim},
     payments::{self, Received, NOTE_MAX, REFERENCE_MAX},
     store,
 };
@@ -37,7 +37,9 @@ pub struct NewClaim {
 
 /// POST /v1/organizations/{id}/payment-claims (owner or finance): 201
 /// PaymentClaim. The invoice, when named, must be this organization's and in
-/// the claim's currency (422); at most `billing.max_pending_claims` pending.
+/// the claim's currency (422), and one that can still be paid: a proforma, a
+/// void or a paid invoice is 409 naming its state. At most
+/// `billing.max_pending_claims` pending.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn create(
     state: web::Data<AppState>,
@@ -61,6 +63,17 @@ pub async fn create(
             .ok_or_else(|| {
                 ApiError::Unprocessable("invoice_id is not an invoice of this organization".into())
             })?;
+        if doc.kind == Kind::Proforma {
+            return Err(ApiError::conflict(
+                "the document is a proforma: claim a payment of its invoice",
+            ));
+        }
+        if matches!(doc.status, InvoiceStatus::Void | InvoiceStatus::Paid) {
+            return Err(ApiError::Conflict(format!(
+                "the invoice is {}: it takes no payment",
+                doc.status
+            )));
+        }
         if doc.currency != currency {
             return Err(ApiError::Unprocessable(format!(
                 "the claim is in {} but the invoice is in {}",
@@ -166,11 +179,22 @@ pub struct Approval {
     received_at: Option<String>,
     #[serde(default)]
     review_notes: String,
+    /// Staff checked that this is another transfer than the approved claim
+    /// (or payment) with the same reference and amount.
+    #[serde(default)]
+    confirm_duplicate: bool,
+    /// Credit what the invoice does not take (all of it, once the invoice is
+    /// paid) to the wallet; without it that is 409.
+    #[serde(default)]
+    credit_remainder: bool,
 }
 
 /// POST /v1/admin/payment-claims/{claim_id}/approve (staff): records the
 /// payment (bank transfer, the claim's reference) and the decision in one
-/// transaction; 409 on a second decision. The claim as it is now.
+/// transaction; 409 on a second decision, 409 naming the other claim when an
+/// approved claim has the same reference, amount and currency (unless
+/// `confirm_duplicate`), 409 when the invoice owes less than the claim
+/// (unless `credit_remainder`). The claim as it is now.
 #[tracing::instrument(skip_all, fields(claim_id = %path))]
 pub async fn approve(
     caller: StaffCaller,
@@ -188,6 +212,32 @@ pub async fn approve(
     let notes = super::text("review_notes", &body.review_notes, REVIEW_NOTES_MAX, false)?;
     let mut tx = state.pool.begin().await?;
     let (claim, billed) = pending(&mut tx, id).await?;
+    // Under the organization's lock, so a concurrent approval of a twin
+    // waits and then finds this one; `payment_claims_one_transfer` backs it.
+    // A claim has no day of its own: any approved claim, or any payment on
+    // whatever day, with its reference, amount and currency may be it.
+    let twin = store::duplicate_claim(&mut tx, &claim).await?;
+    if let Some(other) = twin.filter(|_| !body.confirm_duplicate) {
+        return Err(ApiError::Conflict(format!(
+            "claim {other} with the same reference, amount and currency was approved \
+             (duplicate_of {other}): set confirm_duplicate if this is another transfer"
+        )));
+    }
+    let paid = store::duplicate_payment(
+        &mut tx,
+        claim.org_id,
+        &claim.reference,
+        claim.amount_minor,
+        claim.currency,
+        None,
+    )
+    .await?;
+    if let Some(other) = paid.filter(|_| !body.confirm_duplicate) {
+        return Err(ApiError::Conflict(format!(
+            "payment {other} with the same reference, amount and currency was recorded \
+             (duplicate_of {other}): set confirm_duplicate if this is another transfer"
+        )));
+    }
     let r = Received {
         invoice_id: claim.invoice_id,
         amount_minor: claim.amount_minor,
@@ -197,6 +247,8 @@ pub async fn approve(
         received_at,
         note: &claim.note,
         claim_id: Some(id),
+        confirm_duplicate: body.confirm_duplicate,
+        credit_remainder: body.credit_remainder,
     };
     let payment = payments::record_in(&state, &mut tx, &caller, claim.org_id, &billed, r).await?;
     let claim = store::decide_claim(
@@ -205,9 +257,11 @@ pub async fn approve(
         ClaimStatus::Approved,
         &notes,
         Some(payment),
+        twin.is_some(),
         caller.user_id(),
     )
-    .await?;
+    .await
+    .map_err(payments::once)?;
     outbox::audit(
         &mut tx,
         &state.naming,
@@ -215,7 +269,7 @@ pub async fn approve(
         AuditAction::ClaimApproved,
         claim.org_id,
         json!({"claim_id": id, "payment_id": payment, "amount_minor": claim.amount_minor,
-               "currency": claim.currency}),
+               "currency": claim.currency, "duplicate_of": twin}),
     )
     .await?;
     state.outbox.commit(tx).await?;
@@ -247,6 +301,7 @@ pub async fn reject(
         ClaimStatus::Rejected,
         &notes,
         None,
+        false,
         caller.user_id(),
     )
     .await?;

@@ -23,9 +23,10 @@ use crate::state::AppState;
 use hub_domain::{Capability, OrgId};
 use service_kit::{assertion::Caller, page, ApiError, ApiResult};
 
-/// The largest single charge, payment or claim, in minor units: a document
-/// of `billing.max_lines` of them still fits an int64 total.
-pub const MAX_AMOUNT: i64 = 1_000_000_000_000_000;
+/// The largest single charge, payment or claim, in minor units
+/// ([`hub_domain::MAX_MINOR`], 10^12): a document of `billing.max_lines` of
+/// them, and any organization's totals, stay far inside int64.
+pub const MAX_AMOUNT: i64 = hub_domain::MAX_MINOR;
 
 /// Billing reads of an organization: its owner and finance members, and
 /// staff. Other members get 403 naming the roles; anyone else 404.

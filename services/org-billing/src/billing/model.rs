@@ -111,6 +111,10 @@ pub struct PaymentClaim {
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
     pub reviewed_at: Option<OffsetDateTime>,
+    /// Only in the staff queue, when there is one: another claim of the
+    /// organization with the same reference, amount and currency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<Uuid>,
 }
 
 /// An enum stored as `text` (with a CHECK) and shown as its `as_str()`:

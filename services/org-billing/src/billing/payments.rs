@@ -35,12 +35,37 @@ pub struct Received<'a> {
     pub received_at: time::Date,
     pub note: &'a str,
     pub claim_id: Option<Uuid>,
+    /// Staff confirm it is another transfer than a payment with the same
+    /// reference, amount, currency and day (else 409 naming that payment).
+    pub confirm_duplicate: bool,
+    /// Staff choose to credit what the invoice does not take to the wallet
+    /// (else 409 when the amount is more than the invoice still owes).
+    pub credit_remainder: bool,
+}
+
+/// 409 for a write that a unique index refused because the transfer is
+/// recorded already (a concurrent twin passed the checks first).
+pub fn once(e: sqlx::Error) -> ApiError {
+    let twin = matches!(
+        e.as_database_error().and_then(|d| d.constraint()),
+        Some("payments_one_transfer" | "payment_claims_one_transfer")
+    );
+    if twin {
+        ApiError::conflict(
+            "this transfer was recorded already: set confirm_duplicate if it is another one",
+        )
+    } else {
+        ApiError::from(e)
+    }
 }
 
 /// Record `r` for the organization `org` (locked by the caller, `billed`):
 /// the invoice's remainder is paid first, anything left is credited to the
-/// wallet through the ledger. Returns the payment's id. Every refusal comes
-/// before the first write.
+/// wallet through the ledger, only when `r.credit_remainder` says so (or no
+/// invoice is named). A second payment of the same transfer (reference,
+/// amount, currency, day) is refused unless `r.confirm_duplicate`; the
+/// unique index `payments_one_transfer` holds that against a concurrent twin.
+/// Returns the payment's id. Every refusal comes before the first write.
 pub async fn record_in(
     state: &AppState,
     tx: &mut PgConnection,
@@ -59,10 +84,41 @@ pub async fn record_in(
                 r.currency, doc.currency
             )));
         }
-        applied = r.amount_minor.min(doc.total_minor - doc.paid_minor);
+        let owed = doc.total_minor - doc.paid_minor;
+        applied = r.amount_minor.min(owed);
+        if applied < r.amount_minor && !r.credit_remainder {
+            return Err(ApiError::Conflict(if owed == 0 {
+                format!(
+                    "the invoice is {}: set credit_remainder to credit the payment to the wallet",
+                    doc.status
+                )
+            } else {
+                format!(
+                    "the invoice still owes {owed}, less than {}: set credit_remainder to credit \
+                     the remaining {} to the wallet",
+                    r.amount_minor,
+                    r.amount_minor - owed
+                )
+            }));
+        }
         invoice = Some(doc);
     }
     let rest = r.amount_minor - applied;
+    let duplicate_of = store::duplicate_payment(
+        tx,
+        org,
+        r.reference,
+        r.amount_minor,
+        r.currency,
+        Some(r.received_at),
+    )
+    .await?;
+    if let Some(other) = duplicate_of.filter(|_| !r.confirm_duplicate) {
+        return Err(ApiError::Conflict(format!(
+            "payment {other} has the same reference, amount and day (duplicate_of {other}): \
+             set confirm_duplicate if this is another transfer"
+        )));
+    }
     if rest > 0 && billed.currency != r.currency {
         return Err(ApiError::Unprocessable(format!(
             "the payment is in {} but the wallet, which receives what no invoice takes, is in {}",
@@ -104,10 +160,12 @@ pub async fn record_in(
             applied_minor: applied,
             wallet_transaction_id,
             claim_id: r.claim_id,
+            duplicate_confirmed: duplicate_of.is_some(),
             created_by: caller.user_id(),
         },
     )
-    .await?;
+    .await
+    .map_err(once)?;
     outbox::audit(
         tx,
         &state.naming,
@@ -117,7 +175,7 @@ pub async fn record_in(
         json!({"payment_id": id, "invoice_id": r.invoice_id,
                "invoice_number": invoice.map(|i| i.number), "amount_minor": r.amount_minor,
                "applied_minor": applied, "wallet_credit_minor": rest, "currency": r.currency,
-               "method": r.method, "claim_id": r.claim_id}),
+               "method": r.method, "claim_id": r.claim_id, "duplicate_of": duplicate_of}),
     )
     .await?;
     Ok(id)
@@ -157,10 +215,17 @@ pub struct NewPayment {
     #[serde(default)]
     note: String,
     invoice_id: Option<Uuid>,
+    #[serde(default)]
+    confirm_duplicate: bool,
+    #[serde(default)]
+    credit_remainder: bool,
 }
 
 /// POST /v1/admin/organizations/{id}/payments (staff): 201 Payment. With an
-/// `Idempotency-Key`, a retry answers the first result and records nothing.
+/// `Idempotency-Key`, a retry answers the first result and records nothing;
+/// a payment with the same reference, amount, currency and day as one
+/// recorded (whatever its key) is 409 unless `confirm_duplicate`, and an
+/// amount beyond what the invoice owes is 409 unless `credit_remainder`.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn record(
     caller: StaffCaller,
@@ -198,6 +263,8 @@ pub async fn record(
             received_at,
             note: &note,
             claim_id: None,
+            confirm_duplicate: body.confirm_duplicate,
+            credit_remainder: body.credit_remainder,
         };
         let id = record_in(&state, &mut tx, &caller, org, &billed, r).await?;
         let p = store::payment(&mut tx, id).await?;

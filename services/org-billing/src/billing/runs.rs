@@ -5,6 +5,11 @@
 //! take different ones), issues their invoices with consecutive numbers and
 //! commits. Whatever is interrupted is picked up by the next request for the
 //! period or by [`resume`]; a period with nothing pending creates nothing.
+//! An organization whose documents cannot be made (a total that would
+//! overflow) is isolated: recorded in `billing_run_failures` in the batch's
+//! transaction and skipped by the run, the rest of its batch invoiced; the
+//! run shows it under `failed`, and starting the period's run again retries
+//! it.
 
 use super::{
     documents::{documents, issued_events},
@@ -35,22 +40,42 @@ pub async fn work(
     let mut issued = 0;
     loop {
         let mut tx = state.pool.begin().await?;
-        let orgs = store::lock_run_orgs(&mut tx, period, state.billing.run_batch).await?;
+        let orgs = store::lock_run_orgs(&mut tx, id, period, state.billing.run_batch).await?;
         if orgs.is_empty() {
             break;
         }
         let distributors: HashMap<_, _> = orgs.iter().copied().collect();
         let ids: Vec<_> = orgs.iter().map(|(o, _)| *o).collect();
         let charges = store::lock_run_charges(&mut tx, period, &ids).await?;
-        let docs = documents(
-            charges,
-            Kind::Invoice,
-            |o| distributors.get(&o).copied(),
-            state.billing.max_lines,
-            Some(id),
-            actor.map(Caller::user_id),
-        )
-        .map_err(|e| anyhow::anyhow!("billing run {period}: {e}"))?;
+        // Each organization's documents on their own: one that cannot be
+        // invoiced fails alone, not the batch (which would fail on every
+        // retry).
+        let (mut docs, mut failed) = (Vec::new(), Vec::new());
+        for group in charges.chunk_by(|a, b| a.org_id == b.org_id) {
+            let org = group[0].org_id;
+            match documents(
+                group.to_vec(),
+                Kind::Invoice,
+                |o| distributors.get(&o).copied(),
+                state.billing.max_lines,
+                Some(id),
+                actor.map(Caller::user_id),
+            ) {
+                Ok(d) => docs.extend(d),
+                Err(e) => {
+                    tracing::warn!(run_id = %id, period, org_id = %org, error = %e,
+                        "billing run: organization not invoiced");
+                    failed.push((org, e.to_string()));
+                }
+            }
+        }
+        if !failed.is_empty() {
+            store::fail_run_orgs(&mut tx, id, &failed).await?;
+        }
+        if docs.is_empty() {
+            tx.commit().await?;
+            continue;
+        }
         let numbers = store::issue(
             &mut tx,
             &docs,
@@ -76,7 +101,7 @@ pub struct Start {
 /// POST /v1/admin/billing-runs (staff) `{period: "YYYY-MM"}`: the run with
 /// its counts once worked; 201 when this request created it, 200 when the
 /// period already had one (worked again: it issues only what is still
-/// pending, normally nothing).
+/// pending, normally nothing, and retries the organizations it failed on).
 #[tracing::instrument(skip_all)]
 pub async fn start(
     caller: StaffCaller,
@@ -88,6 +113,9 @@ pub async fn start(
     }
     let period = body.period.as_str();
     let (id, created) = store::start_run(&state.pool, period, caller.user_id()).await?;
+    if !created {
+        store::clear_run_failures(&state.pool, id).await?;
+    }
     if created {
         let mut tx = state.pool.begin().await?;
         outbox::audit_on(

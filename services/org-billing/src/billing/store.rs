@@ -514,15 +514,42 @@ pub struct NewPayment<'a> {
     pub applied_minor: i64,
     pub wallet_transaction_id: Option<i64>,
     pub claim_id: Option<Uuid>,
+    /// Staff confirmed it is another transfer than the payment with the same
+    /// (reference, amount, currency, day): it leaves `payments_one_transfer`.
+    pub duplicate_confirmed: bool,
     pub created_by: UserId,
+}
+
+/// The first payment of the organization with the same reference (whatever
+/// its case), amount, currency and day received (any day when None), if any.
+pub async fn duplicate_payment(
+    conn: &mut PgConnection,
+    org: OrgId,
+    reference: &str,
+    amount: i64,
+    currency: Currency,
+    received_at: Option<time::Date>,
+) -> sqlx::Result<Option<Uuid>> {
+    sqlx::query_scalar!(
+        "SELECT id FROM payments WHERE org_id = $1 AND lower(reference) = lower($2) \
+            AND amount_minor = $3 AND currency = $4 AND ($5::date IS NULL OR received_at = $5) \
+          ORDER BY created_at, id LIMIT 1",
+        org as OrgId,
+        reference,
+        amount,
+        currency as Currency,
+        received_at,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 pub async fn insert_payment(conn: &mut PgConnection, p: &NewPayment<'_>) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO payments (id, org_id, invoice_id, amount_minor, currency, method, reference, \
                                received_at, note, applied_minor, wallet_transaction_id, claim_id, \
-                               created_by) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                               created_by, duplicate_confirmed) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         p.id,
         p.org_id as OrgId,
         p.invoice_id,
@@ -536,6 +563,7 @@ pub async fn insert_payment(conn: &mut PgConnection, p: &NewPayment<'_>) -> sqlx
         p.wallet_transaction_id,
         p.claim_id,
         p.created_by as UserId,
+        p.duplicate_confirmed,
     )
     .execute(conn)
     .await?;
@@ -641,7 +669,7 @@ pub async fn insert_claim(conn: &mut PgConnection, c: &NewClaim<'_>) -> sqlx::Re
            RETURNING id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id,
                      amount_minor, currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
                   review_notes, payment_id,
-                     created_at, reviewed_at"#,
+                     created_at, reviewed_at, NULL::uuid AS duplicate_of"#,
         Uuid::now_v7(),
         c.org_id as OrgId,
         c.invoice_id,
@@ -667,7 +695,7 @@ pub async fn claims_of(
         r#"SELECT id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
                   review_notes, payment_id, created_at,
-                  reviewed_at
+                  reviewed_at, NULL::uuid AS duplicate_of
              FROM payment_claims WHERE org_id = $1
               AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
             ORDER BY created_at DESC, id DESC LIMIT $4"#,
@@ -680,14 +708,22 @@ pub async fn claims_of(
     .await
 }
 
-/// The staff queue: pending claims, oldest first, with the organization's name.
+/// The staff queue: pending claims, oldest first, with the organization's
+/// name and `duplicate_of`: another claim of the organization (approved
+/// first, else the oldest pending) with the same reference, amount and
+/// currency, which may be the same transfer.
 pub async fn claim_queue(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<PaymentClaim>> {
     sqlx::query_as!(
         PaymentClaim,
         r#"SELECT c.id, c.org_id AS "org_id: OrgId", o.name AS "org_name?", c.invoice_id,
                   c.amount_minor, c.currency AS "currency: Currency", c.reference, c.note,
                   c.status AS "status: ClaimStatus", c.review_notes,
-                  c.payment_id, c.created_at, c.reviewed_at
+                  c.payment_id, c.created_at, c.reviewed_at,
+                  (SELECT d.id FROM payment_claims d
+                    WHERE d.org_id = c.org_id AND d.id <> c.id AND d.status <> 'rejected'
+                      AND lower(d.reference) = lower(c.reference)
+                      AND d.amount_minor = c.amount_minor AND d.currency = c.currency
+                    ORDER BY d.status = 'approved' DESC, d.created_at, d.id LIMIT 1) AS duplicate_of
              FROM payment_claims c JOIN organizations o ON o.id = c.org_id
             WHERE c.status = 'pending' ORDER BY c.created_at, c.id LIMIT $1"#,
         limit,
@@ -711,7 +747,7 @@ pub async fn lock_claim(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         r#"SELECT id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
                   review_notes, payment_id, created_at,
-                  reviewed_at
+                  reviewed_at, NULL::uuid AS duplicate_of
              FROM payment_claims WHERE id = $1 FOR UPDATE"#,
         id,
     )
@@ -727,24 +763,46 @@ pub async fn decide_claim(
     status: ClaimStatus,
     review_notes: &str,
     payment_id: Option<Uuid>,
+    duplicate_confirmed: bool,
     by: UserId,
 ) -> sqlx::Result<PaymentClaim> {
     sqlx::query_as!(
         PaymentClaim,
         r#"UPDATE payment_claims SET status = $2, review_notes = $3, payment_id = $4,
-                  reviewed_by = $5, reviewed_at = now()
+                  reviewed_by = $5, reviewed_at = now(), duplicate_confirmed = $6
             WHERE id = $1
         RETURNING id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
                   review_notes, payment_id, created_at,
-                  reviewed_at"#,
+                  reviewed_at, NULL::uuid AS duplicate_of"#,
         id,
         status as ClaimStatus,
         review_notes,
         payment_id,
         by as UserId,
+        duplicate_confirmed,
     )
     .fetch_one(conn)
+    .await
+}
+
+/// Another approved claim of the organization with the same reference
+/// (whatever its case), amount and currency as claim `id`, if any.
+pub async fn duplicate_claim(
+    conn: &mut PgConnection,
+    c: &PaymentClaim,
+) -> sqlx::Result<Option<Uuid>> {
+    sqlx::query_scalar!(
+        "SELECT id FROM payment_claims WHERE org_id = $1 AND id <> $2 AND status = 'approved' \
+            AND lower(reference) = lower($3) AND amount_minor = $4 AND currency = $5 \
+          ORDER BY created_at, id LIMIT 1",
+        c.org_id as OrgId,
+        c.id,
+        c.reference,
+        c.amount_minor,
+        c.currency as Currency,
+    )
+    .fetch_optional(conn)
     .await
 }
 
@@ -761,6 +819,10 @@ pub struct Run {
     pub charges: i64,
     /// Issued totals by currency.
     pub totals: serde_json::Value,
+    /// The organizations this run could not invoice, `[{org_id, error}]`:
+    /// their charges stay pending; starting the period's run again retries
+    /// them.
+    pub failed: serde_json::Value,
     #[serde(with = "time::serde::rfc3339")]
     pub started_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -796,8 +858,11 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Run>> {
                   (SELECT count(*) FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id
                     WHERE i.run_id = r.id) AS "charges!",
                   (SELECT COALESCE(jsonb_object_agg(currency, total), '{}'::jsonb) FROM
-                     (SELECT currency, sum(total_minor)::bigint AS total FROM invoices
-                       WHERE run_id = r.id GROUP BY currency) t) AS "totals!"
+                     (SELECT currency, sum(total_minor) AS total FROM invoices
+                       WHERE run_id = r.id GROUP BY currency) t) AS "totals!",
+                  (SELECT COALESCE(jsonb_agg(jsonb_build_object('org_id', f.org_id, 'error', f.error)
+                                             ORDER BY f.org_id), '[]'::jsonb)
+                     FROM billing_run_failures f WHERE f.run_id = r.id) AS "failed!"
              FROM billing_runs r WHERE r.id = $1"#,
         id,
     )
@@ -806,9 +871,11 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Run>> {
 }
 
 /// Up to `max` organizations with pending usage charges of `period` that no
-/// other transaction holds, locked: `(org, distributor)`, in id order.
+/// other transaction holds and run `run` has not failed on, locked:
+/// `(org, distributor)`, in id order.
 pub async fn lock_run_orgs(
     conn: &mut PgConnection,
+    run: Uuid,
     period: &str,
     max: i64,
 ) -> sqlx::Result<Vec<(OrgId, Uuid)>> {
@@ -816,9 +883,12 @@ pub async fn lock_run_orgs(
         r#"SELECT o.id AS "id: OrgId", o.distributor_id FROM organizations o
             WHERE o.id IN (SELECT DISTINCT org_id FROM charges
                             WHERE period = $1 AND status = 'pending' AND source = 'usage')
+              AND NOT EXISTS (SELECT 1 FROM billing_run_failures f
+                               WHERE f.run_id = $3 AND f.org_id = o.id)
             ORDER BY o.id LIMIT $2 FOR NO KEY UPDATE OF o SKIP LOCKED"#,
         period,
         max,
+        run,
     )
     .fetch_all(conn)
     .await?
@@ -849,12 +919,44 @@ pub async fn lock_run_charges(
     .await
 }
 
-/// Mark the run done once nothing of its period is left to invoice.
+/// Record that run `run` could not invoice `orgs` (`(org, why)`), in the
+/// caller's transaction: the run skips them from now on.
+pub async fn fail_run_orgs(
+    conn: &mut PgConnection,
+    run: Uuid,
+    orgs: &[(OrgId, String)],
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO billing_run_failures (run_id, org_id, error) \
+         SELECT $1, o, e FROM unnest($2::uuid[], $3::text[]) AS f(o, e) \
+         ON CONFLICT (run_id, org_id) DO UPDATE SET error = EXCLUDED.error, failed_at = now()",
+        run,
+        &orgs.iter().map(|(o, _)| o.as_uuid()).collect::<Vec<_>>(),
+        &orgs.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>(),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Forget the organizations run `run` failed on, so working it tries them
+/// again.
+pub async fn clear_run_failures(pool: &PgPool, run: Uuid) -> sqlx::Result<()> {
+    sqlx::query!("DELETE FROM billing_run_failures WHERE run_id = $1", run)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Mark the run done once nothing of its period is left to invoice but the
+/// charges of the organizations it failed on.
 pub async fn finish_run(pool: &PgPool, id: Uuid, period: &str) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE billing_runs SET status = 'done', finished_at = now() \
           WHERE id = $1 AND status = 'running' AND NOT EXISTS \
-            (SELECT 1 FROM charges WHERE period = $2 AND status = 'pending' AND source = 'usage')",
+            (SELECT 1 FROM charges c WHERE c.period = $2 AND c.status = 'pending' \
+                AND c.source = 'usage' AND NOT EXISTS \
+                  (SELECT 1 FROM billing_run_failures f WHERE f.run_id = $1 AND f.org_id = c.org_id))",
         id,
         period,
     )

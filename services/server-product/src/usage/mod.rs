@@ -50,7 +50,8 @@ pub fn price(started_at: OffsetDateTime, ended_at: OffsetDateTime, monthly: Mino
         return whole;
     }
     let hours = billable_hours(started_at, ended_at);
-    let unit_minor = (monthly + HOURS_PER_MONTH - 1) / HOURS_PER_MONTH;
+    // ceil(monthly / 720) without `monthly + 719`, which could overflow.
+    let unit_minor = monthly / HOURS_PER_MONTH + i64::from(monthly % HOURS_PER_MONTH != 0);
     match hours.checked_mul(unit_minor) {
         Some(amount_minor) if amount_minor <= monthly => Price {
             qty: hours,
