@@ -753,3 +753,59 @@ async fn staff_take_access_away_in_any_organization_audited_as_staff() {
         log.body
     );
 }
+
+#[tokio::test]
+async fn a_suspension_identity_does_not_confirm_is_a_503_and_the_event_still_applies_it() {
+    // org-billing cannot reach identity: no fast path, only the events.
+    let s = TestStack::spawn_with(StackOptions {
+        org_billing_toml: "[identity]\nurl = \"http://127.0.0.1:9\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let staff = s.sign_in("staff@example.com").await;
+    let owner = s.sign_in("unconfirmed@example.com").await;
+    let org = s.create_org(&owner, "Unconfirmed", "TR").await;
+    let org = str_of(&org.body, "id");
+    let owned = eventually(Duration::from_secs(10), || async {
+        let me = s.get("/v1/auth/me", Some(&owner)).await;
+        (me.body["memberships"][0]["org_id"] == org.as_str()).then_some(())
+    })
+    .await;
+    assert!(owned.is_some(), "the event made the creator owner");
+    let r = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/suspend"),
+            Some(&staff),
+            json!({"reason": "r"}),
+        )
+        .await;
+    assert_eq!(
+        r.status, 503,
+        "not a 200 identity never confirmed: {:?}",
+        r.body
+    );
+    assert!(
+        r.error().contains("identity did not confirm"),
+        "{:?}",
+        r.body
+    );
+    // org-billing's own writes stop at once (its table says so)...
+    let r = s
+        .post(
+            &format!("/v1/organizations/{org}/projects"),
+            Some(&owner),
+            json!({"name": "P"}),
+        )
+        .await;
+    assert_eq!((r.status, r.error()), (403, SUSPENDED), "{:?}", r.body);
+    // ...and identity's once the event arrives (the change was kept).
+    let refused = eventually(Duration::from_secs(10), || async {
+        let r = s.create_key(&owner, &org, None).await;
+        (r.status == 403).then_some(r)
+    })
+    .await;
+    assert_eq!(
+        refused.map(|r| r.error().to_owned()).as_deref(),
+        Some(SUSPENDED)
+    );
+}
