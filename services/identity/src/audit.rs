@@ -6,6 +6,7 @@ use event_contracts::{AuditAction, AuditRecorded, Envelope};
 use hub_domain::UserId;
 use serde::Serialize;
 use serde_json::Value;
+use service_kit::assertion::Authority;
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 
@@ -55,6 +56,18 @@ pub async fn record(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// `detail` of an action taken with `authority`: staff acting on an
+/// organization's access ([`Authority::Staff`]) are marked `"by_staff": true`
+/// in its audit, so the organization's history tells them from its members.
+pub fn by(authority: Authority, mut detail: Value) -> Value {
+    if authority.is_staff() {
+        if let Value::Object(m) = &mut detail {
+            m.insert("by_staff".into(), Value::Bool(true));
+        }
+    }
+    detail
 }
 
 /// Store audit events from other services in one statement; a redelivered

@@ -10,7 +10,7 @@
 use crate::state::AppState;
 use event_contracts::{Envelope, OrgAccessChanged, OrgStatusChanged};
 use hub_domain::{OrgId, OrgStatus};
-use service_kit::outbox;
+use service_kit::{outbox, ApiError};
 use sqlx::PgConnection;
 
 /// Whether staff have `org_id` suspended (as far as identity has heard).
@@ -24,13 +24,33 @@ pub async fn is_suspended(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Resul
         == Some(OrgStatus::Suspended))
 }
 
-/// Apply a status change unless a newer one is already applied (events may
-/// arrive late or twice); true when it changed something.
+/// Hold `org_id`'s lock ([`crate::memberships::lock_org`], which a status
+/// change takes too) until the transaction ends, then 403 naming the
+/// suspension if identity has it suspended: identity's own member writes
+/// read the status here rather than from the (possibly cached) identity the
+/// gateway forwarded, so that none passes once org-billing's suspend answered
+/// (it waits until identity applied the change, [`apply`]).
+pub async fn lock_writable(conn: &mut PgConnection, org_id: OrgId) -> Result<(), ApiError> {
+    crate::memberships::lock_org(&mut *conn, org_id).await?;
+    if is_suspended(conn, org_id).await? {
+        return Err(ApiError::forbidden(service_kit::assertion::SUSPENDED));
+    }
+    Ok(())
+}
+
+/// The `core.v1.org.status_changed` consumer: [`apply`] (the backstop of
+/// org-billing's synchronous call).
 pub async fn on_status_changed(
     state: &AppState,
     env: Envelope<OrgStatusChanged>,
 ) -> anyhow::Result<bool> {
-    let e = env.data;
+    apply(state, env.data).await
+}
+
+/// Apply a status change unless a newer one is already applied (events may
+/// arrive late or twice, after or before org-billing's synchronous call);
+/// true when it changed something.
+pub async fn apply(state: &AppState, e: OrgStatusChanged) -> anyhow::Result<bool> {
     let mut tx = state.pool.begin().await?;
     // Serialized with membership changes of the organization: a membership
     // made meanwhile copies either the old status and is updated below, or

@@ -39,6 +39,36 @@ impl AppState {
         std::time::Instant::now() + wait
     }
 
+    /// Read-your-writes for suspension: have identity apply the status change
+    /// staff just committed (version `version`) before the change is answered,
+    /// so that identity refuses the organization's writes (and its bearer
+    /// lookups carry the status) from the moment staff hear 200. A few tries;
+    /// Err when identity never confirmed (the event still applies it later).
+    pub async fn tell_identity_status(
+        &self,
+        org_id: OrgId,
+        status: hub_domain::OrgStatus,
+        version: i64,
+    ) -> anyhow::Result<()> {
+        let path = format!("/internal/v1/organizations/{org_id}/status");
+        let body = serde_json::json!({"status": status, "version": version});
+        let mut last = anyhow::anyhow!("not sent");
+        for pause_ms in [0u64, 100, 400] {
+            tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+            match self
+                .identity
+                .send(reqwest::Method::POST, &path, None, Some(&body))
+                .await
+            {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                Ok(r) => last = anyhow::anyhow!("identity answered {}", r.status()),
+                Err(e) => last = e,
+            }
+            tracing::warn!(error = %last, %org_id, "identity did not confirm the status change");
+        }
+        Err(last)
+    }
+
     /// The read-your-writes fast path: ask identity to make the caller the first
     /// owner of `org_id` now, so that their very next `/v1/auth/me` lists it.
     /// Failure only logs: identity applies `core.v1.org.created` anyway.

@@ -2,7 +2,10 @@
 //! a suspended organization reads normally while every write of its members
 //! and keys answers 403 naming the suspension, in every service that writes;
 //! the status travels in the identity (no call), a NATS event updates the
-//! gateways' caches, and a late event never undoes a newer change.
+//! gateways' caches, and a late event never undoes a newer change. Writes
+//! stop as soon as the suspension answers; what only takes access away
+//! (revoking keys, invites and sessions, removing or leaving a membership)
+//! goes on while suspended, and staff do it in any organization.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use event_contracts::OrgStatusChanged;
@@ -94,7 +97,6 @@ async fn a_suspended_organization_reads_but_refuses_every_write_until_reactivate
     let (owner, org) = s.org_with_owner("suspended-owner@example.com").await;
     let finance = s.member(&owner, &org, "finance").await;
     let key = s.create_key(&owner, &org, Some("manager")).await;
-    let key_id = str_of(&key.body["key"], "id");
     let key = str_of(&key.body, "token");
     let me = s.get("/v1/auth/me", Some(&finance)).await;
     let finance_id = str_of(&me.body, "user_id");
@@ -215,25 +217,11 @@ async fn a_suspended_organization_reads_but_refuses_every_write_until_reactivate
             Some(json!({"email": "new@example.com", "role": "visitor"})),
         ),
         write(
-            "member removal",
-            "DELETE",
-            format!("/v1/organizations/{org}/members/{finance_id}"),
-            &owner,
-            None,
-        ),
-        write(
             "api key",
             "POST",
             format!("/v1/organizations/{org}/api-keys"),
             &owner,
             Some(json!({"name": "k"})),
-        ),
-        write(
-            "api key revocation",
-            "DELETE",
-            format!("/v1/organizations/{org}/api-keys/{key_id}"),
-            &owner,
-            None,
         ),
         write(
             "kyc",
@@ -463,6 +451,356 @@ async fn a_late_status_event_never_undoes_a_newer_change() {
     .await;
     let refused = eventually(Duration::from_secs(10), || async {
         let r = s.post(&projects, Some(&owner), json!({"name": "x"})).await;
+        (r.status == 403).then_some(r)
+    })
+    .await;
+    assert_eq!(
+        refused.map(|r| r.error().to_owned()).as_deref(),
+        Some(SUSPENDED)
+    );
+}
+
+/// Staff suspend `org`: 200.
+async fn suspend(s: &TestStack, staff: &str, org: &str) {
+    let r = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/suspend"),
+            Some(staff),
+            json!({"reason": "a leaked key"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "suspend: {:?}", r.body);
+}
+
+/// `who`'s user id (`GET /v1/auth/me`).
+async fn user_id(s: &TestStack, who: &str) -> String {
+    str_of(&s.get("/v1/auth/me", Some(who)).await.body, "user_id")
+}
+
+/// A pending invite of `org` (by its admin `admin`); returns its id.
+async fn invite(s: &TestStack, admin: &str, org: &str, email: &str) -> String {
+    let r = s
+        .post(
+            &format!("/v1/organizations/{org}/invites"),
+            Some(admin),
+            json!({"email": email, "role": "developer"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "invite: {:?}", r.body);
+    str_of(&r.body, "id")
+}
+
+#[tokio::test]
+async fn writes_are_refused_as_soon_as_the_suspension_answers() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (owner, org) = s.org_with_owner("at-once@example.com").await;
+    let key = s.create_key(&owner, &org, Some("manager")).await;
+    let key = str_of(&key.body, "token");
+    // Both write before, so the gateway holds both identities (active).
+    let projects = format!("/v1/organizations/{org}/projects");
+    for who in [&owner, &key] {
+        let r = s
+            .post(&projects, Some(who), json!({"name": "Before"}))
+            .await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+    }
+    suspend(&s, &staff, &org).await;
+    // No wait: the very next writes are refused, in org-billing and in identity.
+    for (what, who) in [("project", &owner), ("project by key", &key)] {
+        let r = s.post(&projects, Some(who), json!({"name": "After"})).await;
+        assert_eq!(
+            (r.status, r.error()),
+            (403, SUSPENDED),
+            "{what}: {:?}",
+            r.body
+        );
+    }
+    let r = s.create_key(&owner, &org, None).await;
+    assert_eq!(
+        (r.status, r.error()),
+        (403, SUSPENDED),
+        "api key: {:?}",
+        r.body
+    );
+    let r = s
+        .add_member(&owner, &org, "late@example.com", "visitor")
+        .await;
+    assert_eq!(
+        (r.status, r.error()),
+        (403, SUSPENDED),
+        "member: {:?}",
+        r.body
+    );
+    let listed = s.get(&projects, Some(&owner)).await;
+    assert_eq!(
+        listed.body.as_array().map(Vec::len),
+        Some(2),
+        "only the two made before: {:?}",
+        listed.body
+    );
+}
+
+#[tokio::test]
+async fn a_suspended_organization_still_takes_access_away() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (owner, org) = s.org_with_owner("contain@example.com").await;
+    let manager = s.member(&owner, &org, "manager").await;
+    let manager_id = user_id(&s, &manager).await;
+    let visitor = s.member(&owner, &org, "visitor").await;
+    let visitor_id = user_id(&s, &visitor).await;
+    let key = s.create_key(&owner, &org, Some("developer")).await;
+    let (key_id, key) = (str_of(&key.body["key"], "id"), str_of(&key.body, "token"));
+    let invite_id = invite(&s, &owner, &org, "pending@example.com").await;
+    // A second session of the owner (the leaked laptop's).
+    let laptop = s.sign_in("contain@example.com").await;
+    let sessions = s.get("/v1/auth/sessions", Some(&owner)).await;
+    let laptop_session = sessions
+        .body
+        .as_array()
+        .and_then(|l| l.iter().find(|x| x["current"] == false))
+        .map(|x| str_of(x, "id"))
+        .expect("the second session is listed");
+    suspend(&s, &staff, &org).await;
+
+    // What gives access is refused...
+    let r = s.create_key(&owner, &org, None).await;
+    assert_eq!(
+        (r.status, r.error()),
+        (403, SUSPENDED),
+        "api key: {:?}",
+        r.body
+    );
+    let r = s
+        .post(
+            &format!("/v1/organizations/{org}/invites"),
+            Some(&owner),
+            json!({"email": "more@example.com", "role": "visitor"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.error()),
+        (403, SUSPENDED),
+        "invite: {:?}",
+        r.body
+    );
+
+    // ...what takes it away goes on.
+    let r = s
+        .delete(
+            &format!("/v1/organizations/{org}/api-keys/{key_id}"),
+            Some(&owner),
+        )
+        .await;
+    assert_eq!(r.status, 200, "key revocation: {:?}", r.body);
+    let r = s
+        .get(&format!("/v1/organizations/{org}/members"), Some(&key))
+        .await;
+    assert_eq!(r.status, 401, "the revoked key is dead: {:?}", r.body);
+    let r = s
+        .delete(
+            &format!("/v1/organizations/{org}/members/{manager_id}"),
+            Some(&owner),
+        )
+        .await;
+    assert_eq!(r.status, 200, "member removal: {:?}", r.body);
+    let r = s
+        .delete(
+            &format!("/v1/organizations/{org}/members/{visitor_id}"),
+            Some(&visitor),
+        )
+        .await;
+    assert_eq!(r.status, 200, "leaving: {:?}", r.body);
+    let r = s
+        .delete(
+            &format!("/v1/organizations/{org}/invites/{invite_id}"),
+            Some(&owner),
+        )
+        .await;
+    assert_eq!(
+        (r.status, &r.body["status"]),
+        (200, &json!("revoked")),
+        "invite revocation: {:?}",
+        r.body
+    );
+    let r = s
+        .delete(&format!("/v1/auth/sessions/{laptop_session}"), Some(&owner))
+        .await;
+    assert_eq!(r.status, 200, "session revocation: {:?}", r.body);
+    assert_eq!(s.get("/v1/auth/me", Some(&laptop)).await.status, 401);
+
+    // Only the owner is left; nobody else reads the organization.
+    let members = s
+        .get(&format!("/v1/organizations/{org}/members"), Some(&owner))
+        .await;
+    let ids: Vec<String> = members
+        .body
+        .as_array()
+        .map(|l| l.iter().map(|m| str_of(m, "user_id")).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, vec![user_id(&s, &owner).await], "{:?}", members.body);
+    for gone in [&manager, &visitor] {
+        let r = s
+            .get(&format!("/v1/organizations/{org}/members"), Some(gone))
+            .await;
+        assert_eq!(r.status, 404, "{:?}", r.body);
+    }
+}
+
+#[tokio::test]
+async fn staff_take_access_away_in_any_organization_audited_as_staff() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let outsider = s.sign_in("outsider@example.com").await;
+    let (owner, org) = s.org_with_owner("staff-contain@example.com").await;
+    let developer = s.member(&owner, &org, "developer").await;
+    let developer_id = user_id(&s, &developer).await;
+    let key = s.create_key(&owner, &org, Some("developer")).await;
+    let (key_id, key) = (str_of(&key.body["key"], "id"), str_of(&key.body, "token"));
+    let invite_id = invite(&s, &owner, &org, "invited@example.com").await;
+    // The owner revokes one themselves (their audit is not marked).
+    let own = invite(&s, &owner, &org, "withdrawn@example.com").await;
+    let r = s
+        .delete(
+            &format!("/v1/organizations/{org}/invites/{own}"),
+            Some(&owner),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let key_path = format!("/v1/organizations/{org}/api-keys/{key_id}");
+    let member_path = format!("/v1/organizations/{org}/members/{developer_id}");
+    let invite_path = format!("/v1/organizations/{org}/invites/{invite_id}");
+
+    // Someone neither a member nor staff learns nothing.
+    for p in [&key_path, &member_path, &invite_path] {
+        assert_eq!(s.delete(p, Some(&outsider)).await.status, 404, "{p}");
+    }
+    // Staff revoke a key of an active organization...
+    let r = s.delete(&key_path, Some(&staff)).await;
+    assert_eq!(r.status, 200, "key: {:?}", r.body);
+    let r = s
+        .get(&format!("/v1/organizations/{org}/members"), Some(&key))
+        .await;
+    assert_eq!(r.status, 401, "the revoked key is dead: {:?}", r.body);
+    // ...and remove a member and revoke an invite of a suspended one.
+    suspend(&s, &staff, &org).await;
+    let r = s.delete(&member_path, Some(&staff)).await;
+    assert_eq!(r.status, 200, "member: {:?}", r.body);
+    let r = s.delete(&invite_path, Some(&staff)).await;
+    assert_eq!(
+        (r.status, &r.body["status"]),
+        (200, &json!("revoked")),
+        "{:?}",
+        r.body
+    );
+    let r = s
+        .get(
+            &format!("/v1/organizations/{org}/members"),
+            Some(&developer),
+        )
+        .await;
+    assert_eq!(r.status, 404, "the removed member is out: {:?}", r.body);
+
+    // 404 only for what does not exist (or no longer does).
+    let unknown = uuid::Uuid::new_v4();
+    for p in [
+        key_path.clone(),
+        member_path.clone(),
+        format!("/v1/organizations/{org}/api-keys/{unknown}"),
+        format!("/v1/organizations/{org}/members/{unknown}"),
+        format!("/v1/organizations/{org}/invites/{unknown}"),
+        format!("/v1/organizations/{unknown}/api-keys/{key_id}"),
+    ] {
+        assert_eq!(s.delete(&p, Some(&staff)).await.status, 404, "{p}");
+    }
+    // Staff take access away; they do not give it (not a member: 404).
+    let r = s.create_key(&staff, &org, None).await;
+    assert_eq!(r.status, 404, "{:?}", r.body);
+
+    // Audited, in the organization's history, as staff.
+    let log = s.get("/v1/audit/me", Some(&staff)).await;
+    let subject = format!("org:{org}");
+    let by_staff: Vec<(String, Value)> = log
+        .body
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e["subject"] == subject.as_str() && e["action"] != "org.suspended")
+        .map(|e| (str_of(e, "action"), e["detail"]["by_staff"].clone()))
+        .collect();
+    let t = json!(true);
+    assert_eq!(
+        by_staff,
+        vec![
+            ("org.invite_revoked".to_owned(), t.clone()),
+            ("org.member_removed".to_owned(), t.clone()),
+            ("org.api_key_revoked".to_owned(), t),
+        ],
+        "{:?}",
+        log.body
+    );
+    let log = s.get("/v1/audit/me", Some(&owner)).await;
+    let own = log.body.as_array().and_then(|l| {
+        l.iter()
+            .find(|e| e["action"] == "org.invite_revoked" && e["subject"] == subject.as_str())
+    });
+    assert_eq!(
+        own.map(|e| e["detail"].get("by_staff").is_none()),
+        Some(true),
+        "{:?}",
+        log.body
+    );
+}
+
+#[tokio::test]
+async fn a_suspension_identity_does_not_confirm_is_a_503_and_the_event_still_applies_it() {
+    // org-billing cannot reach identity: no fast path, only the events.
+    let s = TestStack::spawn_with(StackOptions {
+        org_billing_toml: "[identity]\nurl = \"http://127.0.0.1:9\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let staff = s.sign_in("staff@example.com").await;
+    let owner = s.sign_in("unconfirmed@example.com").await;
+    let org = s.create_org(&owner, "Unconfirmed", "TR").await;
+    let org = str_of(&org.body, "id");
+    let owned = eventually(Duration::from_secs(10), || async {
+        let me = s.get("/v1/auth/me", Some(&owner)).await;
+        (me.body["memberships"][0]["org_id"] == org.as_str()).then_some(())
+    })
+    .await;
+    assert!(owned.is_some(), "the event made the creator owner");
+    let r = s
+        .post(
+            &format!("/v1/admin/organizations/{org}/suspend"),
+            Some(&staff),
+            json!({"reason": "r"}),
+        )
+        .await;
+    assert_eq!(
+        r.status, 503,
+        "not a 200 identity never confirmed: {:?}",
+        r.body
+    );
+    assert!(
+        r.error().contains("identity did not confirm"),
+        "{:?}",
+        r.body
+    );
+    // org-billing's own writes stop at once (its table says so)...
+    let r = s
+        .post(
+            &format!("/v1/organizations/{org}/projects"),
+            Some(&owner),
+            json!({"name": "P"}),
+        )
+        .await;
+    assert_eq!((r.status, r.error()), (403, SUSPENDED), "{:?}", r.body);
+    // ...and identity's once the event arrives (the change was kept).
+    let refused = eventually(Duration::from_secs(10), || async {
+        let r = s.create_key(&owner, &org, None).await;
         (r.status == 403).then_some(r)
     })
     .await;

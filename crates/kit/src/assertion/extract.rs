@@ -108,6 +108,20 @@ pub struct Caller {
     pub writes: bool,
 }
 
+/// Who takes access away ([`Caller::require_to_reduce`]): a member with their
+/// role, or staff acting on an organization (audited as staff).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authority {
+    Member(Role),
+    Staff,
+}
+
+impl Authority {
+    pub fn is_staff(self) -> bool {
+        self == Authority::Staff
+    }
+}
+
 /// The 403 of a write in a suspended organization.
 pub const SUSPENDED: &str =
     "organization suspended: its members and API keys cannot change anything until staff reactivate it";
@@ -192,6 +206,29 @@ impl Caller {
         let role = self.require(org_id, cap)?;
         if self.is_session() {
             Ok(role)
+        } else {
+            Err(ApiError::forbidden(
+                "this operation needs a session: API keys cannot manage members or keys",
+            ))
+        }
+    }
+
+    /// The authority for an action that only takes access away in `org_id`
+    /// (revoke a key or an invite, remove a member or leave, by session):
+    /// [`require_session`](Self::require_session) without the suspension
+    /// check, since a suspended organization must still be able to contain a
+    /// leak; and staff (not members, or members whose role lacks `cap`) act
+    /// on any organization, as [`Authority::Staff`], which the action audits
+    /// as staff. Neither a member nor staff: 404.
+    pub fn require_to_reduce(&self, org_id: OrgId, cap: Capability) -> Result<Authority, ApiError> {
+        let authority = match self.identity.membership_in(org_id) {
+            Some(m) if m.role.can(cap) => Authority::Member(m.role),
+            _ if self.identity.staff => Authority::Staff,
+            Some(_) => return Err(ApiError::forbidden(cap.denied_message())),
+            None => return Err(ApiError::NotFound),
+        };
+        if self.is_session() {
+            Ok(authority)
         } else {
             Err(ApiError::forbidden(
                 "this operation needs a session: API keys cannot manage members or keys",

@@ -35,7 +35,9 @@ mod middleware;
 mod mint;
 mod verify;
 
-pub use extract::{from, Caller, Callers, Peer, RequestCtx, SessionCaller, StaffCaller, SUSPENDED};
+pub use extract::{
+    from, Authority, Caller, Callers, Peer, RequestCtx, SessionCaller, StaffCaller, SUSPENDED,
+};
 pub use middleware::{internal, require_assertion, BodyLimit};
 pub use mint::Minter;
 pub use verify::Verifier;

@@ -274,3 +274,75 @@ fn short_keys_are_refused() {
     assert!(Verifier::new("svc", &settings(&["short"], &[])).is_err());
     assert!(Minter::new("a", "b", &SecretString::from("short".to_string())).is_err());
 }
+
+/// A session (or key) caller writing, with `staff` and one membership.
+fn writer(staff: bool, membership: Option<(OrgId, Role)>, kind: CredentialKind) -> Caller {
+    Caller {
+        identity: Identity {
+            staff,
+            memberships: membership
+                .map(|(org_id, role)| Membership {
+                    org_id,
+                    role,
+                    status: OrgStatus::Suspended,
+                })
+                .into_iter()
+                .collect(),
+            ..identity()
+        },
+        credential: Credential {
+            kind,
+            id: Uuid::nil(),
+        },
+        ip: String::new(),
+        memberships_truncated: false,
+        deadline_ms: None,
+        writes: true,
+    }
+}
+
+#[test]
+fn taking_access_away_passes_the_suspension_and_serves_staff_anywhere() {
+    let org = OrgId::new();
+    let session = CredentialKind::Session;
+    let owner = writer(false, Some((org, Role::Owner)), session);
+    // A write that gives access is refused while suspended; one that takes it away is not.
+    assert!(matches!(
+        owner.require_session(org, Capability::Admin),
+        Err(ApiError::Forbidden(m)) if m == SUSPENDED
+    ));
+    assert!(matches!(
+        owner.require_to_reduce(org, Capability::Admin),
+        Ok(Authority::Member(Role::Owner))
+    ));
+    // The role still counts; outsiders learn nothing; keys need a session.
+    let visitor = writer(false, Some((org, Role::Visitor)), session);
+    assert!(matches!(
+        visitor.require_to_reduce(org, Capability::Admin),
+        Err(ApiError::Forbidden(_))
+    ));
+    assert!(matches!(
+        visitor.require_to_reduce(org, Capability::Read),
+        Ok(Authority::Member(Role::Visitor))
+    ));
+    let outsider = writer(false, None, session);
+    assert!(matches!(
+        outsider.require_to_reduce(org, Capability::Admin),
+        Err(ApiError::NotFound)
+    ));
+    let key = writer(false, Some((org, Role::Manager)), CredentialKind::ApiKey);
+    assert!(matches!(
+        key.require_to_reduce(org, Capability::Admin),
+        Err(ApiError::Forbidden(_))
+    ));
+    // Staff act on any organization, members or not, as staff.
+    for staff in [
+        writer(true, None, session),
+        writer(true, Some((org, Role::Visitor)), session),
+    ] {
+        assert!(matches!(
+            staff.require_to_reduce(org, Capability::Admin),
+            Ok(Authority::Staff)
+        ));
+    }
+}

@@ -69,6 +69,7 @@ pub async fn create(
     let (name, role) = body.validate()?;
     let token = tokens::generate(API_KEY_PREFIX)?;
     let mut tx = state.pool.begin().await?;
+    crate::org_states::lock_writable(&mut tx, org_id).await?;
     let key = keys::create(
         &mut tx,
         NewKey {
@@ -107,6 +108,8 @@ pub async fn list(
 
 /// DELETE /v1/organizations/{id}/api-keys/{key_id}: revoke at once on every
 /// gateway; 404 when unknown, another organization's, or already revoked.
+/// It only takes access away: allowed while the organization is suspended,
+/// and to staff in any organization (audited as staff).
 #[tracing::instrument(skip_all)]
 pub async fn revoke(
     state: web::Data<AppState>,
@@ -114,7 +117,7 @@ pub async fn revoke(
     path: web::Path<(OrgId, ApiKeyId)>,
 ) -> ApiResult<HttpResponse> {
     let (org_id, key_id) = path.into_inner();
-    caller.require_session(org_id, Capability::Admin)?;
+    let authority = caller.require_to_reduce(org_id, Capability::Admin)?;
     let mut tx = state.pool.begin().await?;
     let hash = keys::revoke(&mut tx, org_id, key_id).await?;
     audit::record(
@@ -122,7 +125,7 @@ pub async fn revoke(
         Some(caller.user_id()),
         event_contracts::AuditAction::ApiKeyRevoked,
         &format!("org:{org_id}"),
-        json!({"org_id": org_id, "key_id": key_id}),
+        audit::by(authority, json!({"org_id": org_id, "key_id": key_id})),
         &caller.ip,
     )
     .await?;

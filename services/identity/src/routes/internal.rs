@@ -26,6 +26,37 @@ pub async fn creator_owner(
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct StatusChange {
+    status: hub_domain::OrgStatus,
+    version: i64,
+}
+
+/// POST /internal/v1/organizations/{id}/status (org-billing): `{status,
+/// version}`, the change staff just made, applied now (as its event would be,
+/// only if newer) so that org-billing answers the suspension once identity
+/// refuses the organization's writes; 200 `{applied}` (false: this version or
+/// a newer one was already applied). `core.v1.org.status_changed` stays the
+/// backstop.
+pub async fn org_status(
+    state: web::Data<AppState>,
+    _peer: Peer<from::OrgBilling>,
+    path: web::Path<OrgId>,
+    body: web::Json<StatusChange>,
+) -> ApiResult<HttpResponse> {
+    let applied = crate::org_states::apply(
+        &state,
+        event_contracts::OrgStatusChanged {
+            org_id: path.into_inner(),
+            status: body.status,
+            version: body.version,
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(json!({ "applied": applied })))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UserLookup {
     email: String,
 }

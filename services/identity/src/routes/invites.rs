@@ -97,7 +97,7 @@ pub async fn create(
             "too many invites: an organization sends at most invites.per_org_per_hour an hour and an address receives at most invites.per_email_per_hour an hour".into(),
         ));
     }
-    memberships::lock_org(&mut tx, org_id).await?;
+    crate::org_states::lock_writable(&mut tx, org_id).await?;
     if invites::is_member(&mut tx, org_id, &email).await? {
         return Err(ApiError::conflict(
             "this email is already a member of the organization",
@@ -167,7 +167,8 @@ pub async fn list(
 /// DELETE /v1/organizations/{id}/invites/{invite_id}: an admin, by session,
 /// revokes a pending invite: 200 with it (status revoked). Another
 /// organization's or an unknown invite: 404; not pending (accepted, revoked,
-/// expired): 409.
+/// expired): 409. It only takes access away: allowed while the organization
+/// is suspended, and to staff in any organization (audited as staff).
 #[tracing::instrument(skip_all)]
 pub async fn revoke(
     state: web::Data<AppState>,
@@ -175,7 +176,7 @@ pub async fn revoke(
     path: web::Path<(OrgId, InviteId)>,
 ) -> ApiResult<HttpResponse> {
     let (org_id, invite_id) = path.into_inner();
-    caller.require_session(org_id, Capability::Admin)?;
+    let authority = caller.require_to_reduce(org_id, Capability::Admin)?;
     let mut tx = state.pool.begin().await?;
     memberships::lock_org(&mut tx, org_id).await?;
     let mut invite = invites::lock(&mut tx, org_id, invite_id)
@@ -191,7 +192,10 @@ pub async fn revoke(
         Some(caller.user_id()),
         AuditAction::InviteRevoked,
         &format!("org:{org_id}"),
-        json!({"org_id": org_id, "invite_id": invite_id, "role": invite.role}),
+        audit::by(
+            authority,
+            json!({"org_id": org_id, "invite_id": invite_id, "role": invite.role}),
+        ),
         &caller.ip,
     )
     .await?;

@@ -9,7 +9,10 @@ use actix_web::{web, HttpResponse};
 use hub_domain::{Capability, Email, OrgId, Role, UserId};
 use serde::Deserialize;
 use serde_json::json;
-use service_kit::{assertion::Caller, ApiError, ApiResult};
+use service_kit::{
+    assertion::{Authority, Caller},
+    ApiError, ApiResult,
+};
 
 impl From<Error> for ApiError {
     #[track_caller]
@@ -79,7 +82,7 @@ pub async fn add(
     let (email, role) = body.validate(caller_role)?;
 
     let mut tx = state.pool.begin().await?;
-    memberships::lock_org(&mut tx, org_id).await?;
+    crate::org_states::lock_writable(&mut tx, org_id).await?;
     let user_id = crate::users::upsert_by_email(&mut tx, &email).await?;
     memberships::lock_user(&mut tx, user_id).await?;
     let previous = may_set_role(&mut tx, &state, org_id, user_id, role, caller_role).await?;
@@ -105,7 +108,7 @@ pub async fn add(
             revoke_keys(
                 &mut tx,
                 &state,
-                &caller,
+                (&caller, Authority::Member(caller_role)),
                 org_id,
                 user_id,
                 "admin_authority_lost",
@@ -151,11 +154,12 @@ async fn may_set_role(
     Ok(previous)
 }
 
-/// Revoke the keys `user_id` created in `org_id` and audit it (caller's transaction).
+/// Revoke the keys `user_id` created in `org_id` and audit it as `by`'s
+/// (caller's transaction).
 async fn revoke_keys(
     tx: &mut sqlx::PgConnection,
     state: &AppState,
-    caller: &Caller,
+    by: (&Caller, Authority),
     org_id: OrgId,
     user_id: UserId,
     reason: &str,
@@ -163,12 +167,16 @@ async fn revoke_keys(
     let revoked =
         memberships::revoke_keys_created_by(&mut *tx, &state.naming, org_id, user_id).await?;
     if !revoked.is_empty() {
+        let (caller, authority) = by;
         audit::record(
             tx,
             Some(caller.user_id()),
             event_contracts::AuditAction::ApiKeysRevoked,
             &format!("org:{org_id}"),
-            json!({"org_id": org_id, "created_by": user_id, "key_ids": revoked, "reason": reason}),
+            audit::by(
+                authority,
+                json!({"org_id": org_id, "created_by": user_id, "key_ids": revoked, "reason": reason}),
+            ),
             &caller.ip,
         )
         .await?;
@@ -179,7 +187,10 @@ async fn revoke_keys(
 /// DELETE /v1/organizations/{id}/members/{user_id}, by session: a member
 /// leaves (their own id: any role), or an admin removes someone (only an owner
 /// removes an owner). The last owner can neither leave nor be removed (409).
-/// The keys the member created are revoked in the same transaction.
+/// The keys the member created are revoked in the same transaction. It only
+/// takes access away: allowed while the organization is suspended, and to
+/// staff in any organization (with an owner's authority over the owner role,
+/// audited as staff).
 #[tracing::instrument(skip_all)]
 pub async fn remove(
     state: web::Data<AppState>,
@@ -188,10 +199,15 @@ pub async fn remove(
 ) -> ApiResult<HttpResponse> {
     let (org_id, user_id) = path.into_inner();
     let leaving = user_id == caller.user_id();
-    let caller_role = if leaving {
-        caller.require_session(org_id, Capability::Read)?
+    let cap = if leaving {
+        Capability::Read
     } else {
-        caller.require_session(org_id, Capability::Admin)?
+        Capability::Admin
+    };
+    let authority = caller.require_to_reduce(org_id, cap)?;
+    let caller_role = match authority {
+        Authority::Member(role) => role,
+        Authority::Staff => Role::Owner,
     };
     let mut tx = state.pool.begin().await?;
     memberships::lock_org(&mut tx, org_id).await?;
@@ -207,7 +223,10 @@ pub async fn remove(
         Some(caller.user_id()),
         action,
         &format!("org:{org_id}"),
-        json!({"org_id": org_id, "user_id": user_id, "previous_role": role}),
+        audit::by(
+            authority,
+            json!({"org_id": org_id, "user_id": user_id, "previous_role": role}),
+        ),
         &caller.ip,
     )
     .await?;
@@ -215,7 +234,7 @@ pub async fn remove(
     revoke_keys(
         &mut tx,
         &state,
-        &caller,
+        (&caller, authority),
         org_id,
         user_id,
         "membership_ended",

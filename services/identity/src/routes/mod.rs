@@ -77,6 +77,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/organizations/{id}/owner",
             methods::post().to(internal::creator_owner),
         )
+        .route(
+            "/v1/organizations/{id}/status",
+            methods::post().to(internal::org_status),
+        )
         .route("/v1/users", methods::post().to(internal::user_by_email))
         .route(
             "/v1/users/timezones",

@@ -98,6 +98,7 @@ pub async fn create(
         note: crate::billing::text("note", &body.note, NOTE_MAX, false)?,
     };
     let mut tx = state.pool.begin().await?;
+    crate::orgs::store::lock_writable(&mut tx, org).await?;
     let max = state.orgs.max_assets;
     if store::count_locked(&mut tx, org).await? >= max {
         return Err(ApiError::Conflict(format!(
@@ -156,6 +157,7 @@ pub async fn update(
     };
     let fields = patch.fields();
     let mut tx = state.pool.begin().await?;
+    crate::orgs::store::lock_writable(&mut tx, org).await?;
     if fields.is_empty() {
         // A patch that names nothing changes nothing (merge-patch semantics).
         let a = store::one(&mut tx, org, id)
@@ -190,6 +192,7 @@ pub async fn delete(
     let (org, id) = path.into_inner();
     caller.require(org, Capability::Admin)?;
     let mut tx = state.pool.begin().await?;
+    crate::orgs::store::lock_writable(&mut tx, org).await?;
     let a = store::delete(&mut tx, org, id)
         .await?
         .ok_or(ApiError::NotFound)?;

@@ -154,7 +154,12 @@ pub async fn update(
     }
     let change = parse_change(&body)?;
     let mut tx = state.pool.begin().await?;
-    crate::orgs::store::require(&mut tx, org_id).await?;
+    if caller.identity.staff {
+        crate::orgs::store::require(&mut tx, org_id).await?;
+    } else {
+        // A member's write: refused while suspended, as of this transaction.
+        crate::orgs::store::lock_writable(&mut tx, org_id).await?;
+    }
     let role = role_of(&mut tx, &caller, org_id, user_id).await?;
     store::change(&mut tx, org_id, user_id, &change).await?;
     let after = load(&mut tx, org_id, user_id, role).await?;

@@ -3,7 +3,11 @@
 //! service. org-billing owns the status; `core.v1.org.status_changed` (with a
 //! version that grows with each change) carries it to identity, which puts it
 //! in the memberships the gateway forwards and tells the gateways to drop
-//! their cached identities of the organization's members.
+//! their cached identities of the organization's members. The change is
+//! answered once identity applied it too (a synchronous internal call, the
+//! event staying the backstop), and org-billing's own writes read the status
+//! in their transactions ([`store::lock_writable`]): once staff hear 200, the
+//! organization's writes in org-billing and identity are refused.
 
 use super::{store, Organization};
 use crate::state::AppState;
@@ -107,5 +111,16 @@ async fn change(
     .await?;
     let now = store::with_status(&mut tx, org_id).await?;
     state.outbox.commit(tx).await?;
+    // Read-your-writes: 200 only once identity has the status too (org-billing's
+    // own writes read it from its table, in their transactions).
+    if let Err(e) = state.tell_identity_status(org_id, to, version).await {
+        tracing::error!(error = %e, %org_id, status = to.as_str(), "status change not confirmed by identity");
+        return Err(ApiError::Unavailable(format!(
+            "the organization is now {}, but identity did not confirm it yet: its members' \
+             writes outside org-billing follow once it has (the change is kept and still \
+             delivered; read the organization to check)",
+            to.as_str()
+        )));
+    }
     Ok(HttpResponse::Ok().json(now))
 }

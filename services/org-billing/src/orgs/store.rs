@@ -29,6 +29,26 @@ pub async fn require(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<()> {
     found.map(|_| ()).ok_or(ApiError::NotFound)
 }
 
+/// For a member's write into `org_id`, in its transaction: 404 unless the
+/// organization exists, 403 naming the suspension while it is suspended.
+/// The row stays share-locked until the transaction ends, so a suspension
+/// (which updates the row) waits for the writes that passed and every later
+/// write reads it: none commits after staff heard the suspension's 200, even
+/// while the caller's forwarded identity still says active.
+pub async fn lock_writable(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<()> {
+    let status = sqlx::query_scalar!(
+        r#"SELECT status AS "status: OrgStatus" FROM organizations WHERE id = $1 FOR SHARE"#,
+        org_id as OrgId
+    )
+    .fetch_optional(conn)
+    .await?
+    .ok_or(ApiError::NotFound)?;
+    if status == OrgStatus::Suspended {
+        return Err(ApiError::forbidden(service_kit::assertion::SUSPENDED));
+    }
+    Ok(())
+}
+
 /// Hold, until the transaction ends, the lock that admits one creation at a
 /// time per user (so that the daily quota holds under concurrent requests).
 pub async fn lock_creations_of(conn: &mut PgConnection, user: UserId) -> sqlx::Result<()> {

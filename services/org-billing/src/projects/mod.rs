@@ -75,6 +75,7 @@ pub async fn create(
     let description =
         crate::billing::text("description", &body.description, DESCRIPTION_MAX, false)?;
     let mut tx = state.pool.begin().await?;
+    crate::orgs::store::lock_writable(&mut tx, org).await?;
     let max = state.orgs.max_projects;
     if store::count_locked(&mut tx, org).await? >= max {
         return Err(ApiError::Conflict(format!(
@@ -156,6 +157,7 @@ pub async fn update(
         .map(|d| crate::billing::text("description", d, DESCRIPTION_MAX, false))
         .transpose()?;
     let mut tx = state.pool.begin().await?;
+    crate::orgs::store::lock_writable(&mut tx, p.org_id).await?;
     let now = store::update(&mut tx, id, name.as_deref(), description.as_deref())
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -194,6 +196,7 @@ pub async fn delete(
     let id = path.into_inner();
     let p = authorized(&state, &caller, id, Capability::Admin).await?;
     let mut tx = state.pool.begin().await?;
+    crate::orgs::store::lock_writable(&mut tx, p.org_id).await?;
     let gone = store::delete(&mut tx, id)
         .await?
         .ok_or(ApiError::NotFound)?;
