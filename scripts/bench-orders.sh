@@ -78,6 +78,8 @@ ref_before=$(pgbench_ref)
 
 export HUB_PROFILE=dev RUST_LOG=warn HUB_DATABASE_URL="postgres://postgres@$PGH:$PGP/$DB" HUB_NATS_URL="$NATS"
 export SERVER_PRODUCT__PROVIDER__SANDBOX_DELAY_MS=$DELAY_MS
+# Thousands of orders per organization: no server cap, no order rate limit.
+export SERVER_PRODUCT__ORDERS__MAX_SERVERS_PER_ORG=0 SERVER_PRODUCT__ORDERS__RATE_PER_MINUTE=0
 [ "$ORGS" -gt 10 ] && export ORG_BILLING__ORGS__MAX_CREATED_PER_DAY=$ORGS
 for svc in IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER AGENT CORE_API_GATEWAY; do
   export "${svc}__NATS__SUBJECT_PREFIX=$PREFIX" "${svc}__NATS__STREAM_SUFFIX=_benchord" "${svc}__NATS__MEMORY_STORAGE=true"
