@@ -72,6 +72,10 @@ pub enum Capability {
     Admin,
     /// Order, power and terminate servers.
     OperateServers,
+    /// See a server's access credentials (unsealed in its detail): the roles
+    /// that may work on servers, never finance or visitor (least privilege;
+    /// decisions.md, "Security review 3: server credentials").
+    ServerCredentials,
     /// Create and delete webhook endpoints.
     ManageWebhooks,
     /// Move services between organizations.
@@ -81,11 +85,12 @@ pub enum Capability {
     KycRead,
 }
 
-pub const CAPABILITIES: [Capability; 7] = [
+pub const CAPABILITIES: [Capability; 8] = [
     Capability::Read,
     Capability::FinanceRead,
     Capability::Admin,
     Capability::OperateServers,
+    Capability::ServerCredentials,
     Capability::ManageWebhooks,
     Capability::TransferServices,
     Capability::KycRead,
@@ -100,6 +105,7 @@ impl Capability {
             Capability::FinanceRead => &[Owner, Finance],
             Capability::Admin => &[Owner, Manager],
             Capability::OperateServers => &[Owner, Manager],
+            Capability::ServerCredentials => &[Owner, Manager, Developer],
             Capability::ManageWebhooks => &[Owner, Manager, Developer],
             Capability::TransferServices => &[Owner],
             Capability::KycRead => &[Owner, Manager, Finance],
@@ -138,6 +144,10 @@ mod tests {
             (
                 Capability::OperateServers,
                 [true, true, false, false, false],
+            ),
+            (
+                Capability::ServerCredentials,
+                [true, true, false, true, false],
             ),
             (Capability::ManageWebhooks, [true, true, false, true, false]),
             (

@@ -140,6 +140,8 @@ pub enum AuditAction {
     ServerFulfilled,
     #[serde(rename = "server.credentials_read")]
     ServerCredentialsRead,
+    #[serde(rename = "server.credentials_rotated")]
+    ServerCredentialsRotated,
     #[serde(rename = "server.power")]
     ServerPower,
     #[serde(rename = "server.terminated")]
@@ -236,7 +238,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 70] = [
+    pub const ALL: [AuditAction; 71] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -261,6 +263,7 @@ impl AuditAction {
         AuditAction::ServerOrdered,
         AuditAction::ServerFulfilled,
         AuditAction::ServerCredentialsRead,
+        AuditAction::ServerCredentialsRotated,
         AuditAction::ServerPower,
         AuditAction::ServerTerminated,
         AuditAction::ServiceActivated,
@@ -336,6 +339,7 @@ impl AuditAction {
             AuditAction::ServerOrdered => "server.ordered",
             AuditAction::ServerFulfilled => "server.fulfilled",
             AuditAction::ServerCredentialsRead => "server.credentials_read",
+            AuditAction::ServerCredentialsRotated => "server.credentials_rotated",
             AuditAction::ServerPower => "server.power",
             AuditAction::ServerTerminated => "server.terminated",
             AuditAction::ServiceActivated => "service.activate",

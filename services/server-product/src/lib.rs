@@ -12,6 +12,7 @@ pub mod lifecycle;
 mod maintenance;
 mod orders;
 pub mod provider;
+mod rate;
 mod routes;
 pub mod seed;
 mod servers;
@@ -97,6 +98,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         pool.clone(),
         settings.orders.writers,
         settings.orders.max_batch,
+        settings.orders.max_servers_per_org,
         cancel.clone(),
         f.metrics.commits(),
     );
@@ -113,6 +115,12 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         clock: rt.clock.clone(),
         pages: settings.pages.clone(),
         orders,
+        order_rate: rate::OrgRate::new(
+            settings.orders.rate_per_minute,
+            settings.orders.burst,
+            rt.clock.clone(),
+        ),
+        max_servers_per_org: settings.orders.max_servers_per_org,
     });
     let mut tasks = order_writers;
     if settings.provider.worker {

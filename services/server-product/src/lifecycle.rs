@@ -13,6 +13,7 @@
 //!  active | stopped ──resize (plan)──> same state
 //!  anything but terminated ──terminate──> terminated (final)
 //!  anything but failed/terminated ──transfer (owner of both)──> same state
+//!  active | stopped | suspended ──rotate credentials──> same state
 //! ```
 
 pub use crate::servers::Action;
@@ -79,6 +80,7 @@ mod tests {
             Action::Resize,
             Action::Terminate,
             Action::Transfer,
+            Action::RotateCredentials,
         ];
         for a in all {
             assert!(!a.from().is_empty(), "{a:?}");

@@ -14,17 +14,25 @@
 //! infrastructure reasons (a 500 to each; nothing of it committed). Orders of
 //! one organization go to one writer. The writers are the kit's group commit
 //! ([`service_kit::group_commit`]).
+//!
+//! The server cap (`orders.max_servers_per_org`): the INSERT's trigger
+//! counts the new servers into `org_servers` (taking each organization's row
+//! lock until commit, in organization order); the batch then reads its
+//! organizations' counts and removes, in the same transaction, the last
+//! orders of an organization past its cap ([`Placed::CapReached`], a 409).
+//! A concurrent batch of another replica waits for the row lock and reads
+//! the count with this batch's servers in it. No order counts servers.
 
 use crate::servers::{self, store, Row};
 use event_contracts::SERVER_CREATED;
-use hub_domain::UserId;
+use hub_domain::{OrgId, UserId};
 use service_kit::{
     group_commit::{Batch, GroupCommit, Shape},
     metrics::CommitMetrics,
     outbox, ApiError,
 };
 use sqlx::PgPool;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -48,6 +56,8 @@ pub enum Placed {
     Stored,
     /// A live server of the organization has the hostname: nothing stored.
     HostnameTaken,
+    /// The organization has as many live servers as its cap: nothing stored.
+    CapReached,
 }
 
 /// The orders' writers: submit with [`Orders::place`].
@@ -61,6 +71,7 @@ impl Orders {
         pool: PgPool,
         writers: usize,
         max_batch: usize,
+        max_servers_per_org: i64,
         cancel: CancellationToken,
         metrics: CommitMetrics,
     ) -> (Orders, Vec<tokio::task::JoinHandle<()>>) {
@@ -71,8 +82,10 @@ impl Orders {
             // of requests it still finishes are stored.
             grace: std::time::Duration::from_secs(11),
         };
-        let (w, tasks) =
-            GroupCommit::spawn(shape, cancel, metrics, || Writer { pool: pool.clone() });
+        let (w, tasks) = GroupCommit::spawn(shape, cancel, metrics, || Writer {
+            pool: pool.clone(),
+            cap: max_servers_per_org,
+        });
         (Orders(w), tasks)
     }
 
@@ -85,6 +98,8 @@ impl Orders {
 /// One writer's batch of orders.
 pub struct Writer {
     pool: PgPool,
+    /// Live servers per organization (0: no cap).
+    cap: i64,
 }
 
 impl Batch for Writer {
@@ -99,17 +114,8 @@ impl Batch for Writer {
     }
 
     async fn apply(&mut self, batch: &[Order]) -> Vec<Self::Output> {
-        match store_batch(&self.pool, batch).await {
-            Ok(stored) => stored
-                .into_iter()
-                .map(|s| {
-                    Ok(if s {
-                        Placed::Stored
-                    } else {
-                        Placed::HostnameTaken
-                    })
-                })
-                .collect(),
+        match store_batch(&self.pool, batch, self.cap).await {
+            Ok(placed) => placed.into_iter().map(Ok).collect(),
             // Each order answers what its own transaction would have: an
             // outage (Postgres unreachable) a 503 with Retry-After, anything
             // else a 500 (each logged with the error when answered).
@@ -132,16 +138,37 @@ impl Batch for Writer {
     }
 }
 
-/// Store the batch in one transaction; for each order, whether it was stored.
-async fn store_batch(pool: &PgPool, batch: &[Order]) -> anyhow::Result<Vec<bool>> {
+/// Store the batch in one transaction; what became of each order.
+async fn store_batch(pool: &PgPool, batch: &[Order], cap: i64) -> anyhow::Result<Vec<Placed>> {
     let mut tx = pool.begin().await?;
     let rows: Vec<&Row> = batch.iter().map(|o| &o.row).collect();
     let created_by: Vec<UserId> = batch.iter().map(|o| o.created_by).collect();
-    let inserted: HashSet<Uuid> = store::insert_servers(&mut tx, &rows, &created_by)
+    let mut inserted: HashSet<Uuid> = store::insert_servers(&mut tx, &rows, &created_by)
         .await?
         .into_iter()
         .collect();
-    let stored: Vec<bool> = batch.iter().map(|o| inserted.contains(&o.row.id)).collect();
+    let over = if cap > 0 && !inserted.is_empty() {
+        past_cap(&mut tx, batch, &inserted, cap).await?
+    } else {
+        HashSet::new()
+    };
+    if !over.is_empty() {
+        let ids: Vec<Uuid> = over.iter().copied().collect();
+        store::delete_servers(&mut tx, &ids).await?;
+        inserted.retain(|id| !over.contains(id));
+    }
+    let placed: Vec<Placed> = batch
+        .iter()
+        .map(|o| {
+            if inserted.contains(&o.row.id) {
+                Placed::Stored
+            } else if over.contains(&o.row.id) {
+                Placed::CapReached
+            } else {
+                Placed::HostnameTaken
+            }
+        })
+        .collect();
     let kept: Vec<&Order> = batch
         .iter()
         .filter(|o| inserted.contains(&o.row.id))
@@ -163,5 +190,38 @@ async fn store_batch(pool: &PgPool, batch: &[Order]) -> anyhow::Result<Vec<bool>
         .await?;
     }
     tx.commit().await?;
-    Ok(stored)
+    Ok(placed)
+}
+
+/// The orders of the batch (among `inserted`) that put their organization
+/// past `cap`: each organization's last ones, as many as it is over (its
+/// count, read under the row lock the INSERT took, includes them).
+async fn past_cap(
+    tx: &mut sqlx::PgConnection,
+    batch: &[Order],
+    inserted: &HashSet<Uuid>,
+    cap: i64,
+) -> anyhow::Result<HashSet<Uuid>> {
+    let mut orgs: Vec<OrgId> = batch
+        .iter()
+        .filter(|o| inserted.contains(&o.row.id))
+        .map(|o| o.row.org_id)
+        .collect();
+    orgs.sort_unstable_by_key(|o| o.as_uuid());
+    orgs.dedup();
+    let live: HashMap<OrgId, i64> = store::live_servers(tx, &orgs).await?.into_iter().collect();
+    let mut over = HashSet::new();
+    for org in orgs {
+        let mut excess = live.get(&org).copied().unwrap_or(0) - cap;
+        for o in batch.iter().rev() {
+            if excess <= 0 {
+                break;
+            }
+            if o.row.org_id == org && inserted.contains(&o.row.id) {
+                over.insert(o.row.id);
+                excess -= 1;
+            }
+        }
+    }
+    Ok(over)
 }

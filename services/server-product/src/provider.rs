@@ -10,6 +10,11 @@
 //! reference it returns encodes when the server was created, and the server is
 //! ready `sandbox_delay_ms` later (its estimate), so its state survives a
 //! restart of this service like a real provider's would.
+//!
+//! Rotation ([`Provider::rotate`]) sets a fresh root password at the provider
+//! and answers the new credentials; it never needs the old ones, so a
+//! rotation whose result was not stored (the transaction failed after the
+//! call) is mended by rotating again.
 
 use futures::future::BoxFuture;
 use service_kit::Clock;
@@ -65,6 +70,9 @@ pub trait Provider: Send + Sync {
     /// Apply `action`, synchronously.
     fn power<'a>(&'a self, reference: &'a str, action: Power) -> BoxFuture<'a, anyhow::Result<()>>;
     fn delete<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<()>>;
+    /// Replace the server's root password with a fresh one, synchronously;
+    /// returns the credentials that work from now on (the old ones do not).
+    fn rotate<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<Credentials>>;
 }
 
 pub struct Sandbox {
@@ -90,10 +98,7 @@ impl Provider for Sandbox {
 
     fn status<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<Status>> {
         Box::pin(async move {
-            let mut parts = reference.splitn(3, ':');
-            let (Some("sbx"), Some(created), Some(hostname)) =
-                (parts.next(), parts.next(), parts.next())
-            else {
+            let Some((created, hostname)) = sandbox_reference(reference) else {
                 return Ok(Status::Failed(format!(
                     "unknown sandbox reference {reference:?}"
                 )));
@@ -108,11 +113,7 @@ impl Provider for Sandbox {
                     .ok(),
                 });
             }
-            Ok(Status::Ready(Credentials {
-                username: "root".into(),
-                password: service_kit_token()?,
-                host: format!("{hostname}.sandbox.example.net"),
-            }))
+            Ok(Status::Ready(sandbox_credentials(hostname)?))
         })
     }
 
@@ -127,6 +128,32 @@ impl Provider for Sandbox {
     fn delete<'a>(&'a self, _reference: &'a str) -> BoxFuture<'a, anyhow::Result<()>> {
         Box::pin(async { Ok(()) })
     }
+
+    fn rotate<'a>(&'a self, reference: &'a str) -> BoxFuture<'a, anyhow::Result<Credentials>> {
+        Box::pin(async move {
+            let (_, hostname) = sandbox_reference(reference)
+                .ok_or_else(|| anyhow::anyhow!("unknown sandbox reference {reference:?}"))?;
+            sandbox_credentials(hostname)
+        })
+    }
+}
+
+/// A sandbox reference's (creation time, hostname).
+fn sandbox_reference(reference: &str) -> Option<(&str, &str)> {
+    let mut parts = reference.splitn(3, ':');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("sbx"), Some(created), Some(hostname)) => Some((created, hostname)),
+        _ => None,
+    }
+}
+
+/// A sandbox server's credentials, with a fresh password.
+fn sandbox_credentials(hostname: &str) -> anyhow::Result<Credentials> {
+    Ok(Credentials {
+        username: "root".into(),
+        password: service_kit_token()?,
+        host: format!("{hostname}.sandbox.example.net"),
+    })
 }
 
 /// A random root password: 24 bytes from the OS CSPRNG, base64url.
@@ -178,5 +205,26 @@ mod tests {
             clock,
         };
         assert!(failing.create("web-2").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn sandbox_rotation_answers_a_fresh_password_for_the_same_host() {
+        let clock = Clock::system();
+        let p = Sandbox {
+            delay_ms: 0,
+            fail: false,
+            clock,
+        };
+        let r = p.create("web-3").await.expect("create");
+        let Status::Ready(first) = p.status(&r).await.expect("status") else {
+            panic!("not ready");
+        };
+        let rotated = p.rotate(&r).await.expect("rotate");
+        assert_eq!(
+            (rotated.username.as_str(), rotated.host.as_str()),
+            ("root", first.host.as_str())
+        );
+        assert_ne!(rotated.password, first.password);
+        assert!(p.rotate("nonsense").await.is_err());
     }
 }

@@ -34,6 +34,11 @@ pub struct Settings {
 pub struct OrderSettings {
     pub writers: usize,
     pub max_batch: usize,
+    /// Live servers per organization (0: no cap).
+    pub max_servers_per_org: i64,
+    /// Orders per organization per minute, per replica (0: no limit).
+    pub rate_per_minute: u32,
+    pub burst: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -17,4 +17,8 @@ pub struct AppState {
     pub pages: crate::settings::PageSettings,
     /// The orders' group-commit writers.
     pub orders: crate::orders::Orders,
+    /// Orders per organization per minute, this replica's buckets.
+    pub order_rate: crate::rate::OrgRate,
+    /// Live servers per organization (0: no cap).
+    pub max_servers_per_org: i64,
 }

@@ -194,7 +194,11 @@ async fn apply(
     if !c.again.0.is_empty() {
         store::reschedule_jobs(&mut *tx, &c.again.0, &c.again.1, &c.again.2).await?;
     }
-    for (row, why) in &c.failed {
+    // By organization: each failure takes its organization's `org_servers`
+    // row lock (the cap's count), in the order order batches take them.
+    let mut failed = c.failed;
+    failed.sort_by_key(|(row, _)| row.org_id.as_uuid());
+    for (row, why) in &failed {
         fail(&mut *tx, row, why, now).await?;
     }
     if !dropped.is_empty() {

@@ -681,7 +681,12 @@ async fn concurrent_orders_each_take_their_hostname_once_and_all_become_active()
     // concurrent orders share transactions. Each must still be its own: one
     // 201 per hostname, the others 409 with nothing of them stored, and each
     // stored order one server, one server.created and (API) one server.active.
-    let s = TestStack::spawn().await;
+    // 24 orders at once: past the default order burst (20) of the rate limit.
+    let s = TestStack::spawn_with(StackOptions {
+        server_product_toml: "[orders]\nburst = 30\n".into(),
+        ..Default::default()
+    })
+    .await;
     let (owner, org) = s.org_with_owner("concurrent-orders@example.com").await;
     let hostnames: Vec<String> = (0..24).map(|i| format!("batch-{}", i % 8)).collect();
     let answers = futures::future::join_all(hostnames.iter().map(|h| {

@@ -3,7 +3,7 @@
 //! product a service is a server; every transition is the server lifecycle's
 //! ([`crate::lifecycle`]), enforced in the transaction.
 
-use super::servers::{order, terminate_server};
+use super::servers::{cap_reached, order, rotate_at_provider, terminate_server};
 use crate::{
     lifecycle::{self, Action},
     servers::{self, store, Row, Status},
@@ -211,7 +211,8 @@ pub struct Transfer {
 
 /// POST /v1/service-contract/services/{id}/transfer (owner of both
 /// organizations) `{to_org_id}`: the service keeps its id; the old
-/// organization loses access at once; usage splits at the moment of transfer.
+/// organization loses access at once (its credentials too: rotated at the
+/// provider in the transfer); usage splits at the moment of transfer.
 #[tracing::instrument(skip_all, fields(service_id = %path))]
 pub async fn transfer(
     state: web::Data<AppState>,
@@ -238,11 +239,30 @@ pub async fn transfer(
                 row.hostname
             ))
         })?;
+    // The receiving organization's cap: its count (the trigger's, under its
+    // row lock) includes this server now.
+    if state.max_servers_per_org > 0
+        && store::live_servers(&mut tx, &[body.to_org_id])
+            .await?
+            .first()
+            .is_some_and(|(_, live)| *live > state.max_servers_per_org)
+    {
+        return Err(cap_reached(state.max_servers_per_org));
+    }
     if store::has_open_usage(&mut tx, id).await? {
         // The period closing is the giving organization's (it names it).
         usage::close(&mut tx, &state.naming, &moved, now).await?;
         servers::open_usage(&mut tx, &moved, now).await?;
     }
+    // The giving organization's members may have read the credentials: the
+    // provider sets a new password before the receiving one gets the server
+    // (a refusal is a 502 and nothing moves). A server without credentials
+    // yet gets fresh ones when it becomes active; a manual server's are
+    // staff's to change.
+    let rotated = match moved.credentials {
+        Some(_) => rotate_at_provider(&state, &mut tx, &moved).await?.is_some(),
+        None => false,
+    };
     for org in [row.org_id, body.to_org_id] {
         service_kit::outbox::audit(
             &mut tx,
@@ -250,7 +270,8 @@ pub async fn transfer(
             &caller,
             event_contracts::AuditAction::ServiceTransferred,
             org,
-            json!({"service_id": id, "from_org_id": row.org_id, "to_org_id": body.to_org_id}),
+            json!({"service_id": id, "from_org_id": row.org_id, "to_org_id": body.to_org_id,
+                   "credentials_rotated": rotated}),
         )
         .await?;
     }

@@ -15,6 +15,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/servers/{id}", methods::get().to(servers::detail))
         .route("/v1/servers/{id}/power", methods::post().to(servers::power))
         .route(
+            "/v1/servers/{id}/credentials/rotate",
+            methods::post().to(servers::rotate),
+        )
+        .route(
             "/v1/servers/{id}/terminate",
             methods::post().to(servers::terminate),
         )

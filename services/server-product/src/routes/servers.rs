@@ -1,8 +1,9 @@
 //! Ordering and operating servers (product host).
 //!
-//! Ordering, power and termination need the manager role (owner or manager,
-//! sessions and API keys alike); reads any member. A server of an organization
-//! the caller is not a member of is a 404, never a 403.
+//! Ordering, power, termination and credential rotation need the manager
+//! role (owner or manager, sessions and API keys alike); reads any member,
+//! credentials owner, manager or developer. A server of an organization the
+//! caller is not a member of is a 404, never a 403.
 
 use crate::{
     lifecycle::{self, Action},
@@ -41,6 +42,13 @@ pub async fn order(
 ) -> ApiResult<Row> {
     caller.require(org_id, Capability::OperateServers)?;
     let hostname = servers::hostname(hostname)?;
+    // This replica's bucket of the organization (crate::rate): members only,
+    // so an outsider cannot spend an organization's orders.
+    state.order_rate.take(org_id).map_err(|wait| {
+        ApiError::QuotaExceeded(format!(
+            "too many orders for this organization: try again in {wait} s"
+        ))
+    })?;
     let sku = skus::orderable(&state.pool, sku_id)
         .await?
         .ok_or_else(|| ApiError::bad_request("sku_id is not a SKU of the catalog"))?;
@@ -95,9 +103,17 @@ pub async fn order(
                 "hostname {hostname} is already used by a server of this organization"
             )))
         }
+        Placed::CapReached => return Err(cap_reached(state.max_servers_per_org)),
     }
     state.outbox.kick();
     Ok(row)
+}
+
+/// The 409 of an organization at its server cap.
+pub fn cap_reached(cap: i64) -> ApiError {
+    ApiError::Conflict(format!(
+        "the organization has {cap} servers, its limit: terminate one first"
+    ))
 }
 
 /// POST /v1/servers (manager): 201 with the server.
@@ -151,13 +167,25 @@ pub async fn list(
 struct Detail {
     #[serde(flatten)]
     server: Server,
-    /// Once active: how to reach the server (sealed at rest, read audited).
+    /// Once active (also stopped or suspended): how to reach the server
+    /// (sealed at rest, each read audited), for the roles that may see them.
     credentials: Option<Credentials>,
+    /// Why `credentials` is null although the server has them: the caller's
+    /// role may not see them. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    credentials_withheld: Option<String>,
 }
 
-/// GET /v1/servers/{id} (any member of its organization): the server with
-/// its access credentials once it has them; every read of credentials is an
-/// audit event.
+/// Whether a server in `status` shows its credentials.
+fn reachable(status: Status) -> bool {
+    matches!(status, Status::Active | Status::Stopped | Status::Suspended)
+}
+
+/// GET /v1/servers/{id} (any member of its organization): the server; with
+/// its access credentials once it has them, for owner, manager and developer
+/// only (finance and visitor, sessions and keys alike, get `credentials:
+/// null` and `credentials_withheld` naming the roles). Every read of
+/// credentials is an audit event; nothing is unsealed for the others.
 #[tracing::instrument(skip_all, fields(server_id = %path))]
 pub async fn detail(
     state: web::Data<AppState>,
@@ -171,12 +199,13 @@ pub async fn detail(
         Capability::Read,
     )
     .await?;
-    let reachable = matches!(
-        row.status,
-        Status::Active | Status::Stopped | Status::Suspended
-    );
+    let mut withheld = None;
     let credentials = match &row.credentials {
-        Some(sealed) if reachable => {
+        Some(_) if reachable(row.status) && !may_see_credentials(&caller, row.org_id) => {
+            withheld = Some(Capability::ServerCredentials.denied_message());
+            None
+        }
+        Some(sealed) if reachable(row.status) => {
             let credentials = state
                 .sealer
                 .open_json(sealed, &servers::credentials_aad(row.id))?;
@@ -187,7 +216,7 @@ pub async fn detail(
                 &caller,
                 event_contracts::AuditAction::ServerCredentialsRead,
                 row.org_id,
-                json!({"server_id": row.id}),
+                credentials_audit(&caller, row.id),
             )
             .await?;
             state.outbox.kick();
@@ -198,6 +227,98 @@ pub async fn detail(
     Ok(HttpResponse::Ok().json(Detail {
         server: row.server(),
         credentials,
+        credentials_withheld: withheld,
+    }))
+}
+
+/// Whether the caller's role in `org_id` may see server credentials.
+fn may_see_credentials(caller: &Caller, org_id: OrgId) -> bool {
+    caller
+        .identity
+        .role_in(org_id)
+        .is_some_and(|r| r.can(Capability::ServerCredentials))
+}
+
+/// The audit detail of a credentials read or rotation: which server and with
+/// which credential (the actor and the time are the entry's own); never the
+/// credentials.
+fn credentials_audit(caller: &Caller, server_id: Uuid) -> serde_json::Value {
+    json!({
+        "server_id": server_id,
+        "credential": caller.credential.kind.as_str(),
+        "credential_id": caller.credential.id,
+    })
+}
+
+/// New credentials for `row` from its provider, sealed and stored in `tx`
+/// (which holds the server's row lock): rotation and transfer. `None` for a
+/// server the provider does not run (manual fulfilment). A provider refusal
+/// is a 502 and the caller's transaction rolls back; a failure after the
+/// provider's answer leaves the old sealed credentials stored, mended by
+/// rotating again (rotation never needs the old password).
+pub async fn rotate_at_provider(
+    state: &AppState,
+    tx: &mut sqlx::PgConnection,
+    row: &Row,
+) -> ApiResult<Option<Credentials>> {
+    let Some(reference) = row.provider_ref.as_deref() else {
+        return Ok(None);
+    };
+    let fresh = state.provider.rotate(reference).await.map_err(|e| {
+        tracing::warn!(error = ?e, server_id = %row.id, "provider credential rotation failed");
+        ApiError::BadGateway("the provider refused to rotate the credentials".into())
+    })?;
+    let sealed = state
+        .sealer
+        .seal_json(&fresh, &servers::credentials_aad(row.id))?;
+    store::set_credentials(tx, row.id, sealed).await?;
+    Ok(Some(fresh))
+}
+
+/// POST /v1/servers/{id}/credentials/rotate (manager): a new root password
+/// at the provider, stored sealed and answered once in the server's detail;
+/// the old password stops working. Active, stopped or suspended API-backed
+/// servers; a manual server's credentials are staff's (409).
+#[tracing::instrument(skip_all, fields(server_id = %path))]
+pub async fn rotate(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<ServerId>,
+) -> ApiResult<HttpResponse> {
+    let id = path.into_inner().as_uuid();
+    let row = servers::authorized(&state.pool, &caller, id, Capability::OperateServers).await?;
+    let mut tx = state.pool.begin().await?;
+    // The conditional UPDATE takes the row lock: two rotations of one
+    // server run one after the other.
+    let moved = lifecycle::transition(
+        &mut tx,
+        row.org_id,
+        id,
+        Action::RotateCredentials,
+        state.clock.now(),
+    )
+    .await??;
+    if moved.credentials.is_none() || moved.provider_ref.is_none() {
+        return Err(ApiError::Conflict(
+            "this server's credentials are set by staff (manual fulfilment): ask support to rotate them"
+                .into(),
+        ));
+    }
+    let fresh = rotate_at_provider(&state, &mut tx, &moved).await?;
+    service_kit::outbox::audit(
+        &mut tx,
+        &state.naming,
+        &caller,
+        event_contracts::AuditAction::ServerCredentialsRotated,
+        row.org_id,
+        credentials_audit(&caller, id),
+    )
+    .await?;
+    state.outbox.commit(tx).await?;
+    Ok(HttpResponse::Ok().json(Detail {
+        server: moved.server(),
+        credentials: fresh,
+        credentials_withheld: None,
     }))
 }
 

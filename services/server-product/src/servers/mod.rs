@@ -76,6 +76,9 @@ pub enum Action {
     Resize,
     Terminate,
     Transfer,
+    /// A new root password at the provider (API-backed servers that have
+    /// credentials).
+    RotateCredentials,
 }
 
 impl Action {
@@ -92,6 +95,7 @@ impl Action {
             Action::Resize => "resize",
             Action::Terminate => "terminate",
             Action::Transfer => "transfer",
+            Action::RotateCredentials => "rotate the credentials of",
         }
     }
 
@@ -104,6 +108,7 @@ impl Action {
             Action::Stop | Action::Reboot => &[Active],
             Action::Start => &[Stopped],
             Action::Suspend | Action::Resize => &[Active, Stopped],
+            Action::RotateCredentials => &[Active, Stopped, Suspended],
             Action::Activate => &[Suspended],
             Action::Terminate => &[
                 Provisioning,
@@ -127,7 +132,7 @@ impl Action {
             Action::Stop => Some(Status::Stopped),
             Action::Suspend => Some(Status::Suspended),
             Action::Terminate => Some(Status::Terminated),
-            Action::Reboot | Action::Resize | Action::Transfer => None,
+            Action::Reboot | Action::Resize | Action::Transfer | Action::RotateCredentials => None,
         }
     }
 }

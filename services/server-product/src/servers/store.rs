@@ -52,6 +52,31 @@ pub async fn insert_servers(
     .await
 }
 
+/// The live servers (neither terminated nor failed) of each of `orgs` that
+/// has any, as the triggers of `org_servers` count them. No lock of its own:
+/// the order batch reads rows its INSERT locked.
+pub async fn live_servers(
+    conn: &mut PgConnection,
+    orgs: &[OrgId],
+) -> sqlx::Result<Vec<(OrgId, i64)>> {
+    let rows = sqlx::query!(
+        r#"SELECT org_id AS "org_id: OrgId", live::bigint AS "live!" FROM org_servers WHERE org_id = ANY($1)"#,
+        orgs as &[OrgId],
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.org_id, r.live)).collect())
+}
+
+/// Remove the servers of `ids`, just inserted by the caller's transaction
+/// (orders past the cap); the trigger takes them off the count.
+pub async fn delete_servers(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result<()> {
+    sqlx::query!("DELETE FROM servers WHERE id = ANY($1)", ids)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// Server `id`, no lock.
 pub async fn find(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>> {
     sqlx::query_as!(

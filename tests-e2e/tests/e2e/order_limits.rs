@@ -1,0 +1,144 @@
+//! Order limits (security review 3, issue 32): the per-organization server
+//! cap, under concurrent orders and transfers, and the order rate limit.
+
+use crate::servers::{order, p_call, sid};
+use futures::future::join_all;
+use serde_json::json;
+use tests_e2e::{StackOptions, TestStack};
+
+const AT_CAP: &str = "the organization has 3 servers, its limit: terminate one first";
+
+#[tokio::test]
+async fn the_server_cap_holds_under_concurrent_orders_and_transfers() {
+    let s = TestStack::spawn_with(StackOptions {
+        server_product_toml: "[orders]\nmax_servers_per_org = 3\nrate_per_minute = 0\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("cap@example.com").await;
+    for h in ["cap-1", "cap-2"] {
+        assert_eq!(order(&s, &owner, &org, "vps-small", h).await.status, 201);
+    }
+    // Six at once with room for one: exactly one is stored.
+    let all = join_all((0..6).map(|i| {
+        let (s, owner, org) = (&s, owner.clone(), org.clone());
+        async move { order(s, &owner, &org, "vps-small", &format!("race-{i}")).await }
+    }))
+    .await;
+    let created: Vec<_> = all.iter().filter(|r| r.status == 201).collect();
+    assert_eq!(
+        created.len(),
+        1,
+        "{:?}",
+        all.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    for r in all.iter().filter(|r| r.status != 201) {
+        assert_eq!((r.status, r.error()), (409, AT_CAP));
+    }
+    let r = order(&s, &owner, &org, "dedicated-gpu", "cap-4").await;
+    assert_eq!((r.status, r.error()), (409, AT_CAP));
+    let list = p_call(
+        &s,
+        "GET",
+        &format!("/v1/servers?org_id={org}"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(
+        list.body.as_array().map(Vec::len),
+        Some(3),
+        "{:?}",
+        list.body
+    );
+    // Terminating one frees its place.
+    let first = list.body[2]["id"].as_str().unwrap_or_default().to_owned();
+    let t = p_call(
+        &s,
+        "POST",
+        &format!("/v1/servers/{first}/terminate"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(t.status, 200, "{:?}", t.body);
+    assert_eq!(
+        order(&s, &owner, &org, "vps-small", "cap-5").await.status,
+        201
+    );
+    assert_eq!(
+        order(&s, &owner, &org, "vps-small", "cap-6").await.status,
+        409
+    );
+    // Another organization has its own cap; a transfer into a full one is
+    // refused and moves nothing.
+    let other = s.create_org(&owner, "Other", "TR").await.body["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mover = sid(&order(&s, &owner, &other, "dedicated-gpu", "mover").await);
+    assert!(!mover.is_empty());
+    let r = p_call(
+        &s,
+        "POST",
+        &format!("/v1/service-contract/services/{mover}/transfer"),
+        Some(&owner),
+        Some(json!({"to_org_id": org})),
+    )
+    .await;
+    assert_eq!((r.status, r.error()), (409, AT_CAP));
+    let d = p_call(
+        &s,
+        "GET",
+        &format!("/v1/servers/{mover}"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    assert_eq!(d.body["org_id"], json!(other));
+}
+
+#[tokio::test]
+async fn orders_are_rate_limited_per_organization() {
+    let s = TestStack::spawn_with(StackOptions {
+        server_product_toml: "[orders]\nrate_per_minute = 60\nburst = 3\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let (owner, org) = s.org_with_owner("rate@example.com").await;
+    for i in 0..3 {
+        let r = order(&s, &owner, &org, "vps-small", &format!("rl-{i}")).await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+    }
+    let r = order(&s, &owner, &org, "vps-small", "rl-3").await;
+    assert_eq!(
+        (r.status, r.error()),
+        (
+            429,
+            "too many orders for this organization: try again in 1 s"
+        )
+    );
+    // The service contract's provision is the same order.
+    let r = p_call(
+        &s,
+        "POST",
+        "/v1/service-contract/services",
+        Some(&owner),
+        Some(json!({"org_id": org, "plan": "vps-small", "name": "rl-4"})),
+    )
+    .await;
+    assert_eq!(r.status, 429, "{:?}", r.body);
+    // Another organization is not affected; a second later there is room.
+    let (other_owner, other) = s.org_with_owner("rate-other@example.com").await;
+    assert_eq!(
+        order(&s, &other_owner, &other, "vps-small", "rl-0")
+            .await
+            .status,
+        201
+    );
+    s.clock.advance(time::Duration::seconds(2));
+    assert_eq!(
+        order(&s, &owner, &org, "vps-small", "rl-5").await.status,
+        201
+    );
+}
