@@ -371,7 +371,10 @@ mod tests {
         assert!(line["ms"].is_f64(), "{line}");
         // Built once: not inside the request's span, whose fields (method,
         // path, request id) it would repeat.
-        assert!(line.get("span").is_none() && line.get("spans").is_none(), "{line}");
+        assert!(
+            line.get("span").is_none() && line.get("spans").is_none(),
+            "{line}"
+        );
     }
 
     #[test]

@@ -474,13 +474,20 @@ async fn transfer_case(
                 } => {
                     let (reference, amount, day) = TRANSFERS[t];
                     used[t] = true;
+                    // `credit_remainder` only when asked for: a server that
+                    // does not know the field then takes the request as it
+                    // did, and the property checks what it does with it.
+                    let mut body = json!({"amount_minor": amount, "currency": "TRY",
+                                          "method": "bank_transfer", "reference": reference,
+                                          "received_at": day,
+                                          "invoice_id": on_invoice.then(|| inv.clone())});
+                    if credit {
+                        body["credit_remainder"] = json!(true);
+                    }
                     reqs.push((
                         format!("/v1/admin/organizations/{org}/payments"),
                         staff.to_owned(),
-                        json!({"amount_minor": amount, "currency": "TRY", "method": "bank_transfer",
-                               "reference": reference, "received_at": day,
-                               "invoice_id": on_invoice.then(|| inv.clone()),
-                               "credit_remainder": credit}),
+                        body,
                         Some(Uuid::new_v4().to_string()),
                         None,
                     ));
@@ -499,10 +506,14 @@ async fn transfer_case(
                 }
                 Transfer::Approve { i, credit } if !claims.is_empty() => {
                     let (id, t) = &claims[i % claims.len()];
+                    let mut body = json!({"received_at": TRANSFERS[*t].2});
+                    if credit {
+                        body["credit_remainder"] = json!(true);
+                    }
                     reqs.push((
                         format!("/v1/admin/payment-claims/{id}/approve"),
                         staff.to_owned(),
-                        json!({"received_at": TRANSFERS[*t].2, "credit_remainder": credit}),
+                        body,
                         None,
                         None,
                     ));
