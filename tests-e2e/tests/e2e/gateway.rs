@@ -748,7 +748,7 @@ async fn the_gateway_stays_ready_and_serves_without_nats() {
 #[tokio::test]
 async fn methods_no_route_forwards_are_405_with_allow_before_any_credential_check() {
     let s = TestStack::spawn().await;
-    let allow = "GET, POST, PUT, PATCH, DELETE";
+    let allow = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
     let long = "X".repeat(3000);
     let cases = [
         // A made-up token of 3,000 bytes on an authenticated route.

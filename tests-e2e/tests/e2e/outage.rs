@@ -48,7 +48,11 @@ async fn a_postgres_outage_answers_503_with_retry_after_and_recovers_without_res
     let s = Arc::new(
         TestStack::spawn_with(StackOptions {
             database_ports: [("server_product".to_owned(), relay.port())].into(),
-            server_product_toml: "[database]\nacquire_timeout_ms = 1000\n".into(),
+            // Orders from every client for seconds on end: neither the order
+            // rate limit nor the server cap is what this test is about.
+            server_product_toml:
+                "[database]\nacquire_timeout_ms = 1000\n[orders]\nrate_per_minute = 0\nmax_servers_per_org = 0\n"
+                    .into(),
             ..Default::default()
         })
         .await,
