@@ -5,6 +5,11 @@
 -- organizations' rows after its INSERT has counted them (the INSERT trigger
 -- takes their row locks, held to commit), so two concurrent orders of one
 -- organization never both pass the cap; no order counts servers.
+-- Servers written by a replica of the previous version between the count below
+-- and the triggers' creation would be counted by neither: no write reaches
+-- servers from here to this migration's commit (reads go on).
+LOCK TABLE servers IN SHARE ROW EXCLUSIVE MODE;
+
 CREATE TABLE org_servers (
     org_id  uuid PRIMARY KEY,
     live    integer NOT NULL
