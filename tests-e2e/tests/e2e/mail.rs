@@ -41,6 +41,22 @@ fn python() -> String {
 }
 
 impl Sink {
+    /// A sink on a free port without TLS or authentication, and the
+    /// `mail.smtp_url` that reaches it.
+    pub(crate) async fn plain(out: &Path) -> (Sink, String) {
+        let sink = Sink::start(
+            out,
+            SinkOptions {
+                port: 0,
+                starttls: None,
+                auth: None,
+            },
+        )
+        .await;
+        let url = format!("smtp://127.0.0.1:{}?tls=none", sink.port);
+        (sink, url)
+    }
+
     pub(crate) async fn start(out: &Path, o: SinkOptions) -> Sink {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("smtp_sink.py");
         // Its own log beside the messages (TLS refusals print tracebacks).
@@ -285,16 +301,7 @@ async fn an_untrusted_certificate_is_not_sent_to() {
 #[tokio::test]
 async fn mailed_links_keep_the_five_per_email_and_twenty_per_ip_limits() {
     let out = temp_dir("limits-out");
-    let sink = Sink::start(
-        &out,
-        SinkOptions {
-            port: 0,
-            starttls: None,
-            auth: None,
-        },
-    )
-    .await;
-    let url = format!("smtp://127.0.0.1:{}?tls=none", sink.port);
+    let (sink, url) = Sink::plain(&out).await;
     let s = stack(mail_toml(&url, None)).await;
 
     for i in 0..5 {
@@ -452,16 +459,7 @@ async fn a_dead_smtp_server_loses_nothing_and_sends_each_link_once() {
 #[tokio::test]
 async fn an_invite_is_mailed_with_its_accept_link_and_an_accepted_one_is_not() {
     let out = temp_dir("invite-out");
-    let sink = Sink::start(
-        &out,
-        SinkOptions {
-            port: 0,
-            starttls: None,
-            auth: None,
-        },
-    )
-    .await;
-    let url = format!("smtp://127.0.0.1:{}?tls=none", sink.port);
+    let (sink, url) = Sink::plain(&out).await;
     // Tokens echoed here (the owner signs in through the helper); the accept
     // page of the deployment's own.
     let toml = mail_toml(&url, None).replace("echo_dev_token = false", "echo_dev_token = true")
