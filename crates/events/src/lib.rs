@@ -542,6 +542,18 @@ pub mod internal {
         pub legal_identity: Option<LegalIdentity>,
     }
 
+    /// An organization's KYC status without its legal identity (`GET
+    /// /internal/v1/organizations/{id}/kyc-status`, kyc to server-product,
+    /// which may require `verified` before a paid order): nothing sealed is
+    /// opened for it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct KycStatusOnly {
+        pub version: i64,
+        /// A status outside [`KycStatus`] fails the body's parse.
+        pub kyc_status: KycStatus,
+        pub kyc_tier: i32,
+    }
+
     /// A user found (or created) by email (`POST /internal/v1/users`,
     /// identity to org-billing, for distributor observers).
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -106,6 +106,27 @@ pub async fn load(
     })
 }
 
+/// The current status only (version 0, unverified, for an organization kyc
+/// never saw): the legal identity is neither read nor opened.
+pub async fn status(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+) -> sqlx::Result<event_contracts::internal::KycStatusOnly> {
+    let row = sqlx::query_as!(
+        event_contracts::internal::KycStatusOnly,
+        r#"SELECT version, kyc_status AS "kyc_status: KycStatus", kyc_tier
+             FROM org_state WHERE org_id = $1"#,
+        org_id as OrgId,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.unwrap_or(event_contracts::internal::KycStatusOnly {
+        version: 0,
+        kyc_status: KycStatus::Unverified,
+        kyc_tier: 0,
+    }))
+}
+
 /// How a change moves the organization's state.
 pub enum Change<'a> {
     /// A new submission: review (re-)opens.

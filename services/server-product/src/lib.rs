@@ -28,6 +28,7 @@ pub use settings::Settings;
 use actix_web::web;
 use service_kit::{
     db,
+    peer::Peer,
     sealed::Sealer,
     server::{Foundation, Parts},
 };
@@ -75,6 +76,10 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         "provider.kind {:?} is not a driver this build has (sandbox)",
         settings.provider.kind
     );
+    anyhow::ensure!(
+        !settings.orders.require_kyc_for_paid || settings.kyc.key.is_some(),
+        "orders.require_kyc_for_paid needs kyc.key (server-product's caller key at kyc)"
+    );
     let mut f = Foundation::start(
         Parts {
             name: "server-product",
@@ -121,6 +126,8 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             rt.clock.clone(),
         ),
         max_servers_per_org: settings.orders.max_servers_per_org,
+        kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
+        require_kyc_for_paid: settings.orders.require_kyc_for_paid,
     });
     let mut tasks = order_writers;
     if settings.provider.worker {
@@ -167,6 +174,9 @@ impl service_kit::service::Service for ServerProduct {
     const SCHEMA: &'static str = SCHEMA;
     /// Its audit events, its product events (`product.v1.server.<kind>`,
     /// `servers::emit`) and usage for billing (`usage::close`).
+    /// kyc: the KYC status before a paid order (`orders.require_kyc_for_paid`).
+    const CALLS: &'static [(&'static str, &'static str)] =
+        &[(hub_domain::ServiceName::Kyc.as_str(), "kyc")];
     const EMITS: &'static [&'static str] = &[
         <event_contracts::AuditRecorded as event_contracts::Event>::SUBJECT,
         event_contracts::SERVER_EVENTS,

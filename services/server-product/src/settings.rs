@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 use service_kit::settings::{
-    AssertionSettings, CatalogSettings, DatabaseSettings, HttpSettings, NatsSettings,
+    AssertionSettings, CatalogSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
     RelaySettings, SealingSettings, TelemetrySettings,
 };
 
@@ -13,6 +13,10 @@ pub const DEV: &str = include_str!("../dev.toml");
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
+    /// Trust for outgoing HTTPS (`[tls]`): the platform's roots plus
+    /// `extra_ca_file`.
+    #[serde(default)]
+    pub tls: service_kit::tls::TlsSettings,
     pub http: HttpSettings,
     pub database: DatabaseSettings,
     pub nats: NatsSettings,
@@ -28,6 +32,9 @@ pub struct Settings {
     pub jobs: RelaySettings,
     pub usage: UsageSettings,
     pub orders: OrderSettings,
+    /// kyc's internal address and server-product's caller key there (the
+    /// organization's KYC status, when `orders.require_kyc_for_paid`).
+    pub kyc: PeerSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -39,6 +46,10 @@ pub struct OrderSettings {
     /// Orders per organization per minute, per replica (0: no limit).
     pub rate_per_minute: u32,
     pub burst: u32,
+    /// A paid SKU (monthly price above zero) is ordered only by an
+    /// organization whose KYC status is `verified` (asked of kyc at each
+    /// such order). Off by default, as the interface orders without it.
+    pub require_kyc_for_paid: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -85,6 +96,7 @@ mod tests {
         assert!(!s.seed.skus);
         assert!(s.catalog.file.is_empty());
         assert_eq!(s.provider.kind, "sandbox");
+        assert!(!s.orders.require_kyc_for_paid && s.kyc.key.is_none());
     }
 
     #[test]

@@ -140,13 +140,15 @@ pub async fn update(conn: &mut PgConnection, id: &str, c: Change<'_>) -> sqlx::R
 pub struct Orderable {
     pub fulfilment: String,
     pub sla_hours: Option<i32>,
+    pub monthly_price_minor: MinorUnits,
 }
 
-/// Listed SKU `id`'s fulfilment and SLA; `None` when it is not listed.
+/// Listed SKU `id`'s fulfilment, SLA and price; `None` when it is not listed.
 pub async fn orderable(pool: &PgPool, id: &str) -> sqlx::Result<Option<Orderable>> {
     sqlx::query_as!(
         Orderable,
-        "SELECT fulfilment, sla_hours FROM skus WHERE id = $1 AND listed",
+        r#"SELECT fulfilment, sla_hours, monthly_price_minor AS "monthly_price_minor: MinorUnits"
+             FROM skus WHERE id = $1 AND listed"#,
         id,
     )
     .fetch_optional(pool)

@@ -21,4 +21,8 @@ pub struct AppState {
     pub order_rate: crate::rate::OrgRate,
     /// Live servers per organization (0: no cap).
     pub max_servers_per_org: i64,
+    /// kyc's internal routes (an organization's KYC status).
+    pub kyc: service_kit::peer::Peer,
+    /// Paid SKUs only for KYC-verified organizations.
+    pub require_kyc_for_paid: bool,
 }

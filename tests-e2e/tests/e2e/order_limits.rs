@@ -142,3 +142,92 @@ async fn orders_are_rate_limited_per_organization() {
         201
     );
 }
+
+/// `orders.require_kyc_for_paid`: a paid SKU waits for a verified
+/// organization (asked of kyc at each order, so an approval counts at once);
+/// a free SKU does not; the service contract's provision is held the same.
+#[tokio::test]
+async fn paid_skus_need_a_verified_organization_when_the_deployment_requires_it() {
+    let s = TestStack::spawn_with(StackOptions {
+        server_product_toml: "[orders]\nrequire_kyc_for_paid = true\nrate_per_minute = 0\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let staff = s.sign_in("staff@example.com").await;
+    let free = p_call(
+        &s,
+        "POST",
+        "/v1/admin/skus",
+        Some(&staff),
+        Some(
+            json!({"id": "free-vps", "name": "Free VPS", "fulfilment": "api", "badges": [],
+                    "monthly_price_minor": 0, "currency": "TRY", "position": 9}),
+        ),
+    )
+    .await;
+    assert_eq!(free.status, 201, "{:?}", free.body);
+    let (owner, org) = s.org_with_owner("kyc-gate@example.com").await;
+    let unverified = "this SKU needs a verified organization (KYC status: unverified)";
+    let r = order(&s, &owner, &org, "vps-small", "paid-1").await;
+    assert_eq!((r.status, r.error()), (422, unverified));
+    let r = p_call(
+        &s,
+        "POST",
+        "/v1/service-contract/services",
+        Some(&owner),
+        Some(json!({"org_id": org, "plan": "vps-small", "name": "svc-1"})),
+    )
+    .await;
+    assert_eq!((r.status, r.error()), (422, unverified));
+    assert_eq!(
+        order(&s, &owner, &org, "free-vps", "free-1").await.status,
+        201
+    );
+    // Pending review is not verified.
+    let sub = s
+        .post(
+            &format!("/v1/organizations/{org}/kyc"),
+            Some(&owner),
+            json!({"fields": {"company_name": "Acme AS", "tax_id": "TX-1", "registration_number": "RN-1"},
+                   "address": {"line1": "Kizilay Cd. 1", "city": "Ankara", "postal_code": "06420", "country": "TR"},
+                   "notice_acked": true}),
+        )
+        .await;
+    assert_eq!(sub.status, 201, "{:?}", sub.body);
+    let r = order(&s, &owner, &org, "vps-small", "paid-2").await;
+    assert_eq!(
+        (r.status, r.error()),
+        (
+            422,
+            "this SKU needs a verified organization (KYC status: pending)"
+        )
+    );
+    // Approved: the next order goes through, no wait for an event.
+    let sub_id = sub.body["id"].as_str().expect("submission id");
+    let a = s
+        .post(
+            &format!("/v1/admin/kyc/{sub_id}/approve"),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let r = order(&s, &owner, &org, "vps-small", "paid-3").await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let list = p_call(
+        &s,
+        "GET",
+        &format!("/v1/servers?org_id={org}"),
+        Some(&owner),
+        None,
+    )
+    .await;
+    let hosts: Vec<&str> = list
+        .body
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| v["hostname"].as_str().expect("hostname"))
+        .collect();
+    assert_eq!(hosts, ["paid-3", "free-1"]);
+}

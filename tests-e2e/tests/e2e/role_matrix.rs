@@ -134,6 +134,34 @@ async fn every_role_gets_exactly_what_the_table_allows() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // A refused write changed nothing: the state is exactly what the allowed
+    // writes made (one staff credit, one staff grant, one member added, a
+    // key each for owner and manager).
+    let read = |path: String| {
+        let (s, owner) = (&s, &owner);
+        async move {
+            let r = s.get(&path, Some(owner)).await;
+            assert_eq!(r.status, 200, "{path}: {:?}", r.body);
+            r.body
+        }
+    };
+    let base = format!("/v1/organizations/{org}");
+    assert_eq!(read(format!("{base}/wallet")).await["balance_minor"], 100);
+    let txs = read(format!("{base}/wallet/transactions")).await;
+    assert_eq!(txs.as_array().map(Vec::len), Some(1), "{txs:?}");
+    assert_eq!(read(format!("{base}/tokens")).await["balance"], 5);
+    let keys = read(format!("{base}/api-keys")).await;
+    assert_eq!(keys.as_array().map(Vec::len), Some(2), "{keys:?}");
+    let members = read(format!("{base}/members")).await;
+    let mut emails: Vec<&str> = members
+        .as_array()
+        .expect("a member list")
+        .iter()
+        .map(|m| m["email"].as_str().expect("an email"))
+        .collect();
+    emails.sort_unstable();
+    assert_eq!(emails.len(), 6, "{members:?}");
+    assert!(emails.contains(&"added@example.com"), "{emails:?}");
 }
 
 #[tokio::test]

@@ -658,9 +658,17 @@ async fn a_restart_mid_provisioning_finishes_the_order() {
     .await;
     let (owner, org) = s.org_with_owner("restart@example.com").await;
     let id = sid(&order(&s, &owner, &org, "vps-small", "survivor").await);
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let d = p_call(&s, "GET", &format!("/v1/servers/{id}"), Some(&owner), None).await;
-    assert_eq!(d.body["status"], "provisioning");
+    // Taken and left as a stopped service leaves it: its provisioning job
+    // stored, never attempted.
+    let job = sqlx::query!(
+        r#"SELECT j.attempts, s.status FROM server_product.provision_jobs j
+             JOIN server_product.servers s ON s.id = j.server_id WHERE j.server_id = $1::uuid"#,
+        uuid::Uuid::parse_str(&id).expect("a server id"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("the order's provisioning job");
+    assert_eq!((job.attempts, job.status.as_str()), (0, "provisioning"));
     // The restarted service (a new process on the same database) finishes it.
     let cancel = tokio_util::sync::CancellationToken::new();
     let app = server_product::build(

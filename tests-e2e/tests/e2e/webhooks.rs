@@ -1259,10 +1259,14 @@ async fn each_row_at_creation_and_at_delivery(s: &TestStack, allow_loopback: boo
     // At delivery: each refused address, as the URL's host, is refused before
     // sending; the loopback receiver (when allowed) gets the event.
     let rx = Receiver::start(200);
+    let mut ids = Vec::new();
     if allow_loopback {
         endpoint_id(s, &owner, &org, &rx.url).await;
+    } else {
+        // A live receiver behind a refused address: its attempt is recorded
+        // refused below, and it must have received nothing.
+        ids.push(insert_endpoint(s, &org, &rx.url).await);
     }
-    let mut ids = Vec::new();
     for url in &refused {
         ids.push(insert_endpoint(s, &org, url).await);
     }

@@ -20,3 +20,16 @@ pub async fn kyc_state(
     let current = orgs::load(&mut conn, &state, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(current))
 }
+
+/// GET /internal/v1/organizations/{id}/kyc-status (server-product): the
+/// status alone, for a deployment that requires `verified` before a paid
+/// order (`orders.require_kyc_for_paid`); nothing sealed is opened.
+pub async fn kyc_status(
+    state: web::Data<AppState>,
+    _peer: Peer<from::ServerProduct>,
+    path: web::Path<OrgId>,
+) -> ApiResult<HttpResponse> {
+    let mut conn = state.pool.acquire().await?;
+    let current = orgs::status(&mut conn, path.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(current))
+}

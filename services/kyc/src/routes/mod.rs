@@ -36,6 +36,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         c.route(
             "/v1/organizations/{id}/kyc-state",
             methods::get().to(internal::kyc_state),
+        )
+        .route(
+            "/v1/organizations/{id}/kyc-status",
+            methods::get().to(internal::kyc_status),
         );
     });
 }

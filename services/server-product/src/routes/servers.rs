@@ -15,8 +15,9 @@ use crate::{
     usage,
 };
 use actix_web::{web, HttpResponse};
+use event_contracts::internal::KycStatusOnly;
 use event_contracts::{SERVER_CREATED, SERVER_TERMINATED};
-use hub_domain::{Capability, OrgId, ServerId};
+use hub_domain::{Capability, KycStatus, OrgId, ServerId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, page, ApiError, ApiResult};
@@ -52,6 +53,9 @@ pub async fn order(
     let sku = skus::orderable(&state.pool, sku_id)
         .await?
         .ok_or_else(|| ApiError::bad_request("sku_id is not a SKU of the catalog"))?;
+    if state.require_kyc_for_paid && sku.monthly_price_minor.0 > 0 {
+        require_kyc_verified(state, org_id).await?;
+    }
     // As Postgres keeps it (microseconds): the row answered and the event
     // are the row stored.
     let now = servers::stored_time(state.clock.now());
@@ -107,6 +111,33 @@ pub async fn order(
     }
     state.outbox.kick();
     Ok(row)
+}
+
+/// `orders.require_kyc_for_paid`: the organization's KYC status, asked of kyc
+/// now (never a copy that could be stale), must be `verified`; 422 otherwise,
+/// 503 when kyc does not answer (fail closed).
+async fn require_kyc_verified(state: &AppState, org_id: OrgId) -> ApiResult<()> {
+    let path = format!("/internal/v1/organizations/{org_id}/kyc-status");
+    let unavailable = |e: &dyn std::fmt::Display| {
+        tracing::warn!(error = %e, "kyc status unavailable for a paid order");
+        ApiError::Unavailable("KYC status unavailable, try again".into())
+    };
+    let resp = state
+        .kyc
+        .send(reqwest::Method::GET, &path, None, None)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    if !resp.status().is_success() {
+        return Err(unavailable(&format!("kyc answered {}", resp.status())));
+    }
+    let current: KycStatusOnly = resp.json().await.map_err(|e| unavailable(&e))?;
+    if current.kyc_status != KycStatus::Verified {
+        return Err(ApiError::Unprocessable(format!(
+            "this SKU needs a verified organization (KYC status: {})",
+            current.kyc_status.as_str()
+        )));
+    }
+    Ok(())
 }
 
 /// The 409 of an organization at its server cap.
