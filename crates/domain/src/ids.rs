@@ -112,6 +112,39 @@ id_type!(
     InviteId
 );
 
+id_type!(
+    /// A project of an organization (org-billing).
+    ProjectId
+);
+id_type!(
+    /// An asset of an organization (org-billing).
+    AssetId
+);
+id_type!(
+    /// A billing document: proforma or invoice (org-billing).
+    InvoiceId
+);
+id_type!(
+    /// A payment recorded against an organization (org-billing).
+    PaymentId
+);
+id_type!(
+    /// A payment claim an organization filed for staff to review (org-billing).
+    ClaimId
+);
+id_type!(
+    /// A billing run (org-billing).
+    RunId
+);
+id_type!(
+    /// A charge of an organization (org-billing).
+    ChargeId
+);
+id_type!(
+    /// A distributor entity (org-billing).
+    DistributorId
+);
+
 impl ApiKeyId {
     /// A request made with an API key acts as the key itself: its principal's
     /// user id is the key's id (no person's id is ever borrowed).

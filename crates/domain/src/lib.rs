@@ -17,8 +17,9 @@ pub use authz::{Capability, Role, CAPABILITIES, ROLES};
 pub use email::{Email, EmailError};
 pub use identity::{Credential, CredentialKind, Identity, Membership, OrgStatus};
 pub use ids::{
-    ApiKeyId, ConversationId, DeliveryId, EndpointId, InviteId, MaintenanceId, OrgId, ServerId,
-    SessionId, StagedActionId, SubmissionId, UserId,
+    ApiKeyId, AssetId, ChargeId, ClaimId, ConversationId, DeliveryId, DistributorId, EndpointId,
+    InviteId, InvoiceId, MaintenanceId, OrgId, PaymentId, ProjectId, RunId, ServerId, SessionId,
+    StagedActionId, SubmissionId, UserId,
 };
 pub use money::{CountryCode, CountryError, Currency, KycStatus, LegalType, MinorUnits, MAX_MINOR};
 pub use service::ServiceName;

@@ -8,11 +8,10 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::{Capability, OrgId};
+use hub_domain::{AssetId, Capability, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, http::Object, outbox, ApiError, ApiResult};
-use uuid::Uuid;
 
 pub const NAME_MAX: usize = 200;
 pub const NOTE_MAX: usize = 1000;
@@ -50,7 +49,7 @@ impl Kind {
 /// The spec's OrgAsset.
 #[derive(Debug, Serialize)]
 pub struct Asset {
-    pub id: Uuid,
+    pub id: AssetId,
     pub kind: Kind,
     pub name: String,
     pub url: String,
@@ -105,7 +104,7 @@ pub async fn create(
             "an organization holds at most {max} assets"
         )));
     }
-    let a = store::insert(&mut tx, Uuid::now_v7(), org, &new).await?;
+    let a = store::insert(&mut tx, AssetId::new(), org, &new).await?;
     outbox::audit(
         &mut tx,
         &state.naming,
@@ -135,7 +134,7 @@ pub struct AssetPatch {
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(OrgId, Uuid)>,
+    path: web::Path<(OrgId, AssetId)>,
     body: web::Json<Object<AssetPatch>>,
 ) -> ApiResult<HttpResponse> {
     let (org, id) = path.into_inner();
@@ -187,7 +186,7 @@ pub async fn update(
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(OrgId, Uuid)>,
+    path: web::Path<(OrgId, AssetId)>,
 ) -> ApiResult<HttpResponse> {
     let (org, id) = path.into_inner();
     caller.require(org, Capability::Admin)?;

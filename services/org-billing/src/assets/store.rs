@@ -1,9 +1,8 @@
 //! Assets' storage: the `org_assets` table, read and written here only.
 
 use super::{Asset, Kind};
-use hub_domain::OrgId;
+use hub_domain::{AssetId, OrgId};
 use sqlx::{PgConnection, PgPool};
-use uuid::Uuid;
 
 pub struct NewAsset {
     pub kind: Kind,
@@ -39,7 +38,7 @@ impl AssetPatch {
 pub async fn of_org(pool: &PgPool, org: OrgId) -> sqlx::Result<Vec<Asset>> {
     sqlx::query_as!(
         Asset,
-        r#"SELECT id, kind AS "kind: Kind", name, url, note FROM org_assets
+        r#"SELECT id AS "id: AssetId", kind AS "kind: Kind", name, url, note FROM org_assets
             WHERE org_id = $1 ORDER BY created_at, id"#,
         org as OrgId,
     )
@@ -48,13 +47,13 @@ pub async fn of_org(pool: &PgPool, org: OrgId) -> sqlx::Result<Vec<Asset>> {
 }
 
 /// The organization's asset `id`, if it is there.
-pub async fn one(conn: &mut PgConnection, org: OrgId, id: Uuid) -> sqlx::Result<Option<Asset>> {
+pub async fn one(conn: &mut PgConnection, org: OrgId, id: AssetId) -> sqlx::Result<Option<Asset>> {
     sqlx::query_as!(
         Asset,
-        r#"SELECT id, kind AS "kind: Kind", name, url, note FROM org_assets
+        r#"SELECT id AS "id: AssetId", kind AS "kind: Kind", name, url, note FROM org_assets
             WHERE org_id = $1 AND id = $2"#,
         org as OrgId,
-        id,
+        id as AssetId,
     )
     .fetch_optional(conn)
     .await
@@ -74,15 +73,15 @@ pub async fn count_locked(conn: &mut PgConnection, org: OrgId) -> sqlx::Result<i
 
 pub async fn insert(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: AssetId,
     org: OrgId,
     a: &NewAsset,
 ) -> sqlx::Result<Asset> {
     sqlx::query_as!(
         Asset,
         r#"INSERT INTO org_assets (id, org_id, kind, name, url, note) VALUES ($1, $2, $3, $4, $5, $6)
-           RETURNING id, kind AS "kind: Kind", name, url, note"#,
-        id,
+           RETURNING id AS "id: AssetId", kind AS "kind: Kind", name, url, note"#,
+        id as AssetId,
         org as OrgId,
         a.kind as Kind,
         a.name,
@@ -98,7 +97,7 @@ pub async fn insert(
 pub async fn update(
     conn: &mut PgConnection,
     org: OrgId,
-    id: Uuid,
+    id: AssetId,
     p: &AssetPatch,
 ) -> sqlx::Result<Option<Asset>> {
     sqlx::query_as!(
@@ -106,9 +105,9 @@ pub async fn update(
         r#"UPDATE org_assets SET kind = COALESCE($3, kind), name = COALESCE($4, name),
                   url = COALESCE($5, url), note = COALESCE($6, note), updated_at = now()
             WHERE org_id = $1 AND id = $2
-        RETURNING id, kind AS "kind: Kind", name, url, note"#,
+        RETURNING id AS "id: AssetId", kind AS "kind: Kind", name, url, note"#,
         org as OrgId,
-        id,
+        id as AssetId,
         p.kind as Option<Kind>,
         p.name,
         p.url,
@@ -119,13 +118,17 @@ pub async fn update(
 }
 
 /// Remove the organization's asset; what it was, or None.
-pub async fn delete(conn: &mut PgConnection, org: OrgId, id: Uuid) -> sqlx::Result<Option<Asset>> {
+pub async fn delete(
+    conn: &mut PgConnection,
+    org: OrgId,
+    id: AssetId,
+) -> sqlx::Result<Option<Asset>> {
     sqlx::query_as!(
         Asset,
         r#"DELETE FROM org_assets WHERE org_id = $1 AND id = $2
-        RETURNING id, kind AS "kind: Kind", name, url, note"#,
+        RETURNING id AS "id: AssetId", kind AS "kind: Kind", name, url, note"#,
         org as OrgId,
-        id,
+        id as AssetId,
     )
     .fetch_optional(conn)
     .await

@@ -7,7 +7,7 @@ use super::model::{
     Charge, ChargeStatus, ClaimStatus, Invoice, InvoiceLine, InvoiceStatus, Kind, Method, Payment,
     PaymentClaim, Source,
 };
-use hub_domain::{Currency, OrgId, UserId};
+use hub_domain::{Currency, DistributorId, OrgId, UserId};
 use service_kit::page::After;
 use sqlx::{PgConnection, PgPool};
 use std::collections::BTreeMap;
@@ -408,14 +408,14 @@ pub async fn lines(pool: &PgPool, invoice: Uuid) -> sqlx::Result<Vec<InvoiceLine
 #[derive(Clone, Copy)]
 pub enum Owner {
     Org(OrgId),
-    Distributor(Uuid),
+    Distributor(DistributorId),
 }
 
 impl Owner {
     fn split(self) -> (Option<Uuid>, Option<Uuid>) {
         match self {
             Owner::Org(o) => (Some(o.as_uuid()), None),
-            Owner::Distributor(d) => (None, Some(d)),
+            Owner::Distributor(d) => (None, Some(d.as_uuid())),
         }
     }
 }

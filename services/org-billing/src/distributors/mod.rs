@@ -23,7 +23,7 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::{internal::UserByEmail, AuditAction};
-use hub_domain::{catalog, Currency, Email, KycStatus, LegalType, OrgId, UserId};
+use hub_domain::{catalog, Currency, DistributorId, Email, KycStatus, LegalType, OrgId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -31,7 +31,6 @@ use service_kit::{
     outbox, page, ApiError, ApiResult,
 };
 use time::{Date, OffsetDateTime};
-use uuid::Uuid;
 
 /// Organizations per page: by default, at most.
 pub const PAGE_DEFAULT: i64 = 50;
@@ -40,7 +39,7 @@ pub const PAGE_MAX: i64 = 100;
 /// A distributor entity, with the countries routed to it.
 #[derive(Debug, Serialize)]
 pub struct Distributor {
-    pub id: Uuid,
+    pub id: DistributorId,
     pub name: String,
     pub country: String,
     pub legal_name: String,
@@ -91,7 +90,7 @@ pub struct OrgRow {
 pub async fn authorize_read(
     state: &AppState,
     caller: &Caller,
-    distributor_id: Uuid,
+    distributor_id: DistributorId,
 ) -> ApiResult<()> {
     let mut conn = state.pool.acquire().await?;
     let (exists, observer) = store::access(&mut conn, distributor_id, caller.user_id()).await?;
@@ -127,7 +126,7 @@ pub async fn list(state: web::Data<AppState>, caller: Caller) -> ApiResult<HttpR
 pub async fn detail(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<DistributorId>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     authorize_read(&state, &caller, id).await?;
@@ -310,7 +309,7 @@ pub async fn create(
         b.contact_email.as_deref(),
         b.profit_pct,
     )?;
-    let id = Uuid::now_v7();
+    let id = DistributorId::new();
     let new = store::NewDistributor {
         id,
         name: f.name.as_deref().unwrap_or_default(),
@@ -407,7 +406,7 @@ fn changes(before: &Distributor, after: &Distributor) -> serde_json::Value {
 pub async fn update(
     staff: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<DistributorId>,
     body: web::Json<serde_json::Map<String, serde_json::Value>>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
@@ -475,7 +474,7 @@ pub async fn update(
 pub async fn staff_list(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<DistributorId>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     authorize_read(&state, &caller, id).await?;
@@ -523,7 +522,7 @@ async fn user_by_email(state: &AppState, caller: &Caller, email: &Email) -> ApiR
 pub async fn staff_add(
     staff: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<DistributorId>,
     body: web::Json<AddStaff>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
@@ -560,7 +559,7 @@ pub async fn staff_add(
 pub async fn staff_remove(
     staff: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<(Uuid, UserId)>,
+    path: web::Path<(DistributorId, UserId)>,
 ) -> ApiResult<HttpResponse> {
     let (id, user_id) = path.into_inner();
     let mut tx = state.pool.begin().await?;
@@ -587,7 +586,7 @@ pub async fn staff_remove(
 pub async fn organizations(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<DistributorId>,
     query: web::Query<page::Query>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
@@ -611,7 +610,7 @@ pub async fn organizations(
 pub async fn invoices(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<uuid::Uuid>,
+    path: web::Path<DistributorId>,
     q: web::Query<crate::billing::documents::ListQuery>,
 ) -> ApiResult<actix_web::HttpResponse> {
     let id = path.into_inner();
@@ -632,7 +631,7 @@ pub async fn invoices(
 pub async fn payments(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<uuid::Uuid>,
+    path: web::Path<DistributorId>,
     q: web::Query<page::Query>,
 ) -> ApiResult<actix_web::HttpResponse> {
     let id = path.into_inner();
@@ -682,7 +681,7 @@ fn share(total: i64, hundredths: i64) -> ApiResult<i64> {
 pub async fn report(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<DistributorId>,
     query: web::Query<ReportQuery>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();

@@ -4,7 +4,7 @@
 //! connection (or a transaction): the handler decides the transaction's bounds.
 
 use super::{Distributor, OrgRow, StaffMember};
-use hub_domain::{KycStatus, LegalType, OrgId, UserId};
+use hub_domain::{DistributorId, KycStatus, LegalType, OrgId, UserId};
 use service_kit::{ApiError, ApiResult, OnConstraint};
 use sqlx::PgConnection;
 use time::{Date, OffsetDateTime};
@@ -14,12 +14,12 @@ use uuid::Uuid;
 /// (no filter when None), oldest first, each with the countries routed to it.
 pub async fn select(
     conn: &mut PgConnection,
-    id: Option<Uuid>,
+    id: Option<DistributorId>,
     observer: Option<UserId>,
 ) -> sqlx::Result<Vec<Distributor>> {
     sqlx::query_as!(
         Distributor,
-        r#"SELECT d.id, d.name, d.country::text AS "country!", d.legal_name, d.tax_id, d.address,
+        r#"SELECT d.id AS "id: DistributorId", d.name, d.country::text AS "country!", d.legal_name, d.tax_id, d.address,
                   d.bank_name, d.bank_iban, d.bank_swift, d.contact_phone, d.contact_email, d.notes,
                   d.profit_pct::float8 AS "profit_pct!", d.currency, d.created_at,
                   ARRAY(SELECT c.country::text FROM distributor_coverage c
@@ -29,7 +29,7 @@ pub async fn select(
               AND ($2::uuid IS NULL OR d.id IN
                    (SELECT s.distributor_id FROM distributor_staff s WHERE s.user_id = $2))
             ORDER BY d.created_at, d.id"#,
-        id,
+        id as Option<DistributorId>,
         observer.map(|u| u.as_uuid()),
     )
     .fetch_all(conn)
@@ -37,17 +37,21 @@ pub async fn select(
 }
 
 /// One entity, if it exists.
-pub async fn one(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Distributor>> {
+pub async fn one(conn: &mut PgConnection, id: DistributorId) -> sqlx::Result<Option<Distributor>> {
     Ok(select(conn, Some(id), None).await?.into_iter().next())
 }
 
 /// Whether the entity exists, and whether `user` observes it.
-pub async fn access(conn: &mut PgConnection, id: Uuid, user: UserId) -> sqlx::Result<(bool, bool)> {
+pub async fn access(
+    conn: &mut PgConnection,
+    id: DistributorId,
+    user: UserId,
+) -> sqlx::Result<(bool, bool)> {
     let r = sqlx::query!(
         r#"SELECT EXISTS (SELECT 1 FROM distributors WHERE id = $1) AS "exists!",
                   EXISTS (SELECT 1 FROM distributor_staff WHERE distributor_id = $1 AND user_id = $2)
                       AS "observer!""#,
-        id,
+        id as DistributorId,
         user as UserId,
     )
     .fetch_one(conn)
@@ -57,7 +61,7 @@ pub async fn access(conn: &mut PgConnection, id: Uuid, user: UserId) -> sqlx::Re
 
 /// A new entity's columns (validated).
 pub struct NewDistributor<'a> {
-    pub id: Uuid,
+    pub id: DistributorId,
     pub name: &'a str,
     pub country: &'a str,
     pub legal_name: &'a str,
@@ -79,7 +83,7 @@ pub async fn insert(conn: &mut PgConnection, d: &NewDistributor<'_>) -> sqlx::Re
         "INSERT INTO distributors (id, name, country, legal_name, currency, tax_id, address, \
              bank_name, bank_iban, bank_swift, contact_phone, contact_email, notes, profit_pct) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::bigint::numeric / 100)",
-        d.id,
+        d.id as DistributorId,
         d.name,
         d.country,
         d.legal_name,
@@ -104,13 +108,13 @@ pub async fn insert(conn: &mut PgConnection, d: &NewDistributor<'_>) -> sqlx::Re
 pub async fn cover_if_uncovered(
     conn: &mut PgConnection,
     country: &str,
-    id: Uuid,
+    id: DistributorId,
 ) -> sqlx::Result<bool> {
     let inserted: Option<i32> = sqlx::query_scalar!(
         r#"INSERT INTO distributor_coverage (country, distributor_id) VALUES ($1, $2)
            ON CONFLICT (country) DO NOTHING RETURNING 1 AS "one!""#,
         country,
-        id,
+        id as DistributorId,
     )
     .fetch_optional(conn)
     .await?;
@@ -119,10 +123,10 @@ pub async fn cover_if_uncovered(
 
 /// The entity's fixed fields (country, currency), its row locked until the
 /// transaction ends; 404 when it does not exist.
-pub async fn lock(conn: &mut PgConnection, id: Uuid) -> ApiResult<(String, String)> {
+pub async fn lock(conn: &mut PgConnection, id: DistributorId) -> ApiResult<(String, String)> {
     let r = sqlx::query!(
         r#"SELECT country::text AS "country!", currency FROM distributors WHERE id = $1 FOR UPDATE"#,
-        id,
+        id as DistributorId,
     )
     .fetch_optional(conn)
     .await?
@@ -146,7 +150,11 @@ pub struct Change<'a> {
     pub profit_hundredths: Option<i64>,
 }
 
-pub async fn update(conn: &mut PgConnection, id: Uuid, c: &Change<'_>) -> sqlx::Result<()> {
+pub async fn update(
+    conn: &mut PgConnection,
+    id: DistributorId,
+    c: &Change<'_>,
+) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE distributors SET name = COALESCE($2, name), legal_name = COALESCE($3, legal_name), \
              tax_id = COALESCE($4, tax_id), address = COALESCE($5, address), \
@@ -155,7 +163,7 @@ pub async fn update(conn: &mut PgConnection, id: Uuid, c: &Change<'_>) -> sqlx::
              contact_email = COALESCE($10, contact_email), notes = COALESCE($11, notes), \
              profit_pct = COALESCE($12::bigint::numeric / 100, profit_pct) \
          WHERE id = $1",
-        id,
+        id as DistributorId,
         c.name,
         c.legal_name,
         c.tax_id,
@@ -174,12 +182,15 @@ pub async fn update(conn: &mut PgConnection, id: Uuid, c: &Change<'_>) -> sqlx::
 }
 
 /// The entity's observers, oldest first.
-pub async fn staff_of(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Vec<StaffMember>> {
+pub async fn staff_of(
+    conn: &mut PgConnection,
+    id: DistributorId,
+) -> sqlx::Result<Vec<StaffMember>> {
     sqlx::query_as!(
         StaffMember,
         r#"SELECT user_id AS "user_id: UserId", email, role, since
              FROM distributor_staff WHERE distributor_id = $1 ORDER BY since, user_id"#,
-        id,
+        id as DistributorId,
     )
     .fetch_all(conn)
     .await
@@ -188,7 +199,7 @@ pub async fn staff_of(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Vec<Sta
 /// Make `user` an observer of `id`; 409 when they are one already.
 pub async fn add_staff(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: DistributorId,
     user: UserId,
     email: &str,
 ) -> ApiResult<StaffMember> {
@@ -197,7 +208,7 @@ pub async fn add_staff(
         r#"INSERT INTO distributor_staff (distributor_id, user_id, email, role)
            VALUES ($1, $2, $3, 'observer')
            RETURNING user_id AS "user_id: UserId", email, role, since"#,
-        id,
+        id as DistributorId,
         user as UserId,
         email,
     )
@@ -209,11 +220,15 @@ pub async fn add_staff(
 }
 
 /// Remove `user` from the entity's staff; whether they were on it.
-pub async fn remove_staff(conn: &mut PgConnection, id: Uuid, user: UserId) -> sqlx::Result<bool> {
+pub async fn remove_staff(
+    conn: &mut PgConnection,
+    id: DistributorId,
+    user: UserId,
+) -> sqlx::Result<bool> {
     let removed: Option<i32> = sqlx::query_scalar!(
         r#"DELETE FROM distributor_staff WHERE distributor_id = $1 AND user_id = $2
            RETURNING 1 AS "one!""#,
-        id,
+        id as DistributorId,
         user as UserId,
     )
     .fetch_optional(conn)
@@ -225,7 +240,7 @@ pub async fn remove_staff(conn: &mut PgConnection, id: Uuid, user: UserId) -> sq
 /// `after` (the (created_at, id) of the last one of the previous page).
 pub async fn organizations(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: DistributorId,
     after: Option<(OffsetDateTime, Uuid)>,
     limit: i64,
 ) -> sqlx::Result<Vec<OrgRow>> {
@@ -240,7 +255,7 @@ pub async fn organizations(
               AND ($2::timestamptz IS NULL OR (o.created_at, o.id) < ($2, $3::uuid))
             ORDER BY o.created_at DESC, o.id DESC
             LIMIT $4"#,
-        id,
+        id as DistributorId,
         at,
         after_id,
         limit,
@@ -260,7 +275,7 @@ pub struct Paid {
 /// the month starting on `month` (UTC).
 pub async fn paid_in_month(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: DistributorId,
     month: Date,
 ) -> sqlx::Result<Vec<Paid>> {
     sqlx::query_as!(
@@ -271,7 +286,7 @@ pub async fn paid_in_month(
               AND paid_at >= ($2::date)::timestamp AT TIME ZONE 'UTC'
               AND paid_at < (($2::date) + interval '1 month') AT TIME ZONE 'UTC'
             GROUP BY currency ORDER BY currency"#,
-        id,
+        id as DistributorId,
         month,
     )
     .fetch_all(conn)
@@ -279,10 +294,13 @@ pub async fn paid_in_month(
 }
 
 /// The entity's profit_pct in hundredths (exact), if it exists.
-pub async fn profit_hundredths(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<i64>> {
+pub async fn profit_hundredths(
+    conn: &mut PgConnection,
+    id: DistributorId,
+) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar!(
         r#"SELECT (profit_pct * 100)::bigint AS "h!" FROM distributors WHERE id = $1"#,
-        id,
+        id as DistributorId,
     )
     .fetch_optional(conn)
     .await

@@ -10,12 +10,11 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::{Capability, OrgId};
+use hub_domain::{Capability, OrgId, ProjectId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, http::Object, outbox, page, ApiError, ApiResult};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 pub const NAME_MAX: usize = 200;
 pub const DESCRIPTION_MAX: usize = 1000;
@@ -23,7 +22,7 @@ pub const DESCRIPTION_MAX: usize = 1000;
 /// The spec's Project.
 #[derive(Debug, Serialize)]
 pub struct Project {
-    pub id: Uuid,
+    pub id: ProjectId,
     pub org_id: OrgId,
     pub name: String,
     pub description: String,
@@ -47,7 +46,7 @@ pub async fn list(
     Ok(page::respond(
         rows,
         limit,
-        |p| (p.created_at, p.id),
+        |p| (p.created_at, p.id.as_uuid()),
         |c| format!("/v1/organizations/{org}/projects?limit={limit}&cursor={c}"),
     ))
 }
@@ -82,7 +81,7 @@ pub async fn create(
             "an organization holds at most {max} projects"
         )));
     }
-    let p = store::insert(&mut tx, Uuid::now_v7(), org, &name, &description).await?;
+    let p = store::insert(&mut tx, ProjectId::new(), org, &name, &description).await?;
     outbox::audit(
         &mut tx,
         &state.naming,
@@ -102,7 +101,7 @@ pub async fn create(
 async fn authorized(
     state: &AppState,
     caller: &Caller,
-    id: Uuid,
+    id: ProjectId,
     cap: Capability,
 ) -> ApiResult<Project> {
     let p = store::one(&state.pool, id)
@@ -117,7 +116,7 @@ async fn authorized(
 pub async fn get(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ProjectId>,
 ) -> ApiResult<HttpResponse> {
     let p = authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
     Ok(HttpResponse::Ok().json(p))
@@ -136,7 +135,7 @@ pub struct ProjectPatch {
 pub async fn update(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ProjectId>,
     body: web::Json<Object<ProjectPatch>>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
@@ -191,7 +190,7 @@ fn changed(name: &Option<String>, description: &Option<String>) -> Vec<&'static 
 pub async fn delete(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<Uuid>,
+    path: web::Path<ProjectId>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     let p = authorized(&state, &caller, id, Capability::Admin).await?;

@@ -1,10 +1,9 @@
 //! Projects' storage: the `projects` table, read and written here only.
 
 use super::Project;
-use hub_domain::OrgId;
+use hub_domain::{OrgId, ProjectId};
 use service_kit::page::After;
 use sqlx::{PgConnection, PgPool};
-use uuid::Uuid;
 
 /// An organization's projects, newest first, after the cursor.
 pub async fn of_org(
@@ -16,7 +15,7 @@ pub async fn of_org(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         Project,
-        r#"SELECT id, org_id AS "org_id: OrgId", name, description, created_at
+        r#"SELECT id AS "id: ProjectId", org_id AS "org_id: OrgId", name, description, created_at
              FROM projects
             WHERE org_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
             ORDER BY created_at DESC, id DESC LIMIT $4"#,
@@ -29,12 +28,12 @@ pub async fn of_org(
     .await
 }
 
-pub async fn one(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Project>> {
+pub async fn one(pool: &PgPool, id: ProjectId) -> sqlx::Result<Option<Project>> {
     sqlx::query_as!(
         Project,
-        r#"SELECT id, org_id AS "org_id: OrgId", name, description, created_at
+        r#"SELECT id AS "id: ProjectId", org_id AS "org_id: OrgId", name, description, created_at
              FROM projects WHERE id = $1"#,
-        id,
+        id as ProjectId,
     )
     .fetch_optional(pool)
     .await
@@ -55,7 +54,7 @@ pub async fn count_locked(conn: &mut PgConnection, org: OrgId) -> sqlx::Result<i
 
 pub async fn insert(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: ProjectId,
     org: OrgId,
     name: &str,
     description: &str,
@@ -63,8 +62,8 @@ pub async fn insert(
     sqlx::query_as!(
         Project,
         r#"INSERT INTO projects (id, org_id, name, description) VALUES ($1, $2, $3, $4)
-           RETURNING id, org_id AS "org_id: OrgId", name, description, created_at"#,
-        id,
+           RETURNING id AS "id: ProjectId", org_id AS "org_id: OrgId", name, description, created_at"#,
+        id as ProjectId,
         org as OrgId,
         name,
         description,
@@ -76,7 +75,7 @@ pub async fn insert(
 /// Set the given fields; None when the project is gone.
 pub async fn update(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: ProjectId,
     name: Option<&str>,
     description: Option<&str>,
 ) -> sqlx::Result<Option<Project>> {
@@ -85,8 +84,8 @@ pub async fn update(
         r#"UPDATE projects SET name = COALESCE($2, name),
                   description = COALESCE($3, description), updated_at = now()
             WHERE id = $1
-        RETURNING id, org_id AS "org_id: OrgId", name, description, created_at"#,
-        id,
+        RETURNING id AS "id: ProjectId", org_id AS "org_id: OrgId", name, description, created_at"#,
+        id as ProjectId,
         name,
         description,
     )
@@ -95,12 +94,12 @@ pub async fn update(
 }
 
 /// Remove the project; what it was, or None when it was already gone.
-pub async fn delete(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Project>> {
+pub async fn delete(conn: &mut PgConnection, id: ProjectId) -> sqlx::Result<Option<Project>> {
     sqlx::query_as!(
         Project,
         r#"DELETE FROM projects WHERE id = $1
-        RETURNING id, org_id AS "org_id: OrgId", name, description, created_at"#,
-        id,
+        RETURNING id AS "id: ProjectId", org_id AS "org_id: OrgId", name, description, created_at"#,
+        id as ProjectId,
     )
     .fetch_optional(conn)
     .await
