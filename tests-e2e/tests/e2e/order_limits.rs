@@ -1,7 +1,7 @@
 //! Order limits (security review 3, issue 32): the per-organization server
 //! cap, under concurrent orders and transfers, and the order rate limit.
 
-use crate::servers::{order, p_call, sid};
+use crate::servers::{list_of, order, p_call, sid};
 use futures::future::join_all;
 use serde_json::json;
 use tests_e2e::{StackOptions, TestStack};
@@ -37,14 +37,7 @@ async fn the_server_cap_holds_under_concurrent_orders_and_transfers() {
     }
     let r = order(&s, &owner, &org, "dedicated-gpu", "cap-4").await;
     assert_eq!((r.status, r.error()), (409, AT_CAP));
-    let list = p_call(
-        &s,
-        "GET",
-        &format!("/v1/servers?org_id={org}"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let list = list_of(&s, &owner, &org).await;
     assert_eq!(
         list.body.as_array().map(Vec::len),
         Some(3),
@@ -214,14 +207,7 @@ async fn paid_skus_need_a_verified_organization_when_the_deployment_requires_it(
     assert_eq!(a.status, 200, "{:?}", a.body);
     let r = order(&s, &owner, &org, "vps-small", "paid-3").await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let list = p_call(
-        &s,
-        "GET",
-        &format!("/v1/servers?org_id={org}"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let list = list_of(&s, &owner, &org).await;
     let hosts: Vec<&str> = list
         .body
         .as_array()

@@ -28,6 +28,18 @@ pub async fn order(s: &TestStack, token: &str, org: &str, sku: &str, hostname: &
     .await
 }
 
+/// `GET /v1/servers?org_id=` on the product host, as `token`.
+pub async fn list_of(s: &TestStack, token: &str, org: &str) -> Resp {
+    p_call(
+        s,
+        "GET",
+        &format!("/v1/servers?org_id={org}"),
+        Some(token),
+        None,
+    )
+    .await
+}
+
 pub async fn wait_for(s: &TestStack, token: &str, id: &str, status: &str) -> Value {
     let path = format!("/v1/servers/{id}");
     eventually(Duration::from_secs(10), || async {
@@ -118,14 +130,7 @@ async fn an_api_backed_server_becomes_active_with_sealed_credentials() {
     assert!(password.len() >= 32);
     assert!(d["activated_at"].is_string());
     // Lists never carry credentials; the table holds ciphertext only.
-    let list = p_call(
-        &s,
-        "GET",
-        &format!("/v1/servers?org_id={org}"),
-        Some(&owner),
-        None,
-    )
-    .await;
+    let list = list_of(&s, &owner, &org).await;
     assert!(list.body[0].get("credentials").is_none(), "{:?}", list.body);
     let dump: String = sqlx::query_scalar!(
         r#"SELECT string_agg(row_to_json(x)::text, ' ') AS "v!" FROM server_product.servers x"#,
@@ -296,14 +301,7 @@ async fn only_managers_order_keys_work_at_their_role_and_outsiders_get_404() {
             .status,
         403
     );
-    let list = p_call(
-        &s,
-        "GET",
-        &format!("/v1/servers?org_id={org}"),
-        Some(&dkey),
-        None,
-    )
-    .await;
+    let list = list_of(&s, &dkey, &org).await;
     assert_eq!(
         (list.status, list.body.as_array().map(Vec::len)),
         (200, Some(2))
