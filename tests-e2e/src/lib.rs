@@ -152,9 +152,108 @@ pub struct Resp {
 }
 
 impl Resp {
+    /// The `error` message, or "" when the body has none (a success compared
+    /// with a refusal in one assertion shows both).
     pub fn error(&self) -> &str {
-        self.body["error"].as_str().unwrap_or("")
+        self.text("error")
     }
+
+    /// The string at `path` (a key, or a JSON pointer such as "/0/id"); a missing
+    /// or mistyped field panics with the status and the whole body, never reads as "".
+    #[track_caller]
+    pub fn text(&self, path: &str) -> &str {
+        self.field(path)
+            .as_str()
+            .unwrap_or_else(|| self.missing(path, "a string"))
+    }
+
+    /// The integer at `path`, or a panic that shows the response.
+    #[track_caller]
+    pub fn int(&self, path: &str) -> i64 {
+        self.field(path)
+            .as_i64()
+            .unwrap_or_else(|| self.missing(path, "an integer"))
+    }
+
+    /// The boolean at `path`, or a panic that shows the response.
+    #[track_caller]
+    pub fn boolean(&self, path: &str) -> bool {
+        self.field(path)
+            .as_bool()
+            .unwrap_or_else(|| self.missing(path, "a boolean"))
+    }
+
+    /// The array at `path` ("" for the body itself), or a panic that shows the response.
+    #[track_caller]
+    pub fn array(&self, path: &str) -> Vec<Value> {
+        self.field(path)
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| self.missing(path, "an array"))
+    }
+
+    fn field(&self, path: &str) -> &Value {
+        pointer(&self.body, path)
+    }
+
+    #[track_caller]
+    fn missing(&self, path: &str, kind: &str) -> ! {
+        panic!(
+            "expected {kind} at {path:?} of the response {}: {}",
+            self.status, self.body
+        )
+    }
+}
+
+/// Reads of a JSON value that fail loudly: a missing or mistyped field panics
+/// with the whole value instead of reading as "", 0 or an empty list. `path` is
+/// a key, or a JSON pointer when it starts with '/' ("" is the value itself).
+pub trait Json {
+    #[track_caller]
+    fn text(&self, path: &str) -> &str;
+    #[track_caller]
+    fn int(&self, path: &str) -> i64;
+    #[track_caller]
+    fn boolean(&self, path: &str) -> bool;
+    #[track_caller]
+    fn array(&self, path: &str) -> Vec<Value>;
+}
+
+impl Json for Value {
+    fn text(&self, path: &str) -> &str {
+        pointer(self, path)
+            .as_str()
+            .unwrap_or_else(|| missing(self, path, "a string"))
+    }
+    fn int(&self, path: &str) -> i64 {
+        pointer(self, path)
+            .as_i64()
+            .unwrap_or_else(|| missing(self, path, "an integer"))
+    }
+    fn boolean(&self, path: &str) -> bool {
+        pointer(self, path)
+            .as_bool()
+            .unwrap_or_else(|| missing(self, path, "a boolean"))
+    }
+    fn array(&self, path: &str) -> Vec<Value> {
+        pointer(self, path)
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| missing(self, path, "an array"))
+    }
+}
+
+fn pointer<'a>(v: &'a Value, path: &str) -> &'a Value {
+    if path.is_empty() || path.starts_with('/') {
+        v.pointer(path).unwrap_or(&Value::Null)
+    } else {
+        &v[path]
+    }
+}
+
+#[track_caller]
+fn missing(v: &Value, path: &str, kind: &str) -> ! {
+    panic!("expected {kind} at {path:?} of {v}")
 }
 
 /// A new database of this run; returns its name and URL.
@@ -370,9 +469,14 @@ log_format = "pretty"
             },
         })
         .await?;
-        let assertion_key = stack.key("gateway", "identity").unwrap_or_default();
-        let billing_to_identity_key = stack.key("org_billing", "identity").unwrap_or_default();
-        let agent_to_billing_key = stack.key("agent", "org_billing").unwrap_or_default();
+        let key = |from: &str, to: &str| {
+            stack
+                .key(from, to)
+                .with_context(|| format!("the stack made no {from} -> {to} key"))
+        };
+        let assertion_key = key("gateway", "identity")?;
+        let billing_to_identity_key = key("org_billing", "identity")?;
+        let agent_to_billing_key = key("agent", "org_billing")?;
         let gateway_keys = hub_stack::SERVICES
             .iter()
             .filter_map(|e| Some((e.name.to_owned(), stack.key("gateway", e.name)?)))
@@ -389,10 +493,13 @@ log_format = "pretty"
         // services it calls and its caller keys there.
         for e in hub_stack::SERVICES {
             for (callee, section) in e.calls {
+                let url = stack
+                    .services
+                    .get(callee)
+                    .with_context(|| format!("no {callee} in the stack"))?;
                 *own.entry(e.name).or_default() += &format!(
-                    "[{section}]\nurl = {:?}\nkey = {:?}\n",
-                    stack.services.get(callee).cloned().unwrap_or_default(),
-                    stack.key(e.name, callee).unwrap_or_default()
+                    "[{section}]\nurl = {url:?}\nkey = {:?}\n",
+                    key(e.name, callee)?
                 );
             }
         }
@@ -479,12 +586,15 @@ log_format = "pretty"
             .send()
             .await
             .expect("metrics");
-        r.text().await.unwrap_or_default()
+        r.text().await.expect("a metrics body")
     }
 
     /// The gateway's assertion key for `service` (only the stack knows it).
     pub fn gateway_key(&self, service: &str) -> String {
-        self.gateway_keys.get(service).cloned().unwrap_or_default()
+        self.gateway_keys
+            .get(service)
+            .cloned()
+            .unwrap_or_else(|| panic!("the gateway has no assertion key for {service}"))
     }
 
     /// The first core gateway's base URL.
@@ -527,7 +637,10 @@ log_format = "pretty"
             .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.unwrap_or_default();
+        let bytes = resp
+            .bytes()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {url}: reading the body: {e}"));
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         Resp {
             status,
@@ -602,16 +715,10 @@ log_format = "pretty"
         let ip = random_ip();
         let link = self.request_link_from(email, &ip).await;
         assert_eq!(link.status, 200, "request-link: {:?}", link.body);
-        let dev = link.body["dev_token"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let dev = link.text("dev_token").to_owned();
         let v = self.verify_from(&dev, &ip).await;
         assert_eq!(v.status, 200, "verify: {:?}", v.body);
-        v.body["session_token"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        v.text("session_token").to_owned()
     }
 
     /// Publish an event on this stack's NATS naming, as another service would.
@@ -621,7 +728,7 @@ log_format = "pretty"
         let ack = js
             .publish(
                 self.naming.subject(T::SUBJECT),
-                serde_json::to_vec(&env).unwrap_or_default().into(),
+                serde_json::to_vec(&env).expect("JSON").into(),
             )
             .await
             .unwrap_or_else(|e| panic!("publish: {e}"));
@@ -715,7 +822,7 @@ impl TestStack {
         let owner = self.sign_in(owner_email).await;
         let r = self.create_org(&owner, "Acme", "TR").await;
         assert_eq!(r.status, 201, "create org: {:?}", r.body);
-        let id = r.body["id"].as_str().unwrap_or_default().to_owned();
+        let id = r.text("id").to_owned();
         (owner, id)
     }
 
@@ -819,7 +926,10 @@ impl TestStack {
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.unwrap_or_default();
+        let bytes = resp
+            .bytes()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: reading the body: {e}"));
         Resp {
             status,
             body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),

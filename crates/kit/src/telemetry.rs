@@ -27,6 +27,17 @@ impl Drop for TelemetryGuard {
 /// The process's log writer's count of lines it dropped (its buffer full).
 static LOG_LINES_DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
 
+/// Whether this process exports traces (an OTLP endpoint is configured and
+/// its subscriber was installed): set once by [`init`].
+static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether spans go anywhere but the log: when false, a request's span only
+/// gives the log lines written inside it their request id, so it carries
+/// nothing else (see [`crate::http::request_span`]).
+pub fn exporting_traces() -> bool {
+    EXPORTING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Log lines this process dropped because the writer's buffer was full (0
 /// before [`init`], or when another subscriber was installed first). Exported
 /// as `hub_log_lines_dropped_total` by every service's metrics.
@@ -39,7 +50,10 @@ pub fn log_lines_dropped() -> u64 {
 /// The non-blocking writer of the log: formatted lines go through a bounded
 /// queue to a thread of their own that writes them to stdout, so a request
 /// never waits for the terminal, the pipe or the container runtime. A full
-/// queue drops the line (lossy) and counts it.
+/// queue drops the line (lossy) and counts it. The thread writes what it
+/// drained in one go: tracing-appender flushes once the queue is empty, and
+/// stdout is wrapped in a buffer, so a burst of lines costs one `write` (stdout
+/// alone is line-buffered: one system call per line).
 fn log_writer<W: std::io::Write + Send + 'static>(
     out: W,
     buffer_lines: usize,
@@ -70,7 +84,10 @@ pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGua
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let level = std::env::var("RUST_LOG").unwrap_or_else(|_| s.log_level.clone());
     let filter = filter(&level, s.access_log)?;
-    let (writer, writer_guard) = log_writer(std::io::stdout(), s.log_buffer_lines);
+    let (writer, writer_guard) = log_writer(
+        std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()),
+        s.log_buffer_lines,
+    );
     let dropped = writer.error_counter();
     let fmt_layer = match s.log_format {
         LogFormat::Pretty => tracing_subscriber::fmt::layer()
@@ -120,6 +137,7 @@ pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGua
     let mut log_writer = Some(writer_guard);
     if installed {
         let _ = LOG_LINES_DROPPED.set(dropped);
+        EXPORTING.store(provider.is_some(), std::sync::atomic::Ordering::Relaxed);
     } else {
         // Someone installed a subscriber first; do not keep a provider nobody
         // feeds, nor a writer thread nobody writes to.

@@ -4,10 +4,11 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, TestStack};
 
 fn id(v: &Value) -> String {
-    v["id"].as_str().unwrap_or_default().to_owned()
+    v.text("id").to_owned()
 }
 
 /// Wait until every one of `actions` is recorded for `org` (true), or 10 s.
@@ -20,7 +21,7 @@ async fn audited(s: &TestStack, org: &str, actions: &[&str]) -> bool {
         )
         .fetch_all(&s.db)
         .await
-        .unwrap_or_default();
+        .expect("the query");
         actions
             .iter()
             .all(|a| rows.iter().any(|r| r == a))
@@ -36,7 +37,7 @@ async fn a_project_answers_its_organizations_members_and_keys_and_404_to_everyon
     let (owner, org) = s.org_with_owner("proj-owner@example.com").await;
     let visitor = s.member(&owner, &org, "visitor").await;
     let key = s.create_key(&owner, &org, Some("visitor")).await;
-    let key = key.body["token"].as_str().unwrap_or_default().to_owned();
+    let key = key.text("token").to_owned();
     let (outsider, other_org) = s.org_with_owner("proj-outsider@example.com").await;
     let staff = s.sign_in("staff@example.com").await;
 
@@ -176,7 +177,7 @@ async fn projects_are_written_by_the_admin_roles_within_bounds_and_listed_by_pag
         .headers
         .get("x-next-cursor")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
+        .expect("a next cursor")
         .to_owned();
     let second = s
         .get(

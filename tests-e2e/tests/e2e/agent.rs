@@ -9,6 +9,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, Resp, StackOptions, TestStack};
 
 async fn ask(s: &TestStack, token: &str, body: Value) -> Resp {
@@ -22,7 +23,7 @@ async fn say(s: &TestStack, token: &str, message: &str) -> Resp {
 }
 
 fn reply(r: &Resp) -> &str {
-    r.body["reply"].as_str().unwrap_or_default()
+    r.text("reply")
 }
 
 async fn confirm(s: &TestStack, token: &str, id: &str) -> Resp {
@@ -47,22 +48,16 @@ async fn reject(s: &TestStack, token: &str, id: &str) -> Resp {
 async fn stage(s: &TestStack, token: &str, message: &str) -> (String, String) {
     let r = say(s, token, message).await;
     assert_eq!(r.body["tier"], "confirmation_required", "{:?}", r.body);
-    let id = r.body["confirmation_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = r.text("confirmation_id").to_owned();
     assert!(!id.is_empty(), "{:?}", r.body);
-    let summary = r.body["action_summary"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let summary = r.text("action_summary").to_owned();
     (id, summary)
 }
 
 async fn named_org(s: &TestStack, token: &str, name: &str, country: &str) -> String {
     let r = s.create_org(token, name, country).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    r.body["id"].as_str().unwrap_or_default().to_owned()
+    r.text("id").to_owned()
 }
 
 async fn wallet_minor(s: &TestStack, staff: &str, org: &str) -> i64 {
@@ -117,10 +112,7 @@ async fn every_read_phrasing_is_answered_at_once_by_the_rules() {
         assert_eq!(r.body["engine"], "rules");
         assert_eq!(r.body["tier"], "full_or_logged_autonomy");
         assert!(r.body.get("confirmation_id").is_none(), "{:?}", r.body);
-        assert!(r.body["notice"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("rule-based"));
+        assert!(r.text("notice").contains("rule-based"));
     }
     // org_id scopes read-only queries: no organization named, the scoped one.
     let scoped = ask(
@@ -185,10 +177,7 @@ async fn job_title_and_bio_change_at_once_and_are_audited() {
     let me = s.sign_in("titled@example.com").await;
     let r = say(&s, &me, "set my job title to Head of Platform").await;
     assert_eq!(r.body["tier"], "full_or_logged_autonomy");
-    assert!(r.body["notice"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("audit log"));
+    assert!(r.text("notice").contains("audit log"));
     let r = say(&s, &me, "Set my bio to I build things and run them.").await;
     assert!(
         reply(&r).contains("I build things and run them"),
@@ -201,14 +190,10 @@ async fn job_title_and_bio_change_at_once_and_are_audited() {
     let audited = eventually(Duration::from_secs(10), || async {
         let a = s.get("/v1/audit/me", Some(&me)).await;
         let n = a
-            .body
-            .as_array()
-            .map(|rows| {
-                rows.iter()
-                    .filter(|e| e["action"] == "agent.profile_updated")
-                    .count()
-            })
-            .unwrap_or(0);
+            .array("")
+            .iter()
+            .filter(|e| e["action"] == "agent.profile_updated")
+            .count();
         (n == 2).then_some(())
     })
     .await;
@@ -289,12 +274,11 @@ async fn staged_actions_run_only_when_confirmed_and_only_once() {
     let other = s.sign_in("stager@example.com").await;
     let sessions = s.get("/v1/auth/sessions", Some(&owner)).await;
     let other_id = sessions
-        .body
-        .as_array()
-        .and_then(|a| a.iter().find(|x| x["current"] == false))
-        .and_then(|x| x["id"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+        .array("")
+        .iter()
+        .find(|x| x["current"] == false)
+        .map(|x| x.text("id").to_owned())
+        .expect("a session that is not the current one");
     let (id, summary) = stage(&s, &owner, &format!("revoke session {other_id}")).await;
     assert!(
         summary.starts_with(&format!("Revoke session {other_id} (from ")),
@@ -458,10 +442,7 @@ async fn conversations_hold_the_messages_and_close_with_a_bounded_summary() {
     let me = s.sign_in("talker@example.com").await;
     let them = s.sign_in("listener@example.com").await;
     let first = say(&s, &me, "show my profile").await;
-    let cid = first.body["conversation_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let cid = first.text("conversation_id").to_owned();
     let long = format!("tell me {}", "many words ".repeat(200));
     let second = ask(&s, &me, json!({"message": long, "conversation_id": cid})).await;
     assert_eq!(second.body["conversation_id"], json!(cid));
@@ -474,11 +455,8 @@ async fn conversations_hold_the_messages_and_close_with_a_bounded_summary() {
             Some(&me),
         )
         .await;
-    let roles: Vec<&str> = msgs
-        .body
-        .as_array()
-        .map(|a| a.iter().filter_map(|m| m["role"].as_str()).collect())
-        .unwrap_or_default();
+    let rows = msgs.array("");
+    let roles: Vec<&str> = rows.iter().map(|m| m.text("role")).collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
     // Never across users.
     assert_eq!(
@@ -522,7 +500,7 @@ async fn conversations_hold_the_messages_and_close_with_a_bounded_summary() {
         )
         .await;
     assert_eq!(closed.status, 200, "{:?}", closed.body);
-    let summary = closed.body["summary"].as_str().unwrap_or_default();
+    let summary = closed.text("summary");
     let words = summary.split_whitespace().count();
     assert!((1..=150).contains(&words), "{words} words: {summary}");
     assert!(
@@ -629,7 +607,7 @@ async fn soul_is_bounded_in_characters_and_curation_counts_activity() {
         )
             .fetch_one(&s.db)
             .await
-            .unwrap_or(0);
+.expect("the query");
         (n >= 2).then_some(n)
     })
     .await
@@ -641,7 +619,7 @@ async fn soul_is_bounded_in_characters_and_curation_counts_activity() {
     let m = s.get("/v1/memory", Some(&me)).await;
     assert_eq!(m.body["curation_count"], 1);
     assert!(m.body["last_curated_at"].is_string());
-    let memory = m.body["memory_md"].as_str().unwrap_or_default();
+    let memory = m.text("memory_md");
     assert!(memory.contains("- org.created: 1"), "{memory}");
     assert!(memory.contains("- agent.profile_updated: 1"), "{memory}");
     // Again: nothing new to process, the count still advances.
@@ -697,10 +675,7 @@ async fn a_redelivered_audit_event_is_one_activity_entry() {
     assert_eq!(c.body["entries_processed"], 1, "{:?}", c.body);
     let memory = s.get("/v1/memory", Some(&me)).await;
     assert!(
-        memory.body["memory_md"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("- test.redelivered: 1"),
+        memory.text("memory_md").contains("- test.redelivered: 1"),
         "{:?}",
         memory.body
     );
@@ -744,9 +719,10 @@ async fn five_passes(s: &TestStack, user: &str) {
 async fn scheduled_curation_runs_once_per_local_night_across_two_replicas() {
     let s = TestStack::spawn().await;
     let me = s.sign_in("nightly@example.com").await;
-    let uid = s.get("/v1/auth/me", Some(&me)).await.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
+    let uid = s
+        .get("/v1/auth/me", Some(&me))
+        .await
+        .text("user_id")
         .to_owned();
     let p = s
         .patch(
@@ -828,7 +804,7 @@ fn provider() -> String {
             return HttpResponse::NotFound().finish();
         }
         let b: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let messages = b["messages"].as_array().cloned().unwrap_or_default();
+        let messages = b.array("messages");
         let last = messages.last().cloned().unwrap_or(Value::Null);
         let user = messages
             .iter()
@@ -851,7 +827,7 @@ fn provider() -> String {
         };
         if last["role"] == "tool" {
             return answer(json!({"role": "assistant",
-                "content": format!("From the tool: {}", last["content"].as_str().unwrap_or(""))}));
+                "content": format!("From the tool: {}", last.text("content"))}));
         }
         if user.starts_with("MODEL:profile") {
             tool("profile", json!({}))
@@ -907,7 +883,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     let staff = s.sign_in("staff@example.com").await;
     let owner = s.sign_in("modeler@example.com").await;
     let me = s.get("/v1/auth/me", Some(&owner)).await;
-    let uid = me.body["user_id"].as_str().unwrap_or_default().to_owned();
+    let uid = me.text("user_id").to_owned();
     let org = named_org(&s, &owner, "Model Org", "TR").await;
     // No tokens yet: 402 before the model runs.
     let broke = ask(&s, &owner, json!({"message": "MODEL:plain hi"})).await;
@@ -959,7 +935,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     ] {
         let r = say(&s, &owner, m).await;
         assert_eq!(r.body["engine"], "rules", "{m}: {:?}", r.body);
-        let notice = r.body["notice"].as_str().unwrap_or_default();
+        let notice = r.text("notice");
         assert!(
             notice.contains("model provider failed") && notice.contains(path),
             "{m}: {:?}",
@@ -994,10 +970,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     // The member's personal limit: exhausted is a 402.
     let dev = s.member(&owner, &org, "developer").await;
     let dev_me = s.get("/v1/auth/me", Some(&dev)).await;
-    let dev_id = dev_me.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let dev_id = dev_me.text("user_id").to_owned();
     let set = eventually(Duration::from_secs(10), || async {
         let r = s
             .patch(
@@ -1061,10 +1034,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     // Several organizations and no org_id: the rules answer, with a notice.
     let r = say(&s, &owner, "show my profile").await;
     assert_eq!(r.body["engine"], "rules");
-    assert!(r.body["notice"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("pass org_id"));
+    assert!(r.text("notice").contains("pass org_id"));
     // Staff choose the model; others may not.
     assert_eq!(
         s.call(
@@ -1096,7 +1066,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
     let r = ask(&s, &owner, json!({"message": "MODEL:plain", "org_id": org})).await;
     assert_eq!(r.body["engine"], "model:other-model", "{:?}", r.body);
     // With a provider, the summary and the memory are the model's.
-    let cid = r.body["conversation_id"].as_str().unwrap_or_default();
+    let cid = r.text("conversation_id");
     let closed = s
         .post(
             &format!("/v1/agent/conversations/{cid}/close"),
@@ -1128,7 +1098,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
         json!({"message": "MODEL:plain LONGSUMMARY", "org_id": org}),
     )
     .await;
-    let cid = r.body["conversation_id"].as_str().unwrap_or_default();
+    let cid = r.text("conversation_id");
     let closed = s
         .post(
             &format!("/v1/agent/conversations/{cid}/close"),
@@ -1136,7 +1106,7 @@ async fn the_model_answers_with_tools_pays_in_tokens_and_falls_back_to_rules() {
             json!({}),
         )
         .await;
-    let summary = closed.body["summary"].as_str().unwrap_or_default();
+    let summary = closed.text("summary");
     assert!(summary.starts_with("word word"), "{summary}");
     assert_eq!(summary.split_whitespace().count(), 150, "{summary}");
 }

@@ -13,6 +13,7 @@ use std::sync::{
     Arc, Mutex,
 };
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, Resp, StackOptions, TestStack};
 use tokio::sync::Semaphore;
 
@@ -34,7 +35,7 @@ async fn confirm(s: &TestStack, token: &str, id: &str) -> Resp {
 async fn org_id(s: &TestStack, token: &str, name: &str) -> String {
     let r = s.create_org(token, name, "TR").await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    r.body["id"].as_str().unwrap_or_default().to_owned()
+    r.text("id").to_owned()
 }
 
 async fn tokens(s: &TestStack, token: &str, org: &str) -> i64 {
@@ -45,7 +46,7 @@ async fn tokens(s: &TestStack, token: &str, org: &str) -> i64 {
 }
 
 fn text(r: &Resp, k: &str) -> String {
-    r.body[k].as_str().unwrap_or_default().to_owned()
+    r.text(k).to_owned()
 }
 
 #[tokio::test]
@@ -92,7 +93,7 @@ async fn a_confirmation_that_times_out_is_not_failed_and_credits_exactly_once() 
             )
             .fetch_one(&s.db)
             .await
-            .unwrap_or(0);
+            .expect("the query");
             (n > 0).then_some(())
         })
         .await;
@@ -117,12 +118,13 @@ async fn a_confirmation_that_times_out_is_not_failed_and_credits_exactly_once() 
         message.contains("not known yet") && message.contains("Confirm this same action again"),
         "{message}"
     );
-    let (status,): (String,) =
-        sqlx::query_as("SELECT status FROM agent.staged_actions WHERE id = $1::uuid")
-            .bind(&id)
-            .fetch_one(&s.db)
-            .await
-            .expect("the action");
+    let status = sqlx::query_scalar!(
+        "SELECT status FROM agent.staged_actions WHERE id = $1",
+        uuid::Uuid::parse_str(&id).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("the action");
     assert_eq!(status, "unknown");
     // It may have happened: it cannot be rejected any more.
     let rejected = s
@@ -229,12 +231,12 @@ impl Provider {
                     .map(|(_, t)| t.clone())
                     .collect()
             })
-            .unwrap_or_default()
+            .expect("the lock")
     }
 
     async fn answer(&self, body: &[u8]) -> HttpResponse {
         let b: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        let messages = b["messages"].as_array().cloned().unwrap_or_default();
+        let messages = b.array("messages");
         let system = messages
             .first()
             .and_then(|m| m["content"].as_str())
@@ -302,7 +304,7 @@ async fn closing_sends_a_bounded_transcript_and_pays_for_the_summary() {
         assert_eq!(reply_engine(&r), "model:gpt-4o-mini", "{:?}", r.body);
         conversation = r.body["conversation_id"].clone();
     }
-    let cid = conversation.as_str().unwrap_or_default().to_owned();
+    let cid = conversation.as_str().expect("a conversation id").to_owned();
     assert_eq!(tokens(&s, &owner, &paying).await, 1000 - 6 * 40);
     let closed = s
         .post(
@@ -475,9 +477,10 @@ async fn an_organization_whose_creation_timed_out_is_found_not_made_twice() {
     lock.rollback().await.expect("released");
     // The creation goes on at org-billing; once the caller sees it ...
     let named = |body: &Value| {
-        body.as_array()
-            .map(|a| a.iter().filter(|o| o["name"] == "Twice Labs").count())
-            .unwrap_or(0)
+        body.array("")
+            .iter()
+            .filter(|o| o["name"] == "Twice Labs")
+            .count()
     };
     let seen = eventually(Duration::from_secs(20), || async {
         (named(&s.get("/v1/organizations", Some(&me)).await.body) == 1).then_some(())
@@ -521,12 +524,14 @@ async fn an_action_that_could_not_be_sent_stays_staged() {
         let r = confirm(&s, &me, &id).await;
         assert_eq!(r.status, 503, "{:?}", r.body);
         assert!(r.error().contains("nothing was done"), "{:?}", r.body);
-        let (status, attempts): (String, i32) =
-            sqlx::query_as("SELECT status, attempts FROM agent.staged_actions WHERE id = $1::uuid")
-                .bind(&id)
-                .fetch_one(&s.db)
-                .await
-                .expect("the action");
+        let row = sqlx::query!(
+            "SELECT status, attempts FROM agent.staged_actions WHERE id = $1",
+            uuid::Uuid::parse_str(&id).expect("a uuid"),
+        )
+        .fetch_one(&s.db)
+        .await
+        .expect("the action");
+        let (status, attempts) = (row.status, row.attempts);
         assert_eq!((status.as_str(), attempts), ("staged", 0));
     }
     // Still the user's to reject.

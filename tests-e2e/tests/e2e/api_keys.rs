@@ -7,7 +7,7 @@ async fn creating_a_key_shows_the_token_once_and_keeps_only_its_hash() {
     let (owner, org) = s.org_with_owner("keys@example.com").await;
     let r = s.create_key(&owner, &org, None).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let token = r.body["token"].as_str().unwrap_or_default().to_owned();
+    let token = r.text("token").to_owned();
     assert!(
         token.starts_with("svc_live_") && token.len() >= 9 + 43,
         "{token}"
@@ -28,7 +28,7 @@ async fn creating_a_key_shows_the_token_once_and_keeps_only_its_hash() {
     let hash: Vec<u8> = sqlx::query_scalar!("SELECT token_hash FROM identity.api_keys")
         .fetch_one(&s.db)
         .await
-        .unwrap_or_default();
+        .expect("the query");
     assert_eq!(
         hash,
         ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref()
@@ -74,15 +74,13 @@ async fn keys_never_carry_owner_and_need_a_name() {
 async fn a_key_resolves_to_one_membership_at_its_role_and_stays_in_its_org() {
     let s = TestStack::spawn().await;
     let (owner, org) = s.org_with_owner("keys@example.com").await;
-    let other_org = s.create_org(&owner, "Other", "DE").await.body["id"]
-        .as_str()
-        .unwrap_or_default()
+    let other_org = s
+        .create_org(&owner, "Other", "DE")
+        .await
+        .text("id")
         .to_owned();
     let created = s.create_key(&owner, &org, Some("finance")).await;
-    let key = created.body["token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let key = created.text("token").to_owned();
     let me = s.get("/v1/auth/me", Some(&key)).await;
     assert_eq!(me.status, 200);
     assert_eq!(
@@ -126,9 +124,10 @@ async fn a_key_resolves_to_one_membership_at_its_role_and_stays_in_its_org() {
 async fn keys_are_refused_on_session_only_endpoints() {
     let s = TestStack::spawn().await;
     let (owner, org) = s.org_with_owner("keys@example.com").await;
-    let key = s.create_key(&owner, &org, Some("manager")).await.body["token"]
-        .as_str()
-        .unwrap_or_default()
+    let key = s
+        .create_key(&owner, &org, Some("manager"))
+        .await
+        .text("token")
         .to_owned();
     for (m, p) in [
         ("GET", "/v1/profile"),
@@ -167,14 +166,8 @@ async fn a_revoked_key_stops_at_once_on_every_gateway() {
     .await;
     let (owner, org) = s.org_with_owner("keys@example.com").await;
     let created = s.create_key(&owner, &org, Some("visitor")).await;
-    let key = created.body["token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let id = created.body["key"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let key = created.text("token").to_owned();
+    let id = created.text("/key/id").to_owned();
     for g in &s.gateways {
         assert_eq!(
             s.call(
@@ -242,8 +235,8 @@ async fn the_product_host_serves_the_key_operations_under_core_api() {
         )
         .await;
     assert_eq!(r.status, 201);
-    let id = r.body["key"]["id"].as_str().unwrap_or_default().to_owned();
-    let key = r.body["token"].as_str().unwrap_or_default().to_owned();
+    let id = r.text("/key/id").to_owned();
+    let key = r.text("token").to_owned();
     let list = s.call("GET", &base, Some(&owner), None, &[]).await;
     assert_eq!(list.body.as_array().map(|a| a.len()), Some(1));
     // The key works on both hosts at its role.

@@ -25,13 +25,9 @@ async fn request_link_then_verify_signs_a_user_in() {
     assert_eq!(me.body["name"], "");
     assert_eq!(me.body["staff"], false);
     assert_eq!(me.body["memberships"], json!([]));
-    assert!(uuid::Uuid::parse_str(me.body["user_id"].as_str().unwrap_or("")).is_ok());
+    assert!(uuid::Uuid::parse_str(me.text("user_id")).is_ok());
     // Exactly the Identity fields, nothing internal.
-    let keys: Vec<&String> = me
-        .body
-        .as_object()
-        .map(|o| o.keys().collect())
-        .unwrap_or_default();
+    let keys: Vec<&String> = me.body.as_object().expect("an object").keys().collect();
     assert_eq!(keys.len(), 5, "{keys:?}");
     assert!(me.headers.get("x-hub-credential-kind").is_none());
 }
@@ -82,10 +78,7 @@ async fn magic_link_tokens_are_single_use() {
     let s = TestStack::spawn().await;
     let ip = random_ip();
     let link = s.request_link_from("once@example.com", &ip).await;
-    let dev = link.body["dev_token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let dev = link.text("dev_token").to_owned();
     assert_eq!(s.verify_from(&dev, &ip).await.status, 200);
     let again = s.verify_from(&dev, &ip).await;
     assert_eq!(again.status, 401);
@@ -135,10 +128,7 @@ async fn magic_links_live_fifteen_minutes_and_sessions_thirty_days() {
 async fn concurrent_verifies_of_one_token_have_exactly_one_winner() {
     let s = TestStack::spawn().await;
     let link = s.request_link_from("race@example.com", &random_ip()).await;
-    let dev = link.body["dev_token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let dev = link.text("dev_token").to_owned();
     // Distinct client IPs so that the per-IP verify limit is not what stops them.
     let attempts = join_all((0..12).map(|_| {
         let dev = dev.clone();
@@ -246,10 +236,7 @@ async fn verify_is_limited_to_fifteen_per_minute_per_ip() {
     }
     // Even a valid token is refused from this IP now.
     let link = s.request_link_from("slow@example.com", &random_ip()).await;
-    let dev = link.body["dev_token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let dev = link.text("dev_token").to_owned();
     let r = s.verify_from(&dev, &ip).await;
     assert_eq!(
         (r.status, r.body.clone()),
@@ -319,13 +306,11 @@ async fn tokens_are_stored_only_as_sha256_hashes() {
     let s = TestStack::spawn().await;
     let ip = random_ip();
     let link = s.request_link_from("hash@example.com", &ip).await;
-    let dev = link.body["dev_token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let session = s.verify_from(&dev, &ip).await.body["session_token"]
-        .as_str()
-        .unwrap_or_default()
+    let dev = link.text("dev_token").to_owned();
+    let session = s
+        .verify_from(&dev, &ip)
+        .await
+        .text("session_token")
         .to_owned();
     let sha = |t: &str| {
         ring::digest::digest(&ring::digest::SHA256, t.as_bytes())
@@ -333,9 +318,10 @@ async fn tokens_are_stored_only_as_sha256_hashes() {
             .to_vec()
     };
     let (owner, org) = s.org_with_owner("hash-owner@example.com").await;
-    let key = s.create_key(&owner, &org, None).await.body["token"]
-        .as_str()
-        .unwrap_or_default()
+    let key = s
+        .create_key(&owner, &org, None)
+        .await
+        .text("token")
         .to_owned();
     assert!(key.starts_with("svc_live_"));
     let link_hash: Vec<u8> = sqlx::query_scalar!("SELECT token_hash FROM identity.magic_links")

@@ -6,6 +6,7 @@
 use futures::future::join_all;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use tests_e2e::Json;
 use tests_e2e::{Resp, TestStack};
 use uuid::Uuid;
 
@@ -70,8 +71,8 @@ async fn charge_status(s: &TestStack, org: &str, id: &Value, staff: &str) -> Str
         .expect("a list")
         .iter()
         .find(|c| c["id"] == *id)
-        .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
-        .unwrap_or_default()
+        .map(|c| c.text("status").to_owned())
+        .unwrap_or_else(|| panic!("no charge {id} in {}", r.body))
 }
 
 #[tokio::test]
@@ -906,7 +907,7 @@ async fn the_html_preview_opened_in_chromium_shows_the_number_and_total() {
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
+        .expect("a content-type")
         .to_owned();
     assert!(kind.starts_with("text/html"), "{kind}");
     let r = (200, kind, r.text().await.expect("a body"));
@@ -1109,10 +1110,7 @@ async fn after_any_sequence_of_billing_moves_wallet_and_invoices_reconcile() {
                     Some(&owner),
                 )
                 .await
-                .body
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
+                .array("");
             let pick = |rng: &mut Rng| -> Option<Value> {
                 (!invoices.is_empty())
                     .then(|| invoices[rng.below(invoices.len() as u64) as usize].clone())
@@ -1177,10 +1175,7 @@ async fn after_any_sequence_of_billing_moves_wallet_and_invoices_reconcile() {
                     };
                     let r = s
                         .post(
-                            &format!(
-                                "/v1/admin/payment-claims/{}/{decision}",
-                                c.body["id"].as_str().unwrap_or_default()
-                            ),
+                            &format!("/v1/admin/payment-claims/{}/{decision}", c.text("id")),
                             Some(&staff),
                             json!({"review_notes": "checked"}),
                         )
@@ -1225,12 +1220,7 @@ async fn the_dev_seed_gives_billing_examples_once() {
         .as_array()
         .expect("a list")
         .iter()
-        .map(|d| {
-            (
-                d["kind"].as_str().unwrap_or_default().to_owned(),
-                d["status"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+        .map(|d| (d.text("kind").to_owned(), d.text("status").to_owned()))
         .collect();
     kinds.sort();
     assert_eq!(

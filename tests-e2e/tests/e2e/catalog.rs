@@ -7,6 +7,7 @@
 use crate::servers::{order, p_call, sid, wait_for};
 use serde_json::{json, Value};
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, StackOptions, TestStack};
 
 const TR_ID: &str = "0193aaaa-0000-7000-8000-000000000001";
@@ -71,7 +72,7 @@ async fn rows(s: &TestStack) -> Vec<String> {
 async fn listed(s: &TestStack) -> Vec<Value> {
     let r = p_call(s, "GET", "/v1/skus", None, None).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
-    r.body.as_array().cloned().unwrap_or_default()
+    r.array("")
 }
 
 fn price_of(skus: &[Value], id: &str) -> Option<i64> {
@@ -122,10 +123,7 @@ async fn a_declared_catalog_opens_a_fresh_production_database() {
     assert_eq!(eu_pct, "12.50");
     let wallet = s
         .get(
-            &format!(
-                "/v1/organizations/{}/wallet",
-                de.body["id"].as_str().unwrap_or_default()
-            ),
+            &format!("/v1/organizations/{}/wallet", de.text("id")),
             Some(&founder),
         )
         .await;
@@ -135,7 +133,7 @@ async fn a_declared_catalog_opens_a_fresh_production_database() {
     let skus = listed(&s).await;
     let ids: Vec<&str> = skus.iter().filter_map(|k| k["id"].as_str()).collect();
     assert_eq!(ids, ["prod-vps", "prod-gpu", "prod-vps-eu"]);
-    let org = tr.body["id"].as_str().unwrap_or_default().to_owned();
+    let org = tr.text("id").to_owned();
     let r = order(&s, &founder, &org, "prod-vps", "web-1").await;
     assert_eq!(r.status, 201, "{:?}", r.body);
     let server = sid(&r);
@@ -445,9 +443,7 @@ async fn staff_create_change_and_retire_skus() {
     assert_eq!(r.status, 201, "{:?}", r.body);
     assert_eq!(r.body["status"], "pending_fulfilment");
     let rfc = &time::format_description::well_known::Rfc3339;
-    let at = |k: &str| {
-        time::OffsetDateTime::parse(r.body[k].as_str().unwrap_or_default(), rfc).expect(k)
-    };
+    let at = |k: &str| time::OffsetDateTime::parse(r.text(k), rfc).expect(k);
     assert_eq!(at("due_at") - at("created_at"), time::Duration::hours(24));
 
     // Refused changes: 422 for what the SKU's nature forbids, 400 for bad
@@ -595,16 +591,11 @@ async fn staff_create_change_and_retire_skus() {
     // Each change is an audit event of the staff member.
     let seen = eventually(Duration::from_secs(10), || async {
         let log = s.get("/v1/audit/me", Some(&staff)).await;
-        let entries = log.body.as_array().cloned().unwrap_or_default();
+        let entries = log.array("");
         let ours: Vec<(String, String)> = entries
             .iter()
             .filter(|e| e["action"].as_str().is_some_and(|a| a.starts_with("sku.")))
-            .map(|e| {
-                (
-                    e["action"].as_str().unwrap_or("").to_owned(),
-                    e["subject"].as_str().unwrap_or("").to_owned(),
-                )
-            })
+            .map(|e| (e.text("action").to_owned(), e.text("subject").to_owned()))
             .collect();
         (ours.len() >= 5).then_some(ours)
     })

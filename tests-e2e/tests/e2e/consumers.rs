@@ -13,7 +13,7 @@ async fn database_available(s: &TestStack, available: bool) {
         .database_url
         .rsplit('/')
         .next()
-        .unwrap_or_default()
+        .expect("rsplit yields one part")
         .to_owned();
     let admin = sqlx::PgPool::connect(&tests_e2e::admin_database_url())
         .await
@@ -105,7 +105,7 @@ async fn an_event_given_up_on_waits_in_the_dlq_and_replays_into_its_consumer() {
     let dead = eventually(Duration::from_secs(15), || async {
         let n = service_kit::deadletter::count(&js, &s.naming, "identity-")
             .await
-            .unwrap_or(0);
+            .expect("the dead-letter stream");
         (n == 1).then_some(())
     })
     .await;

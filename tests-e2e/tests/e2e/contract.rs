@@ -204,9 +204,10 @@ async fn of_concurrent_transitions_exactly_one_wins() {
 async fn transfer_needs_the_owner_of_both_and_moves_access_at_once() {
     let s = TestStack::spawn().await;
     let (owner, from, id) = active_server(&s, "transfer@example.com", "mover").await;
-    let to = s.create_org(&owner, "Receiver", "TR").await.body["id"]
-        .as_str()
-        .unwrap_or_default()
+    let to = s
+        .create_org(&owner, "Receiver", "TR")
+        .await
+        .text("id")
         .to_owned();
     let (stranger, elsewhere) = s.org_with_owner("transfer-stranger@example.com").await;
     let from_member = s.member(&owner, &from, "manager").await;
@@ -401,7 +402,7 @@ async fn maintenance_windows_are_public_and_added_by_staff() {
     let now = time::OffsetDateTime::now_utc();
     let fmt = |t: time::OffsetDateTime| {
         t.format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default()
+            .expect("RFC 3339")
     };
     let window = json!({"title": "Kernel upgrades", "description": "rolling",
                         "starts_at": fmt(now + time::Duration::days(1)), "ends_at": fmt(now + time::Duration::days(1) + time::Duration::hours(2))});

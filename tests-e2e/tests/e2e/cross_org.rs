@@ -108,10 +108,7 @@ struct OrgB {
 }
 
 fn text(v: &Value, pointer: &str) -> String {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+    tests_e2e::Json::text(v, pointer).to_owned()
 }
 
 /// Stage `message` as `token`; returns (confirmation id, conversation id).
@@ -195,7 +192,7 @@ async fn setup(s: &TestStack) -> (OrgA, OrgB) {
     let log = format!("/v1/webhooks/{}/deliveries", endpoints[0]);
     let deliveries = eventually(Duration::from_secs(20), || async {
         let r = p_call(s, "GET", &log, Some(&a_owner), None).await;
-        let rows = r.body.as_array().cloned().unwrap_or_default();
+        let rows = r.array("");
         (rows.len() >= 2 && rows.iter().all(|d| d["status"] == "delivered")).then_some(rows)
     })
     .await
@@ -218,11 +215,11 @@ async fn setup(s: &TestStack) -> (OrgA, OrgB) {
     let other_session = s.sign_in("cross-a-owner@example.com").await;
     let sessions = s.get("/v1/auth/sessions", Some(&other_session)).await;
     let other_session_id = sessions
-        .body
-        .as_array()
-        .and_then(|l| l.iter().find(|x| x["current"] == true))
+        .array("")
+        .iter()
+        .find(|x| x["current"] == true)
         .map(|x| text(x, "/id"))
-        .unwrap_or_default();
+        .expect("the current session");
     assert!(!other_session_id.is_empty(), "{:?}", sessions.body);
 
     // Staged actions: A's owner's own (in a conversation of theirs), and a

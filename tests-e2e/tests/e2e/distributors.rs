@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, Resp, TestStack};
 use uuid::Uuid;
 
@@ -27,7 +28,7 @@ async fn create(s: &TestStack, staff: &str, body: Value) -> Resp {
 async fn made(s: &TestStack, staff: &str, name: &str, country: &str, currency: &str) -> String {
     let r = create(s, staff, entity(name, country, currency)).await;
     assert_eq!(r.status, 201, "create {name}: {:?}", r.body);
-    r.body["id"].as_str().unwrap_or_default().to_owned()
+    r.text("id").to_owned()
 }
 
 #[tokio::test]
@@ -43,7 +44,7 @@ async fn staff_create_read_and_change_entities_validated_and_audited() {
     // Norway: no entity covers it, so the new one does.
     let r = create(&s, &staff, entity("Hub Norge", "NO", "EUR")).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let id = r.body["id"].as_str().unwrap_or_default().to_owned();
+    let id = r.text("id").to_owned();
     for (field, want) in [
         ("name", json!("Hub Norge")),
         ("country", json!("NO")),
@@ -122,11 +123,8 @@ async fn staff_create_read_and_change_entities_validated_and_audited() {
     }
     let all = s.get("/v1/distributors", Some(&staff)).await;
     assert_eq!(all.status, 200, "{:?}", all.body);
-    let names: Vec<&str> = all
-        .body
-        .as_array()
-        .map(|a| a.iter().filter_map(|d| d["name"].as_str()).collect())
-        .unwrap_or_default();
+    let all_rows = all.array("");
+    let names: Vec<&str> = all_rows.iter().map(|d| d.text("name")).collect();
     assert_eq!(
         names,
         [
@@ -219,7 +217,7 @@ async fn staff_create_read_and_change_entities_validated_and_audited() {
     let subject = format!("distributor:{id}");
     let seen = eventually(Duration::from_secs(10), || async {
         let log = s.get("/v1/audit/me", Some(&staff)).await;
-        let entries = log.body.as_array().cloned().unwrap_or_default();
+        let entries = log.array("");
         let ours: Vec<Value> = entries
             .into_iter()
             .filter(|e| e["subject"] == json!(subject))
@@ -269,7 +267,7 @@ async fn staff_name_list_and_remove_observers() {
         (&json!("watcher@example.com"), &json!("observer"))
     );
     assert!(r.body["since"].is_string(), "{:?}", r.body);
-    let watcher_id = r.body["user_id"].as_str().unwrap_or_default().to_owned();
+    let watcher_id = r.text("user_id").to_owned();
     // The same user signing in later is that user.
     let watcher = s.sign_in("watcher@example.com").await;
     let me = s.get("/v1/auth/me", Some(&watcher)).await;
@@ -325,11 +323,8 @@ async fn staff_name_list_and_remove_observers() {
         .await;
     assert_eq!(second.status, 201, "{:?}", second.body);
     let list = s.get(&staff_path, Some(&staff)).await;
-    let emails: Vec<&str> = list
-        .body
-        .as_array()
-        .map(|a| a.iter().filter_map(|m| m["email"].as_str()).collect())
-        .unwrap_or_default();
+    let list_rows = list.array("");
+    let emails: Vec<&str> = list_rows.iter().map(|m| m.text("email")).collect();
     assert_eq!(
         (list.status, emails),
         (
@@ -371,7 +366,7 @@ async fn staff_name_list_and_remove_observers() {
     let subject = format!("distributor:{id}");
     let actions = eventually(Duration::from_secs(10), || async {
         let log = s.get("/v1/audit/me", Some(&staff)).await;
-        let entries = log.body.as_array().cloned().unwrap_or_default();
+        let entries = log.array("");
         let ours: Vec<String> = entries
             .iter()
             .filter(|e| e["subject"] == json!(subject))
@@ -401,10 +396,10 @@ async fn observers_read_their_own_entity_and_nothing_else() {
     for name in ["Fjord One AS", "Fjord Two AS", "Fjord Three AS"] {
         let r = s.create_org(&owner, name, "NO").await;
         assert_eq!(r.status, 201, "{:?}", r.body);
-        orgs.push(r.body["id"].as_str().unwrap_or_default().to_owned());
+        orgs.push(r.text("id").to_owned());
     }
     let r = s.create_org(&owner, "Geysir ehf", "IS").await;
-    let b_org = r.body["id"].as_str().unwrap_or_default().to_owned();
+    let b_org = r.text("id").to_owned();
     let r = s
         .post(
             &format!("/v1/distributors/{a}/staff"),
@@ -418,11 +413,8 @@ async fn observers_read_their_own_entity_and_nothing_else() {
 
     // The list: their entity only; a plain user 403.
     let r = s.get("/v1/distributors", Some(&observer)).await;
-    let ids: Vec<&str> = r
-        .body
-        .as_array()
-        .map(|l| l.iter().filter_map(|d| d["id"].as_str()).collect())
-        .unwrap_or_default();
+    let r_rows = r.array("");
+    let ids: Vec<&str> = r_rows.iter().map(|d| d.text("id")).collect();
     assert_eq!((r.status, ids), (200, vec![a.as_str()]), "{:?}", r.body);
     let r = s.get("/v1/distributors", Some(&plain)).await;
     assert_eq!(r.status, 403, "{:?}", r.body);
@@ -476,14 +468,10 @@ async fn observers_read_their_own_entity_and_nothing_else() {
     let first = s.get(&format!("{path}?limit=2"), Some(&observer)).await;
     assert_eq!(first.status, 200, "{:?}", first.body);
     let page_ids = |r: &Resp| -> Vec<String> {
-        r.body
-            .as_array()
-            .map(|l| {
-                l.iter()
-                    .filter_map(|o| o["id"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
+        r.array("")
+            .iter()
+            .map(|o| o.text("id").to_owned())
+            .collect()
     };
     assert_eq!(page_ids(&first), [orgs[2].clone(), orgs[1].clone()]);
     let o = &first.body[0];
@@ -591,13 +579,15 @@ async fn the_report_sums_the_paid_invoices_of_a_month_per_currency_with_the_shar
     let a = made(&s, &staff, "Hub Norge", "NO", "EUR").await; // profit_pct 12.5
     let b = made(&s, &staff, "Hub Island", "IS", "EUR").await;
     let owner = s.sign_in("report-owner@example.com").await;
-    let org = s.create_org(&owner, "Fjord AS", "NO").await.body["id"]
-        .as_str()
-        .unwrap_or_default()
+    let org = s
+        .create_org(&owner, "Fjord AS", "NO")
+        .await
+        .text("id")
         .to_owned();
-    let b_org = s.create_org(&owner, "Geysir ehf", "IS").await.body["id"]
-        .as_str()
-        .unwrap_or_default()
+    let b_org = s
+        .create_org(&owner, "Geysir ehf", "IS")
+        .await
+        .text("id")
         .to_owned();
     let paid = |currency: &'static str, total: i64, at: &'static str| Invoice {
         distributor: &a,

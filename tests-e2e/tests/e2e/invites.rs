@@ -3,6 +3,7 @@
 //! the bounds, and two accepts racing. The invite mail: `mail.rs`.
 
 use serde_json::json;
+use tests_e2e::Json;
 use tests_e2e::{Resp, StackOptions, TestStack};
 use uuid::Uuid;
 
@@ -26,7 +27,7 @@ async fn accept(s: &TestStack, session: &str, token: &str) -> Resp {
 
 /// The token in a creation answer's accept URL.
 fn token_of(r: &Resp) -> String {
-    let url = r.body["accept_url"].as_str().unwrap_or_default();
+    let url = r.text("accept_url");
     url.split_once("token=")
         .map(|(_, t)| t.to_owned())
         .unwrap_or_else(|| panic!("no token in {url:?}"))
@@ -44,12 +45,7 @@ fn statuses(list: &Resp) -> Vec<(String, String)> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|i| {
-            (
-                i["email"].as_str().unwrap_or_default().to_owned(),
-                i["status"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+        .map(|i| (i.text("email").to_owned(), i.text("status").to_owned()))
         .collect()
 }
 
@@ -89,12 +85,12 @@ async fn an_invite_is_created_listed_and_accepted_by_its_email() {
     let token = token_of(&r);
     assert_eq!(token.len(), 4 + 43, "256 bits");
     let created = time::OffsetDateTime::parse(
-        r.body["created_at"].as_str().unwrap_or_default(),
+        r.text("created_at"),
         &time::format_description::well_known::Rfc3339,
     )
     .expect("created_at");
     let expires = time::OffsetDateTime::parse(
-        r.body["expires_at"].as_str().unwrap_or_default(),
+        r.text("expires_at"),
         &time::format_description::well_known::Rfc3339,
     )
     .expect("expires_at");
@@ -186,11 +182,7 @@ async fn an_invite_is_created_listed_and_accepted_by_its_email() {
     );
     for log in [&mine, &theirs] {
         for e in log.body.as_array().into_iter().flatten() {
-            if e["action"]
-                .as_str()
-                .unwrap_or("")
-                .starts_with("org.invite_")
-            {
+            if e.text("action").starts_with("org.invite_") {
                 let text = e.to_string();
                 assert!(!text.contains(&token[4..]), "no token: {text}");
                 assert!(!text.contains(&invitee), "no address: {text}");
@@ -231,7 +223,7 @@ async fn who_may_invite_and_what_is_refused() {
     assert_eq!(r.status, 201, "{:?}", r.body);
     // By session only: a manager's API key may list but not invite.
     let key = s.create_key(&owner, &org, Some("manager")).await;
-    let key = key.body["token"].as_str().unwrap_or_default().to_owned();
+    let key = key.text("token").to_owned();
     let r = invite(&s, &key, &org, &email(), "visitor").await;
     assert_eq!(r.status, 403, "{:?}", r.body);
     assert!(r.error().contains("session"), "{}", r.error());
@@ -303,7 +295,7 @@ async fn an_invite_is_accepted_once_and_only_by_its_email() {
     assert_eq!(accept(&s, &intruder, &too_long).await.status, 404);
     // An API key is not a person: the accept route is for sessions.
     let key = s.create_key(&owner, &org, Some("developer")).await;
-    let key = key.body["token"].as_str().unwrap_or_default().to_owned();
+    let key = key.text("token").to_owned();
     assert_eq!(accept(&s, &key, &token).await.status, 401);
 
     let session = s.sign_in(&invitee).await;

@@ -111,10 +111,17 @@ async fn provisioning_hands_an_older_schema_to_its_role() {
     // belong to the administrator.
     let s = TestStack::spawn().await;
     let admin_url = s.database_url.replace(
-        s.database_url.rsplit('/').next().unwrap_or_default(),
+        s.database_url
+            .rsplit('/')
+            .next()
+            .expect("rsplit yields one part"),
         &tests_e2e::runs::database_name(),
     );
-    let name = admin_url.rsplit('/').next().unwrap_or_default().to_owned();
+    let name = admin_url
+        .rsplit('/')
+        .next()
+        .expect("rsplit yields one part")
+        .to_owned();
     let server = sqlx::PgPool::connect(&tests_e2e::admin_database_url())
         .await
         .expect("admin");

@@ -5,6 +5,7 @@
 use futures::future::join_all;
 use serde_json::{json, Value};
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, Resp, StackOptions, TestStack};
 
 async fn org(s: &TestStack, email: &str, legal_type: &str) -> (String, String) {
@@ -17,7 +18,7 @@ async fn org(s: &TestStack, email: &str, legal_type: &str) -> (String, String) {
         )
         .await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    (owner, r.body["id"].as_str().unwrap_or_default().to_owned())
+    (owner, r.text("id").to_owned())
 }
 
 fn address() -> Value {
@@ -45,7 +46,7 @@ async fn decide(s: &TestStack, staff: &str, id: &str, what: &str, body: Value) -
 }
 
 fn id(r: &Resp) -> String {
-    r.body["id"].as_str().unwrap_or_default().to_owned()
+    r.text("id").to_owned()
 }
 
 async fn detail(s: &TestStack, token: &str, org: &str) -> Value {
@@ -286,16 +287,13 @@ async fn approval_verifies_raises_the_tier_and_locks_the_legal_identity_at_once(
     assert_eq!(d["registration_number"], "RN-1");
     assert_eq!(d["registered_address"]["city"], "Ankara");
     assert_eq!(d["registered_address"]["line2"], "");
-    let verified_at = d["kyc_verified_at"].as_str().unwrap_or_default().to_owned();
-    let year: i32 = verified_at[..4].parse().unwrap_or(0);
+    let verified_at = d.text("kyc_verified_at").to_owned();
+    let year: i32 = verified_at[..4].parse().expect("a year");
     assert_eq!(
         d["kyc_retention_until"].as_str().map(|r| r[..4].to_owned()),
         Some((year + 10).to_string())
     );
-    assert_eq!(
-        &d["kyc_retention_until"].as_str().unwrap_or_default()[4..10],
-        &verified_at[4..10]
-    );
+    assert_eq!(&d.text("kyc_retention_until")[4..10], &verified_at[4..10]);
     // Reviewed once: every later decision is a 409.
     for what in ["approve", "reject", "request-info"] {
         let body = if what == "request-info" {

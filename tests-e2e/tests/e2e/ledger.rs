@@ -1,6 +1,7 @@
 use futures::future::join_all;
 use serde_json::json;
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, StackOptions, TestStack};
 
 async fn balance_and_ledger_sum(s: &TestStack, org: &str) -> (i64, i64, i64) {
@@ -91,7 +92,7 @@ async fn staff_credits_and_corrections_move_the_balance_through_the_ledger() {
         )
         .await;
     assert_eq!(txs.status, 200);
-    let rows = txs.body.as_array().cloned().unwrap_or_default();
+    let rows = txs.array("");
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["delta_minor"], -50_000);
     assert_eq!(rows[0]["kind"], "correction");
@@ -124,7 +125,7 @@ async fn the_transaction_list_holds_the_last_hundred() {
             Some(&owner),
         )
         .await;
-    let rows = txs.body.as_array().cloned().unwrap_or_default();
+    let rows = txs.array("");
     assert_eq!(rows.len(), 100);
     assert_eq!(rows[0]["delta_minor"], 105);
     assert_eq!(rows[99]["delta_minor"], 6);
@@ -218,7 +219,7 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
             )
             .fetch_one(&s.db)
             .await
-            .unwrap_or(0);
+            .expect("the query");
             (n > 0).then_some(())
         })
         .await;
@@ -313,15 +314,10 @@ async fn credits_waiting_for_a_busy_wallet_are_checked_one_by_one_in_order() {
     let audited = eventually(Duration::from_secs(10), || async {
         let audit = s.get("/v1/audit/me", Some(&staff)).await;
         let credited: Vec<serde_json::Value> = audit
-            .body
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|e| e["action"] == "wallet.credited")
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
+            .array("")
+            .into_iter()
+            .filter(|e| e["action"] == "wallet.credited")
+            .collect();
         (credited.len() == 13).then_some(credited)
     })
     .await
@@ -690,10 +686,7 @@ async fn every_state_change_shows_in_the_actors_audit_history() {
     s.add_member(&owner, &org, "someone@example.com", "finance")
         .await;
     let key = s.create_key(&owner, &org, Some("visitor")).await;
-    let key_id = key.body["key"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let key_id = key.text("/key/id").to_owned();
     s.delete(
         &format!("/v1/organizations/{org}/api-keys/{key_id}"),
         Some(&owner),
@@ -705,14 +698,10 @@ async fn every_state_change_shows_in_the_actors_audit_history() {
         let s = &s;
         async move {
             let log = s.get("/v1/audit/me", Some(&token)).await;
-            log.body
-                .as_array()
-                .map(|v| {
-                    v.iter()
-                        .filter_map(|e| e["action"].as_str().map(str::to_owned))
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
+            log.array("")
+                .iter()
+                .map(|e| e.text("action").to_owned())
+                .collect::<Vec<_>>()
         }
     };
     let want_owner = [
@@ -755,9 +744,10 @@ async fn concurrent_spends_never_pass_the_members_limit_or_the_balance() {
     let staff = s.sign_in("staff@example.com").await;
     assert_eq!(s.grant(&staff, &org, 1000).await.status, 200);
     let dev = s.member(&owner, &org, "developer").await;
-    let dev_id = s.get("/v1/auth/me", Some(&dev)).await.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
+    let dev_id = s
+        .get("/v1/auth/me", Some(&dev))
+        .await
+        .text("user_id")
         .to_owned();
     let path = format!("/v1/organizations/{org}/members/{dev_id}/ai");
     let set = eventually(Duration::from_secs(10), || async {

@@ -11,6 +11,7 @@ use std::{
     process::{Child, Command, Stdio},
     time::Duration,
 };
+use tests_e2e::Json;
 use tests_e2e::{eventually, random_ip, StackOptions, TestStack};
 use uuid::Uuid;
 
@@ -340,10 +341,8 @@ async fn mailed_links_keep_the_five_per_email_and_twenty_per_ip_limits() {
     assert_eq!(addressed_to(&all, "five@example.com").len(), 5);
     assert!(addressed_to(&all, "ip20@example.com").is_empty());
     assert_eq!(all.len(), 5 + 20 + 1, "one mail per allowed request");
-    let tokens: std::collections::BTreeSet<String> = five
-        .iter()
-        .map(|m| token_in(m["text"].as_str().unwrap_or_default()))
-        .collect();
+    let tokens: std::collections::BTreeSet<String> =
+        five.iter().map(|m| token_in(m.text("text"))).collect();
     assert_eq!(tokens.len(), 5, "five distinct links");
 }
 
@@ -422,7 +421,7 @@ async fn a_dead_smtp_server_loses_nothing_and_sends_each_link_once() {
     let mut tokens = BTreeMap::new();
     for e in &emails {
         let m = arrived(&out, e, 1).await.remove(0);
-        tokens.insert(e.clone(), token_in(m["text"].as_str().unwrap_or_default()));
+        tokens.insert(e.clone(), token_in(m.text("text")));
     }
     // All marked sent, then a marker mailed after them: still one mail each.
     eventually(WAIT, || async {

@@ -2,6 +2,10 @@
 //! Postgres and NATS. Each test starts its own stack (own database, own NATS
 //! prefix and streams).
 
+// A test reports failure by panicking: unwrap and expect are how it reads
+// what must be there (the workspace denies unwrap in the services).
+#![allow(clippy::unwrap_used)]
+
 mod accounts;
 mod agent;
 mod agent_review;

@@ -1,4 +1,5 @@
 use serde_json::json;
+use tests_e2e::Json;
 use tests_e2e::TestStack;
 
 #[tokio::test]
@@ -23,19 +24,10 @@ async fn adding_a_member_creates_the_user_and_grants_the_role() {
         .await;
     assert_eq!(list.status, 200);
     let roles: Vec<(String, String)> = list
-        .body
-        .as_array()
-        .map(|v| {
-            v.iter()
-                .map(|m| {
-                    (
-                        m["email"].as_str().unwrap_or("").to_owned(),
-                        m["role"].as_str().unwrap_or("").to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+        .array("")
+        .iter()
+        .map(|m| (m.text("email").to_owned(), m.text("role").to_owned()))
+        .collect();
     assert_eq!(
         roles,
         [

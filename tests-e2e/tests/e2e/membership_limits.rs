@@ -6,7 +6,7 @@ use tests_e2e::{StackOptions, TestStack};
 use uuid::Uuid;
 
 fn token(r: &tests_e2e::Resp) -> String {
-    r.body["token"].as_str().unwrap_or_default().to_owned()
+    r.text("token").to_owned()
 }
 
 const SESSION_ONLY: &str = "this operation needs a session: API keys cannot manage members or keys";
@@ -69,9 +69,10 @@ async fn a_demoted_manager_cannot_climb_back_through_a_key() {
 async fn members_leave_and_admins_remove_but_the_last_owner_stays() {
     let s = TestStack::spawn().await;
     let (owner, org) = s.org_with_owner("leave-owner@example.com").await;
-    let owner_id = s.get("/v1/auth/me", Some(&owner)).await.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
+    let owner_id = s
+        .get("/v1/auth/me", Some(&owner))
+        .await
+        .text("user_id")
         .to_owned();
     let members = |who: &str| format!("/v1/organizations/{org}/members/{who}");
     let last = s.delete(&members(&owner_id), Some(&owner)).await;
@@ -81,9 +82,10 @@ async fn members_leave_and_admins_remove_but_the_last_owner_stays() {
     );
     // A visitor leaves on their own; their membership is gone at once.
     let visitor = s.member(&owner, &org, "visitor").await;
-    let vid = s.get("/v1/auth/me", Some(&visitor)).await.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
+    let vid = s
+        .get("/v1/auth/me", Some(&visitor))
+        .await
+        .text("user_id")
         .to_owned();
     assert_eq!(
         s.delete(&members(&owner_id), Some(&visitor)).await.status,
@@ -102,16 +104,18 @@ async fn members_leave_and_admins_remove_but_the_last_owner_stays() {
     assert_eq!(s.delete(&members(&vid), Some(&owner)).await.status, 404);
     // A manager removes a developer but not an owner; a removed manager's keys die.
     let manager = s.member(&owner, &org, "manager").await;
-    let mid = s.get("/v1/auth/me", Some(&manager)).await.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
+    let mid = s
+        .get("/v1/auth/me", Some(&manager))
+        .await
+        .text("user_id")
         .to_owned();
     let key = token(&s.create_key(&manager, &org, Some("developer")).await);
     assert_eq!(s.get("/v1/auth/me", Some(&key)).await.status, 200);
     let dev = s.member(&owner, &org, "developer").await;
-    let did = s.get("/v1/auth/me", Some(&dev)).await.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
+    let did = s
+        .get("/v1/auth/me", Some(&dev))
+        .await
+        .text("user_id")
         .to_owned();
     assert_eq!(s.delete(&members(&did), Some(&manager)).await.status, 200);
     let r = s.delete(&members(&owner_id), Some(&manager)).await;
@@ -159,7 +163,7 @@ async fn memberships_and_creations_are_capped_with_clear_errors() {
             .status,
         200
     );
-    let second_id = second.body["id"].as_str().unwrap_or_default();
+    let second_id = second.text("id");
     let over = s.add_member(&owner, second_id, &email, "visitor").await;
     assert_eq!(
         (over.status, over.error()),

@@ -18,9 +18,9 @@ async fn fetch(s: &TestStack, url: &str) -> (u16, String, String) {
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
+        .expect("a content type")
         .to_owned();
-    (status, ct, r.text().await.unwrap_or_default())
+    (status, ct, r.text().await.expect("a body"))
 }
 
 /// `promtool check metrics` on `text`: its verdict and what it printed.

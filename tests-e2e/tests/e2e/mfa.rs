@@ -9,6 +9,7 @@
 //! fails these tests instead of passing on both sides.
 
 use serde_json::{json, Value};
+use tests_e2e::Json;
 use tests_e2e::{random_ip, Resp, StackOptions, TestStack};
 use uuid::Uuid;
 
@@ -101,10 +102,7 @@ async fn verify_link(s: &TestStack, email: &str) -> Resp {
     let ip = random_ip();
     let link = s.request_link_from(email, &ip).await;
     assert_eq!(link.status, 200, "{:?}", link.body);
-    let dev = link.body["dev_token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let dev = link.text("dev_token").to_owned();
     s.verify_from(&dev, &ip).await
 }
 
@@ -152,7 +150,7 @@ async fn enable(s: &TestStack, email: &str) -> (String, String, Vec<String>) {
         .as_array()
         .expect("recovery codes")
         .iter()
-        .map(|v| v.as_str().unwrap_or_default().to_owned())
+        .map(|v| v.text("").to_owned())
         .collect();
     (session, secret, codes)
 }
@@ -162,7 +160,7 @@ fn actions(log: &Resp) -> Vec<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|e| e["action"].as_str().unwrap_or_default().to_owned())
+        .map(|e| e.text("action").to_owned())
         .collect()
 }
 
@@ -297,7 +295,7 @@ async fn enrollment_confirmation_and_a_sign_in_with_a_code() {
     // Session-only: an API key cannot read or change MFA.
     let (owner, org) = s.org_with_owner(&email("key-owner")).await;
     let key = s.create_key(&owner, &org, Some("manager")).await;
-    let key = key.body["token"].as_str().unwrap_or_default().to_owned();
+    let key = key.text("token").to_owned();
     assert_eq!(s.get("/v1/auth/mfa", Some(&key)).await.status, 401);
     assert_eq!(
         s.post("/v1/auth/mfa/enroll", Some(&key), json!({}))
@@ -353,7 +351,7 @@ async fn recovery_codes_work_once_and_a_token_takes_five_wrong_codes() {
     let token = mfa_token(&s, &user).await;
     let ok = mfa_verify(&s, json!({"mfa_token": token, "code": right})).await;
     assert_eq!(ok.status, 200, "{:?}", ok.body);
-    let session = ok.body["session_token"].as_str().unwrap_or_default();
+    let session = ok.text("session_token");
     let log = s.get("/v1/audit/me", Some(session)).await;
     let failed = actions(&log)
         .iter()

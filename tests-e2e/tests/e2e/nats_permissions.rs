@@ -17,6 +17,7 @@ use service_kit::{
     settings::NatsSettings,
 };
 use std::{sync::Arc, time::Duration};
+use tests_e2e::Json;
 use tests_e2e::{eventually, nats_server::AuthorizedNats, StackOptions, TestStack};
 use tokio_util::sync::CancellationToken;
 
@@ -317,11 +318,8 @@ async fn the_whole_stack_works_with_every_service_as_its_own_nats_user() {
     assert!(pending.is_some(), "an outbox was not published");
     // The owner's audit (identity's consumer of every service's events).
     let audit = s.get("/v1/audit/me", Some(&owner)).await;
-    let actions: Vec<&str> = audit
-        .body
-        .as_array()
-        .map(|a| a.iter().filter_map(|e| e["action"].as_str()).collect())
-        .unwrap_or_default();
+    let rows = audit.array("");
+    let actions: Vec<&str> = rows.iter().map(|e| e.text("action")).collect();
     for want in [
         "org.created",
         "webhook.created",

@@ -45,7 +45,7 @@ async fn the_server_cap_holds_under_concurrent_orders_and_transfers() {
         list.body
     );
     // Terminating one frees its place.
-    let first = list.body[2]["id"].as_str().unwrap_or_default().to_owned();
+    let first = list.text("/2/id").to_owned();
     let t = p_call(
         &s,
         "POST",
@@ -65,9 +65,10 @@ async fn the_server_cap_holds_under_concurrent_orders_and_transfers() {
     );
     // Another organization has its own cap; a transfer into a full one is
     // refused and moves nothing.
-    let other = s.create_org(&owner, "Other", "TR").await.body["id"]
-        .as_str()
-        .unwrap_or_default()
+    let other = s
+        .create_org(&owner, "Other", "TR")
+        .await
+        .text("id")
         .to_owned();
     let mover = sid(&order(&s, &owner, &other, "dedicated-gpu", "mover").await);
     assert!(!mover.is_empty());

@@ -1,5 +1,6 @@
 use serde_json::json;
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, StackOptions, TestStack};
 
 #[tokio::test]
@@ -37,10 +38,7 @@ async fn organizations_are_routed_to_a_distributor_by_country() {
     for (org, currency) in [(&tr, "TRY"), (&de, "EUR"), (&fr, "EUR")] {
         let w = s
             .get(
-                &format!(
-                    "/v1/organizations/{}/wallet",
-                    org.body["id"].as_str().unwrap_or("")
-                ),
+                &format!("/v1/organizations/{}/wallet", org.text("id")),
                 Some(&t),
             )
             .await;
@@ -151,11 +149,8 @@ async fn callers_see_only_their_own_organizations() {
     let (a, org_a) = s.org_with_owner("a@example.com").await;
     let (b, org_b) = s.org_with_owner("b@example.com").await;
     let list_a = s.get("/v1/organizations", Some(&a)).await;
-    let ids: Vec<&str> = list_a
-        .body
-        .as_array()
-        .map(|v| v.iter().filter_map(|o| o["id"].as_str()).collect())
-        .unwrap_or_default();
+    let list_a_rows = list_a.array("");
+    let ids: Vec<&str> = list_a_rows.iter().map(|o| o.text("id")).collect();
     assert_eq!(ids, [org_a.as_str()]);
     // Another org's detail, wallet, tokens, members: 404, the same as a missing org.
     let missing = uuid::Uuid::new_v4().to_string();
@@ -232,9 +227,10 @@ async fn organization_detail_shows_role_members_and_finance_fields_by_role() {
 async fn organization_list_and_create_need_a_session() {
     let s = TestStack::spawn().await;
     let (owner, org) = s.org_with_owner("k@example.com").await;
-    let key = s.create_key(&owner, &org, Some("manager")).await.body["token"]
-        .as_str()
-        .unwrap_or_default()
+    let key = s
+        .create_key(&owner, &org, Some("manager"))
+        .await
+        .text("token")
         .to_owned();
     let r = s.get("/v1/organizations", Some(&key)).await;
     assert_eq!(r.status, 401);

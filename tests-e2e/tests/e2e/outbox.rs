@@ -207,7 +207,7 @@ async fn events_carry_the_trace_of_the_request_that_wrote_them() {
         .as_ref()
         .and_then(|h| h.get("traceparent"))
         .map(|v| v.as_str().to_owned())
-        .unwrap_or_default();
+        .expect("a traceparent header");
     assert!(
         tp.starts_with("00-0af7651916cd43dd8448eb211c80319c-"),
         "traceparent header: {tp:?}"

@@ -25,7 +25,7 @@ async fn org(s: &TestStack, email: &str, legal_type: &str) -> (String, String) {
         )
         .await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    (owner, r.body["id"].as_str().unwrap_or_default().to_owned())
+    (owner, r.text("id").to_owned())
 }
 
 fn address() -> Value {
@@ -47,7 +47,7 @@ async fn kyc_submissions_are_read_in_full_by_admins_finance_and_staff_and_as_sta
     let visitor = s.member(&owner, &corp, "visitor").await;
     let key = s.create_key(&owner, &corp, Some("visitor")).await;
     assert_eq!(key.status, 201, "{:?}", key.body);
-    let visitor_key = key.body["token"].as_str().unwrap_or_default().to_owned();
+    let visitor_key = key.text("token").to_owned();
     let outsider = s.sign_in("pd-kyc-outsider@example.com").await;
     let staff = s.sign_in("staff@example.com").await;
 
@@ -61,7 +61,7 @@ async fn kyc_submissions_are_read_in_full_by_admins_finance_and_staff_and_as_sta
         )
         .await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let sub = r.body["id"].as_str().unwrap_or_default().to_owned();
+    let sub = r.text("id").to_owned();
     let r = s
         .post(
             &format!("/v1/admin/kyc/{sub}/request-info"),
@@ -103,7 +103,7 @@ async fn kyc_submissions_are_read_in_full_by_admins_finance_and_staff_and_as_sta
     ] {
         let r = submissions(&s, &corp, token).await;
         assert_eq!(r.status, 200, "{who}: {:?}", r.body);
-        let rows = r.body.as_array().cloned().unwrap_or_default();
+        let rows = r.array("");
         assert_eq!(rows.len(), 1, "{who}: {:?}", r.body);
         let row = &rows[0];
         assert_eq!(
@@ -155,7 +155,7 @@ async fn org_billing_keeps_the_verified_legal_identity_sealed_and_reads_it_back(
         )
         .await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let sub = r.body["id"].as_str().unwrap_or_default().to_owned();
+    let sub = r.text("id").to_owned();
     let r = s
         .post(
             &format!("/v1/admin/kyc/{sub}/approve"),
@@ -393,10 +393,13 @@ async fn identities_stored_in_clear_are_sealed_at_start_up_and_nothing_is_left_b
     assert!(columns.iter().any(|c| c == "legal_identity"));
 
     let rows: Vec<(uuid::Uuid, Option<Vec<u8>>)> =
-        sqlx::query_as("SELECT id, legal_identity FROM org_billing.organizations ORDER BY name")
+        sqlx::query!("SELECT id, legal_identity FROM org_billing.organizations ORDER BY name")
             .fetch_all(&mut admin)
             .await
-            .expect("rows");
+            .expect("rows")
+            .into_iter()
+            .map(|r| (r.id, r.legal_identity))
+            .collect();
     let sealed = |id: uuid::Uuid| {
         rows.iter()
             .find(|(r, _)| *r == id)
@@ -485,10 +488,13 @@ async fn name_changes_audited_with_the_name_before_are_rewritten_to_the_field_na
 
     identity::migrate(&settings).await.expect("migrate");
     let rows: Vec<(String, Value)> =
-        sqlx::query_as("SELECT action, detail FROM identity.audit_log ORDER BY id")
+        sqlx::query!("SELECT action, detail FROM identity.audit_log ORDER BY id")
             .fetch_all(&mut admin)
             .await
-            .expect("rows");
+            .expect("rows")
+            .into_iter()
+            .map(|r| (r.action, r.detail))
+            .collect();
     assert_eq!(
         rows,
         [

@@ -14,6 +14,7 @@ use futures::future::{join_all, FutureExt, LocalBoxFuture};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};
+use tests_e2e::Json;
 use tests_e2e::{random_ip, Resp, TestStack};
 use uuid::Uuid;
 
@@ -170,7 +171,7 @@ async fn ledger_case(
                 prop_assert_eq!(&(r.status, r.body.clone()), &keyed[j].2, "replay of {}", j);
                 continue;
             }
-            let delta = body["amount_minor"].as_i64().unwrap_or_default();
+            let delta = body.int("amount_minor");
             match r.status {
                 200 => {
                     accepted += delta;
@@ -359,7 +360,7 @@ async fn two_last_owners_leaving_at_once_leave_one_owner() {
         let mut ids = Vec::new();
         for t in [&first, &second] {
             let me = s.get("/v1/auth/me", Some(t)).await;
-            ids.push(me.body["user_id"].as_str().unwrap_or_default().to_owned());
+            ids.push(me.text("user_id").to_owned());
         }
         let leave: Vec<String> = ids
             .iter()
@@ -543,7 +544,7 @@ async fn transfer_case(
                 r.body
             );
             if let (Some(t), 201) = (claim_of, r.status) {
-                claims.push((r.body["id"].as_str().unwrap_or_default().to_owned(), t));
+                claims.push((r.text("id").to_owned(), t));
             }
         }
     }
@@ -585,7 +586,7 @@ async fn transfer_case(
         .get(
             &format!(
                 "/v1/organizations/{org}/invoices/{}",
-                inv.as_str().unwrap_or_default()
+                inv.as_str().expect("an invoice id")
             ),
             Some(staff),
         )

@@ -8,10 +8,11 @@
 
 use crate::servers::{order, p_call, sid};
 use serde_json::json;
+use tests_e2e::Json;
 use tests_e2e::TestStack;
 
 fn id(v: &serde_json::Value, key: &str) -> String {
-    let s = v[key].as_str().unwrap_or_default().to_owned();
+    let s = v.text(key).to_owned();
     assert!(!s.is_empty(), "no {key} in {v}");
     s
 }

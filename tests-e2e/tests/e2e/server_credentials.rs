@@ -6,6 +6,7 @@
 use crate::servers::{active_server, order, p_call, sid, wait_for};
 use serde_json::{json, Value};
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, TestStack};
 
 async fn detail(s: &TestStack, token: &str, id: &str) -> tests_e2e::Resp {
@@ -24,16 +25,13 @@ async fn rotate(s: &TestStack, token: &str, id: &str) -> tests_e2e::Resp {
 }
 
 fn password(v: &Value) -> String {
-    v["credentials"]["password"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    v.text("/credentials/password").to_owned()
 }
 
 async fn key(s: &TestStack, owner: &str, org: &str, role: &str) -> String {
     let r = s.create_key(owner, org, Some(role)).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    r.body["token"].as_str().unwrap_or_default().to_owned()
+    r.text("token").to_owned()
 }
 
 /// The caller's audit entry of `action` about server `id`, once identity has
@@ -210,9 +208,10 @@ async fn a_transfer_rotates_the_credentials_at_the_provider() {
     let (owner, _from, id) = active_server(&s, "creds-transfer@example.com", "tr-1").await;
     let old = password(&detail(&s, &owner, &id).await.body);
     assert!(old.len() >= 32);
-    let to = s.create_org(&owner, "Receiver", "TR").await.body["id"]
-        .as_str()
-        .unwrap_or_default()
+    let to = s
+        .create_org(&owner, "Receiver", "TR")
+        .await
+        .text("id")
         .to_owned();
     let r = p_call(
         &s,

@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use tests_e2e::Json;
 use tests_e2e::{eventually, Resp, StackOptions, TestStack};
 
 pub async fn p_call(
@@ -51,7 +52,7 @@ pub async fn wait_for(s: &TestStack, token: &str, id: &str, status: &str) -> Val
 }
 
 pub fn sid(r: &Resp) -> String {
-    r.body["id"].as_str().unwrap_or_default().to_owned()
+    r.text("id").to_owned()
 }
 
 /// An active API-backed server of a new organization: (owner, org, server id).
@@ -89,7 +90,7 @@ async fn the_catalog_is_public_with_badges_prices_and_slas() {
     let s = TestStack::spawn().await;
     let r = p_call(&s, "GET", "/v1/skus", None, None).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
-    let skus = r.body.as_array().cloned().unwrap_or_default();
+    let skus = r.array("");
     let api = skus
         .iter()
         .find(|k| k["fulfilment"] == "api")
@@ -126,7 +127,7 @@ async fn an_api_backed_server_becomes_active_with_sealed_credentials() {
     let creds = &d["credentials"];
     assert_eq!(creds["username"], "root");
     assert_eq!(creds["host"], "web-01.sandbox.example.net");
-    let password = creds["password"].as_str().unwrap_or_default().to_owned();
+    let password = creds.text("password").to_owned();
     assert!(password.len() >= 32);
     assert!(d["activated_at"].is_string());
     // Lists never carry credentials; the table holds ciphertext only.
@@ -181,12 +182,12 @@ async fn a_manual_server_waits_in_the_staff_queue_within_its_sla() {
     );
     let id = sid(&r);
     let created = time::OffsetDateTime::parse(
-        r.body["created_at"].as_str().unwrap_or_default(),
+        r.text("created_at"),
         &time::format_description::well_known::Rfc3339,
     )
     .expect("created");
     let due = time::OffsetDateTime::parse(
-        r.body["due_at"].as_str().unwrap_or_default(),
+        r.text("due_at"),
         &time::format_description::well_known::Rfc3339,
     )
     .expect("due");
@@ -283,9 +284,9 @@ async fn only_managers_order_keys_work_at_their_role_and_outsiders_get_404() {
     let key = |role: &'static str| {
         let (s, owner, org) = (&s, owner.clone(), org.clone());
         async move {
-            s.create_key(&owner, &org, Some(role)).await.body["token"]
-                .as_str()
-                .unwrap_or_default()
+            s.create_key(&owner, &org, Some(role))
+                .await
+                .text("token")
                 .to_owned()
         }
     };
@@ -556,13 +557,9 @@ async fn server_lists_come_in_cursor_pages() {
         };
         let r = p_call(&s, "GET", &path, Some(&owner), None).await;
         assert_eq!(r.status, 200);
-        let items = r.body.as_array().cloned().unwrap_or_default();
+        let items = r.array("");
         pages.push(items.len());
-        seen.extend(
-            items
-                .iter()
-                .map(|i| i["hostname"].as_str().unwrap_or_default().to_owned()),
-        );
+        seen.extend(items.iter().map(|i| i.text("hostname").to_owned()));
         cursor = r
             .headers
             .get("x-next-cursor")
@@ -722,7 +719,7 @@ async fn concurrent_orders_each_take_their_hostname_once_and_all_become_active()
         let d = p_call(
             &s,
             "GET",
-            &format!("/v1/servers/{}", body["id"].as_str().unwrap_or_default()),
+            &format!("/v1/servers/{}", body.text("id")),
             Some(&owner),
             None,
         )
@@ -748,13 +745,7 @@ async fn concurrent_orders_each_take_their_hostname_once_and_all_become_active()
     .expect("count");
     assert_eq!(stored, 8);
     for body in created.values() {
-        wait_for(
-            &s,
-            &owner,
-            body["id"].as_str().unwrap_or_default(),
-            "active",
-        )
-        .await;
+        wait_for(&s, &owner, body.text("id"), "active").await;
     }
     let events = eventually(Duration::from_secs(10), || async {
         let e: Vec<Value> = product_events(&s)

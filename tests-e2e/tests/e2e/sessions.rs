@@ -1,4 +1,5 @@
 use serde_json::json;
+use tests_e2e::Json;
 use tests_e2e::{StackOptions, TestStack};
 
 #[tokio::test]
@@ -8,11 +9,11 @@ async fn sessions_list_marks_the_current_one_and_shows_the_client_ip() {
     let b = s.sign_in("multi@example.com").await;
     let list = s.get("/v1/auth/sessions", Some(&a)).await;
     assert_eq!(list.status, 200);
-    let rows = list.body.as_array().cloned().unwrap_or_default();
+    let rows = list.array("");
     assert_eq!(rows.len(), 2);
     assert_eq!(rows.iter().filter(|r| r["current"] == true).count(), 1);
     for r in &rows {
-        assert!(r["ip"].as_str().unwrap_or("").starts_with("203.0."), "{r}");
+        assert!(r.text("ip").starts_with("203.0."), "{r}");
         assert!(r["created_at"].is_string() && r["expires_at"].is_string());
     }
     let from_b = s.get("/v1/auth/sessions", Some(&b)).await;
@@ -36,12 +37,11 @@ async fn a_user_can_revoke_another_of_their_sessions() {
     assert_eq!(s.get("/v1/auth/me", Some(&b)).await.status, 200);
     let list = s.get("/v1/auth/sessions", Some(&a)).await;
     let other = list
-        .body
-        .as_array()
-        .and_then(|v| v.iter().find(|r| r["current"] == false))
-        .and_then(|r| r["id"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+        .array("")
+        .iter()
+        .find(|r| r["current"] == false)
+        .map(|r| r.text("id").to_owned())
+        .expect("a session that is not the current one");
     let del = s
         .delete(&format!("/v1/auth/sessions/{other}"), Some(&a))
         .await;
@@ -65,9 +65,10 @@ async fn another_users_session_is_not_found() {
     let s = TestStack::spawn().await;
     let mine = s.sign_in("me@example.com").await;
     let theirs = s.sign_in("them@example.com").await;
-    let their_id = s.get("/v1/auth/sessions", Some(&theirs)).await.body[0]["id"]
-        .as_str()
-        .unwrap_or_default()
+    let their_id = s
+        .get("/v1/auth/sessions", Some(&theirs))
+        .await
+        .text("/0/id")
         .to_owned();
     let r = s
         .delete(&format!("/v1/auth/sessions/{their_id}"), Some(&mine))
@@ -141,12 +142,11 @@ async fn revocation_takes_effect_at_once_on_every_gateway_replica() {
         )
         .await;
     let b_id = list
-        .body
-        .as_array()
-        .and_then(|v| v.iter().find(|r| r["current"] == false))
-        .and_then(|r| r["id"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+        .array("")
+        .iter()
+        .find(|r| r["current"] == false)
+        .map(|r| r.text("id").to_owned())
+        .expect("a session that is not the current one");
     let del = s
         .call(
             "DELETE",

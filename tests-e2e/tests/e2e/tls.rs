@@ -11,6 +11,7 @@ use std::{
     sync::{Arc, Mutex},
     time::Duration,
 };
+use tests_e2e::Json;
 use tests_e2e::{eventually, nats_server::NatsServer, tls::TestCa, StackOptions, TestStack};
 
 /// What a receiver got: (headers, body).
@@ -24,7 +25,12 @@ fn receiver() -> (String, Got) {
         let headers = req
             .headers()
             .iter()
-            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect();
         if let Ok(mut g) = g.lock() {
             g.push((headers, body.to_vec()));
@@ -41,14 +47,14 @@ fn header<'a>(h: &'a [(String, String)], name: &str) -> &'a str {
 }
 
 fn count(g: &Got) -> usize {
-    g.lock().map(|g| g.len()).unwrap_or(0)
+    g.lock().map(|g| g.len()).expect("the lock")
 }
 
 /// Publish a product event for `org`, as server-product's outbox would.
 async fn publish_event(s: &TestStack, org: &str, kind: &str) -> String {
     let id = uuid::Uuid::now_v7();
     let body = json!({"id": id, "type": kind, "created_at": time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        .format(&time::format_description::well_known::Rfc3339).expect("RFC 3339"),
         "org_id": org, "data": {"id": uuid::Uuid::new_v4(), "hostname": "tls"}});
     let js = async_nats::jetstream::new(s.nats.clone());
     js.publish(
@@ -72,7 +78,7 @@ async fn create_endpoint(s: &TestStack, token: &str, org: &str, url: &str) -> (S
     )
     .await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let field = |k: &str| r.body[k].as_str().unwrap_or_default().to_owned();
+    let field = |k: &str| r.text(k).to_owned();
     (field("id"), field("secret"))
 }
 
@@ -113,7 +119,7 @@ async fn https_webhooks_arrive_signed_and_an_untrusted_certificate_fails_every_a
     })
     .await;
     assert!(arrived.is_some(), "nothing arrived over https");
-    let all = got.lock().map(|g| g.clone()).unwrap_or_default();
+    let all = got.lock().map(|g| g.clone()).expect("the lock");
     let (h, body) = &all[0];
     assert_eq!(header(h, "webhook-id"), event);
     let sent: Value = serde_json::from_slice(body).expect("json body");
@@ -153,7 +159,7 @@ async fn https_webhooks_arrive_signed_and_an_untrusted_certificate_fails_every_a
     let d = &log.body[0];
     assert_eq!(d["attempts"], 3, "{d:?}");
     assert_eq!(d["last_status_code"], Value::Null, "{d:?}");
-    let reason = d["last_error"].as_str().unwrap_or_default();
+    let reason = d.text("last_error");
     assert!(
         reason.contains("invalid peer certificate") && reason.contains("UnknownIssuer"),
         "{reason}"
@@ -201,12 +207,7 @@ async fn the_agent_reaches_an_https_model_provider() {
     assert_eq!(r.body["engine"], "model:test-model", "{:?}", r.body);
     assert_eq!(r.body["reply"], "Hello over TLS", "{:?}", r.body);
     // No fallback notice: the rules did not answer.
-    assert_eq!(
-        r.body["notice"].as_str().unwrap_or_default(),
-        "",
-        "{:?}",
-        r.body
-    );
+    assert_eq!(r.text("notice"), "", "{:?}", r.body);
 }
 
 /// A `nats-server` of this test only, with JetStream, serving TLS only.

@@ -170,7 +170,7 @@ async fn no_spelling_of_a_public_path_reaches_an_internal_route_on_either_host()
     let (owner, org) = s.org_with_owner("traversal-owner@example.com").await;
     let intruder = s.sign_in("traversal-intruder@example.com").await;
     let me = s.get("/v1/auth/me", Some(&intruder)).await;
-    let user = me.body["user_id"].as_str().unwrap_or_default().to_owned();
+    let user = me.text("user_id").to_owned();
     let before = observe(&s, &owner, &intruder, &org).await;
     assert_eq!(before.org["kyc_status"], "unverified", "{:?}", before.org);
 
@@ -257,7 +257,7 @@ async fn internal_routes_refuse_the_gateways_key_whatever_the_spelling() {
     let (owner, org) = s.org_with_owner("gw-key-owner@example.com").await;
     let intruder = s.sign_in("gw-key-intruder@example.com").await;
     let me = s.get("/v1/auth/me", Some(&intruder)).await;
-    let user = me.body["user_id"].as_str().unwrap_or_default().to_owned();
+    let user = me.text("user_id").to_owned();
     let identity: hub_domain::Identity = serde_json::from_value(me.body).expect("an Identity");
     let before = observe(&s, &owner, &intruder, &org).await;
 
@@ -271,7 +271,10 @@ async fn internal_routes_refuse_the_gateways_key_whatever_the_spelling() {
             &secrecy::SecretString::from(s.gateway_key(route.service)),
         )
         .expect("minter");
-        let rest = route.target.strip_prefix("/internal").unwrap_or_default();
+        let rest = route
+            .target
+            .strip_prefix("/internal")
+            .expect("an internal route");
         for target in [
             route.target.clone(),
             format!("/%69nternal{rest}"),

@@ -15,6 +15,7 @@ use std::{
     sync::{Arc, Mutex},
     time::Duration,
 };
+use tests_e2e::Json;
 use tests_e2e::{eventually, TestStack};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -441,8 +442,8 @@ async fn usage_events_never_reach_a_webhook_endpoint() {
     let receiver = tests_e2e::stand_in(move |_, body| {
         let kind = serde_json::from_slice::<Value>(&body)
             .ok()
-            .and_then(|e| e["type"].as_str().map(str::to_owned))
-            .unwrap_or_default();
+            .map(|e| e.text("type").to_owned())
+            .expect("a JSON event with a type");
         if let Ok(mut g) = g.lock() {
             g.push(kind);
         }

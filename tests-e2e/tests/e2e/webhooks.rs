@@ -11,6 +11,7 @@ use std::{
     },
     time::Duration,
 };
+use tests_e2e::Json;
 use tests_e2e::{eventually, StackOptions, TestStack};
 use webhook_dispatcher::ssrf;
 
@@ -39,7 +40,12 @@ impl Receiver {
             let headers = req
                 .headers()
                 .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
                 .collect();
             if let Ok(mut g) = g.lock() {
                 g.push((headers, body.to_vec()));
@@ -66,11 +72,11 @@ impl Receiver {
     }
 
     fn count(&self) -> usize {
-        self.got.lock().map(|g| g.len()).unwrap_or(0)
+        self.got.lock().map(|g| g.len()).expect("the lock")
     }
 
     fn all(&self) -> Vec<Got> {
-        self.got.lock().map(|g| g.clone()).unwrap_or_default()
+        self.got.lock().map(|g| g.clone()).expect("the lock")
     }
 }
 
@@ -85,7 +91,7 @@ fn webhook_id(req: &actix_web::HttpRequest) -> String {
     req.headers()
         .get("webhook-id")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
+        .expect("a webhook-id header")
         .to_owned()
 }
 
@@ -103,7 +109,7 @@ fn holds_first() -> (String, Arc<Mutex<Vec<String>>>, Arc<AtomicBool>) {
                 i.push(webhook_id(req));
                 i.len() == 1
             })
-            .unwrap_or(false);
+            .expect("the lock");
         while first && !r.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -132,7 +138,7 @@ async fn endpoint(s: &TestStack, token: &str, org: &str, url: &str) -> tests_e2e
 async fn endpoint_id(s: &TestStack, token: &str, org: &str, url: &str) -> String {
     let r = endpoint(s, token, org, url).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    r.body["id"].as_str().unwrap_or_default().to_owned()
+    r.text("id").to_owned()
 }
 
 /// `GET /v1/webhooks/{ep}/deliveries` as `token`.
@@ -175,7 +181,7 @@ async fn publish_event_at(
 ) -> String {
     let id = uuid::Uuid::now_v7();
     let body = json!({"id": id, "type": kind, "created_at": at
-        .format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        .format(&time::format_description::well_known::Rfc3339).expect("RFC 3339"),
         "org_id": org, "data": {"id": uuid::Uuid::new_v4(), "hostname": "x"}});
     let js = async_nats::jetstream::new(s.nats.clone());
     js.publish(
@@ -228,7 +234,7 @@ async fn until_log(
 ) -> Option<Vec<Value>> {
     eventually(Duration::from_secs(secs), || async {
         let log = delivery_log(s, token, ep).await;
-        let rows = log.body.as_array().cloned().unwrap_or_default();
+        let rows = log.array("");
         done(&rows).then_some(rows)
     })
     .await
@@ -256,10 +262,10 @@ async fn developers_create_endpoints_the_secret_is_shown_once_and_outsiders_see_
     let dev = s.member(&owner, &org, "developer").await;
     let r = endpoint(&s, &dev, &org, &rx.url).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let secret = r.body["secret"].as_str().unwrap_or_default().to_owned();
+    let secret = r.text("secret").to_owned();
     assert!(secret.starts_with("whsec_"));
     assert_eq!(STANDARD.decode(&secret[6..]).expect("base64").len(), 32);
-    let id = r.body["id"].as_str().unwrap_or_default().to_owned();
+    let id = r.text("id").to_owned();
     let list = p_call(
         &s,
         "GET",
@@ -274,7 +280,7 @@ async fn developers_create_endpoints_the_secret_is_shown_once_and_outsiders_see_
     // the secret string nor the key it encodes.
     let sealed: Vec<u8> = sqlx::query_scalar!(
         "SELECT secret FROM webhook_dispatcher.endpoints WHERE id = $1::uuid",
-        uuid::Uuid::parse_str(r.body["id"].as_str().unwrap_or_default()).expect("a uuid"),
+        uuid::Uuid::parse_str(r.text("id")).expect("a uuid"),
     )
     .fetch_one(&s.db)
     .await
@@ -307,9 +313,9 @@ async fn every_server_event_arrives_with_both_signatures_valid() {
     let s = TestStack::spawn().await;
     let (owner, org) = s.org_with_owner("hooks-sig@example.com").await;
     let rx = Receiver::start(200);
-    let secret = endpoint(&s, &owner, &org, &rx.url).await.body["secret"]
-        .as_str()
-        .unwrap_or_default()
+    let secret = endpoint(&s, &owner, &org, &rx.url)
+        .await
+        .text("secret")
         .to_owned();
     let id = sid(&order(&s, &owner, &org, "vps-small", "hooked").await);
     wait_for(&s, &owner, &id, "active").await;
@@ -338,10 +344,8 @@ async fn every_server_event_arrives_with_both_signatures_valid() {
         None,
     )
     .await
-    .body[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    .text("/0/id")
+    .to_owned();
     // Every event fanned out, and each delivery recorded delivered (after its
     // answer): nothing more can come, so what the receiver got is final.
     s.consumer_caught_up("PRODUCT", "webhook-dispatcher-fanout")
@@ -356,16 +360,10 @@ async fn every_server_event_arrives_with_both_signatures_valid() {
     let mut kinds = Vec::new();
     for (h, body) in &got {
         let event: Value = serde_json::from_slice(body).expect("json body");
-        kinds.push(event["type"].as_str().unwrap_or_default().to_owned());
-        assert_eq!(
-            header(h, "x-service-event"),
-            event["type"].as_str().unwrap_or_default()
-        );
+        kinds.push(event.text("type").to_owned());
+        assert_eq!(header(h, "x-service-event"), event.text("type"));
         assert_eq!(event["data"]["id"], json!(id));
-        assert_eq!(
-            header(h, "webhook-id"),
-            event["id"].as_str().unwrap_or_default()
-        );
+        assert_eq!(header(h, "webhook-id"), event.text("id"));
         // X-Service-Sig, computed independently with ring: key = the secret string.
         let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
         assert_eq!(
@@ -466,7 +464,7 @@ async fn a_failing_receiver_gets_exactly_three_attempts() {
     assert_eq!(d["event_id"], json!(event));
     // A manual retry starts a new series, and this time it lands.
     rx.status.store(200, Ordering::SeqCst);
-    let did = d["id"].as_str().unwrap_or_default();
+    let did = d.text("id");
     let r = p_call(
         &s,
         "POST",
@@ -550,7 +548,7 @@ async fn the_log_holds_the_last_fifty_newest_first() {
     }
     assert!(until_count(&rx, 55, 20).await, "{}", rx.count());
     let log = delivery_log(&s, &owner, &ep).await;
-    let rows = log.body.as_array().cloned().unwrap_or_default();
+    let rows = log.array("");
     assert_eq!(rows.len(), 50);
     let times: Vec<&str> = rows
         .iter()
@@ -568,11 +566,8 @@ async fn rotation_signs_with_both_secrets_for_the_overlap() {
     let (owner, org) = s.org_with_owner("hooks-rotate@example.com").await;
     let rx = Receiver::start(200);
     let created = endpoint(&s, &owner, &org, &rx.url).await;
-    let old = created.body["secret"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let ep = created.body["id"].as_str().unwrap_or_default().to_owned();
+    let old = created.text("secret").to_owned();
+    let ep = created.text("id").to_owned();
     let r = p_call(
         &s,
         "POST",
@@ -582,7 +577,7 @@ async fn rotation_signs_with_both_secrets_for_the_overlap() {
     )
     .await;
     assert_eq!(r.status, 200);
-    let new = r.body["secret"].as_str().unwrap_or_default().to_owned();
+    let new = r.text("secret").to_owned();
     assert!(new.starts_with("whsec_") && new != old);
     // Both secrets sealed at rest (raw bytes of both bytea columns).
     let (current, previous): (Vec<u8>, Option<Vec<u8>>) = sqlx::query!(
@@ -784,7 +779,7 @@ async fn an_answer_that_comes_after_its_lease_was_taken_over_changes_nothing() {
             std::thread::sleep(Duration::from_millis(10));
         }
         actix_web::HttpResponse::build(
-            actix_web::http::StatusCode::from_u16(code).unwrap_or_default(),
+            actix_web::http::StatusCode::from_u16(code).expect("a status code"),
         )
         .finish()
     });
@@ -825,7 +820,7 @@ async fn an_answer_that_comes_after_its_lease_was_taken_over_changes_nothing() {
             .collect::<Vec<_>>(),
         [(1, 1, "pending".to_owned()), (2, 2, "delivered".to_owned())]
     );
-    let ids = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    let ids = ids.lock().map(|i| i.clone()).expect("the lock");
     assert!(ids.len() >= 3 && ids.iter().all(|i| *i == event), "{ids:?}");
 }
 
@@ -871,7 +866,7 @@ async fn an_attempt_that_waited_for_a_slot_renews_its_lease_and_is_sent_once() {
     })
     .await
     .expect("the marker delivered");
-    let mut got = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    let mut got = ids.lock().map(|i| i.clone()).expect("the lock");
     // The first two in either order (one fan-out may take both), then the marker.
     let first_two = 2.min(got.len());
     got[..first_two].sort();
@@ -945,7 +940,7 @@ async fn an_attempt_whose_lease_was_taken_while_it_waited_is_not_sent() {
     .await
     .expect("the marker delivered");
     assert_eq!(
-        ids.lock().map(|i| i.clone()).unwrap_or_default(),
+        ids.lock().map(|i| i.clone()).expect("the lock"),
         [sending, c],
         "the attempt whose lease was taken is not sent"
     );
@@ -998,10 +993,10 @@ async fn a_stopping_replica_gives_back_the_attempts_waiting_for_a_slot() {
         )
         .fetch_one(&s.db)
         .await
-        .unwrap_or(0)
+        .expect("the query")
     };
     eventually(Duration::from_secs(15), || async {
-        (ids.lock().map(|i| i.len()).unwrap_or(0) == 1 && leased().await == 3).then_some(())
+        (ids.lock().map(|i| i.len()).expect("the lock") == 1 && leased().await == 3).then_some(())
     })
     .await
     .expect("one attempt sending, two waiting, all three leased for the hour");
@@ -1030,7 +1025,7 @@ async fn a_stopping_replica_gives_back_the_attempts_waiting_for_a_slot() {
     })
     .await
     .expect("all three delivered");
-    let mut got = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    let mut got = ids.lock().map(|i| i.clone()).expect("the lock");
     got.sort();
     events.sort();
     assert_eq!(got, events, "each sent once");
@@ -1045,7 +1040,12 @@ async fn internal_addresses_are_refused_at_creation_and_at_delivery() {
     .await;
     let (owner, org) = s.org_with_owner("hooks-ssrf@example.com").await;
     let rx = Receiver::start(200);
-    let port = rx.url.rsplit(':').next().unwrap_or_default().to_owned();
+    let port = rx
+        .url
+        .rsplit(':')
+        .next()
+        .expect("rsplit yields one part")
+        .to_owned();
     for url in [
         rx.url.clone(),
         format!("http://localhost:{port}/"),
@@ -1077,7 +1077,7 @@ async fn internal_addresses_are_refused_at_creation_and_at_delivery() {
             sqlx::query_scalar!("SELECT last_error FROM webhook_dispatcher.delivery_log")
                 .fetch_all(&s.db)
                 .await
-                .unwrap_or_default();
+                .expect("the query");
         (errs.len() == 2 && errs.iter().all(Option::is_some)).then_some(errs)
     })
     .await
@@ -1144,13 +1144,15 @@ async fn a_restart_between_attempts_loses_nothing_and_sends_nothing_twice() {
     publish_event(&s, &org, "server.created").await;
     assert!(until_count(&rx, 1, 10).await);
     let row = || async {
-        sqlx::query_as::<_, (i32, String)>(
-            "SELECT attempts, status FROM webhook_dispatcher.delivery_log WHERE endpoint_id = $1::uuid",
+        sqlx::query!(
+            r#"SELECT attempts AS "attempts!", status AS "status!"
+               FROM webhook_dispatcher.delivery_log WHERE endpoint_id = $1"#,
+            uuid::Uuid::parse_str(&ep).expect("a uuid"),
         )
-        .bind(&ep)
         .fetch_optional(&s.db)
         .await
         .expect("row")
+        .map(|r| (r.attempts, r.status))
     };
     // The first attempt's outcome recorded before the stop.
     let recorded = eventually(Duration::from_secs(10), || async {
@@ -1280,13 +1282,13 @@ async fn each_row_at_creation_and_at_delivery(s: &TestStack, allow_loopback: boo
         .fetch_all(&s.db)
         .await
         .map(|v| v.into_iter().map(|r| (r.c0, r.c1)).collect::<Vec<_>>())
-        .unwrap_or_default();
+        .expect("the query");
         (rows.len() == ids.len()).then_some(rows)
     })
     .await
     .expect("an attempt for every endpoint");
     for (id, e) in errors {
-        let e = e.unwrap_or_default();
+        let e = e.expect("a last_error");
         assert!(
             e.starts_with("refused:") && e.contains("not globally reachable"),
             "{id}: {e}"
@@ -1348,7 +1350,7 @@ async fn an_organization_has_at_most_twenty_endpoints_even_under_concurrent_crea
                 )
                 .fetch_one(&s.db)
                 .await
-                .unwrap_or(0);
+.expect("the query");
                 (n >= 3).then_some(())
             })
             .await;
@@ -1385,7 +1387,7 @@ async fn an_organization_has_at_most_twenty_endpoints_even_under_concurrent_crea
     .await;
     assert_eq!(list.body.as_array().map(Vec::len), Some(20));
     // Deleting one makes room for one; another organization has its own count.
-    let first = list.body[0]["id"].as_str().unwrap_or_default().to_owned();
+    let first = list.text("/0/id").to_owned();
     assert_eq!(delete_endpoint(&s, &owner, &first).await, 200);
     assert_eq!(endpoint(&s, &owner, &org, &rx.url).await.status, 201);
     assert_eq!(endpoint(&s, &owner, &org, &rx.url).await.status, 409);
@@ -1407,14 +1409,11 @@ async fn a_delivery_is_retried_by_hand_at_most_ten_times_even_under_concurrent_r
     assert!(until_count(&rx, 2, 10).await);
     let log = delivery_log(&s, &owner, &ep).await;
     let id_of = |event: &str| {
-        log.body
-            .as_array()
-            .into_iter()
-            .flatten()
+        log.array("")
+            .iter()
             .find(|d| d["event_id"] == json!(event))
-            .and_then(|d| d["id"].as_str())
-            .unwrap_or_default()
-            .to_owned()
+            .map(|d| d.text("id").to_owned())
+            .expect("a delivery of the event")
     };
     let (did, other_did) = (id_of(&event), id_of(&other_event));
     let retry = |d: String| {
@@ -1464,9 +1463,8 @@ async fn a_delivery_is_retried_by_hand_at_most_ten_times_even_under_concurrent_r
     let a_retry = answers
         .iter()
         .find(|r| r.status == 201)
-        .and_then(|r| r.body["id"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+        .map(|r| r.text("id").to_owned())
+        .expect("an accepted retry");
     assert_eq!(retry(a_retry).await.status, 409);
     // Another event's delivery has its own count.
     let r = retry(other_did).await;
@@ -1732,7 +1730,7 @@ async fn leased(s: &TestStack, ep: &str) -> i64 {
     )
     .fetch_one(&s.db)
     .await
-    .unwrap_or(0)
+    .expect("the query")
 }
 
 /// Three events for one endpoint, whose receiver holds the first request:
@@ -1775,7 +1773,8 @@ async fn attempts_waiting_when_deleted(replica: bool) {
         events.push(publish_event(&s, &org, kind).await);
     }
     eventually(Duration::from_secs(15), || async {
-        (ids.lock().map(|i| i.len()).unwrap_or(0) == 1 && leased(&s, &ep).await == 3).then_some(())
+        (ids.lock().map(|i| i.len()).expect("the lock") == 1 && leased(&s, &ep).await == 3)
+            .then_some(())
     })
     .await
     .expect("one attempt sending, two waiting for the slot, all three leased");
@@ -1790,7 +1789,7 @@ async fn attempts_waiting_when_deleted(replica: bool) {
         marker,
         "the marker is the later event"
     );
-    let sent = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    let sent = ids.lock().map(|i| i.clone()).expect("the lock");
     assert_eq!(sent.len(), 1, "nothing after the DELETE answered: {sent:?}");
     assert!(events.contains(&sent[0]));
     let stopped: Vec<_> = outcomes(&s, &ep)
@@ -1889,9 +1888,10 @@ async fn deletions_audited(s: &TestStack, org: &str, n: usize) -> Vec<(String, V
 async fn a_suspended_organization_deletes_its_endpoints_and_staff_delete_any() {
     let s = TestStack::spawn().await;
     let staff = s.sign_in("staff@example.com").await;
-    let staff_id = s.get("/v1/auth/me", Some(&staff)).await.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
+    let staff_id = s
+        .get("/v1/auth/me", Some(&staff))
+        .await
+        .text("user_id")
         .to_owned();
     let (owner, org) = s.org_with_owner("hooks-suspended@example.com").await;
     let visitor = s.member(&owner, &org, "visitor").await;
@@ -1937,9 +1937,10 @@ async fn a_suspended_organization_deletes_its_endpoints_and_staff_delete_any() {
     .await;
     assert_eq!(live.body, json!([]));
     // Audited: the owner as a member; staff as staff.
-    let owner_id = s.get("/v1/auth/me", Some(&owner)).await.body["user_id"]
-        .as_str()
-        .unwrap_or_default()
+    let owner_id = s
+        .get("/v1/auth/me", Some(&owner))
+        .await
+        .text("user_id")
         .to_owned();
     let audited = deletions_audited(&s, &org, 2).await;
     assert_eq!(audited[0].0, owner_id);
@@ -2015,8 +2016,7 @@ async fn a_suspended_organizations_deliveries_wait_and_go_out_once_after_reactiv
     .await
     .expect("both deliveries wait, parked");
     assert_eq!(rx.count(), 1, "nothing sent while suspended");
-    let log = delivery_log(&s, &owner, &ep).await.body;
-    let rows = log.as_array().cloned().unwrap_or_default();
+    let rows = delivery_log(&s, &owner, &ep).await.array("");
     assert!(
         rows.len() == 2 && rows.iter().all(|d| d["status"] == "pending"),
         "{rows:?}"
@@ -2083,7 +2083,8 @@ async fn attempts_waiting_in_memory_when_their_organization_is_suspended_wait_fo
         events.push(publish_event(&s, &org, kind).await);
     }
     eventually(Duration::from_secs(15), || async {
-        (ids.lock().map(|i| i.len()).unwrap_or(0) == 1 && leased(&s, &ep).await == 3).then_some(())
+        (ids.lock().map(|i| i.len()).expect("the lock") == 1 && leased(&s, &ep).await == 3)
+            .then_some(())
     })
     .await
     .expect("one attempt sending, two waiting for the slot, all three leased");
@@ -2118,7 +2119,7 @@ async fn attempts_waiting_in_memory_when_their_organization_is_suspended_wait_fo
     .await
     .expect("the two waiting attempts went back to the queue, parked");
     assert_eq!(
-        ids.lock().map(|i| i.len()).unwrap_or(0),
+        ids.lock().map(|i| i.len()).expect("the lock"),
         1,
         "nothing sent while suspended"
     );
@@ -2136,7 +2137,7 @@ async fn attempts_waiting_in_memory_when_their_organization_is_suspended_wait_fo
     .await
     .expect("all three delivered");
     assert!(log.iter().all(|d| d["attempts"] == 1), "{log:?}");
-    let mut got = ids.lock().map(|i| i.clone()).unwrap_or_default();
+    let mut got = ids.lock().map(|i| i.clone()).expect("the lock");
     got.sort();
     events.sort();
     assert_eq!(got, events, "each sent once");
