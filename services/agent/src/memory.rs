@@ -212,21 +212,61 @@ async fn timezones(identity: &Peer, users: &[UserId]) -> anyhow::Result<BTreeMap
             resp.status()
         );
         let body: serde_json::Value = resp.json().await?;
-        if let Some(map) = body["timezones"].as_object() {
-            for (k, v) in map {
-                if let (Ok(id), Some(tz)) = (k.parse::<UserId>(), v.as_str()) {
-                    out.insert(id, tz.to_owned());
-                }
-            }
-        }
+        out.extend(timezones_of(&body)?);
     }
     Ok(out)
+}
+
+/// identity's answer to a timezone lookup, `{timezones: {user_id: IANA
+/// name}}` (a user it does not list has no timezone: UTC). An answer without
+/// the map, or with anything else in it, is an error naming what is wrong.
+fn timezones_of(body: &serde_json::Value) -> anyhow::Result<BTreeMap<UserId, String>> {
+    let map = body["timezones"].as_object().ok_or_else(|| {
+        anyhow::anyhow!("identity's timezone lookup answered without a timezones object")
+    })?;
+    map.iter()
+        .map(|(k, v)| {
+            let id = k.parse::<UserId>().map_err(|_| {
+                anyhow::anyhow!(
+                    "identity's timezone lookup answered a key that is not a user id: {k:?}"
+                )
+            })?;
+            let tz = v.as_str().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "identity's timezone lookup answered timezones.{k} that is not a string"
+                )
+            })?;
+            Ok((id, tz.to_owned()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use time::macros::datetime;
+
+    #[test]
+    fn a_timezone_answer_without_its_map_is_an_error() {
+        let user = UserId::new();
+        let zones = timezones_of(&json!({"timezones": {user.to_string(): "Europe/Istanbul"}}))
+            .expect("a map");
+        assert_eq!(
+            zones.get(&user).map(String::as_str),
+            Some("Europe/Istanbul")
+        );
+        assert!(timezones_of(&json!({"timezones": {}}))
+            .expect("empty")
+            .is_empty());
+        for bad in [
+            json!({}),
+            json!({"timezones": []}),
+            json!({"timezones": {"nobody": "UTC"}}),
+            json!({"timezones": {user.to_string(): null}}),
+        ] {
+            assert!(timezones_of(&bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn souls_are_counted_in_characters() {

@@ -303,22 +303,42 @@ async fn created_before(
             resp.status()
         ));
     }
-    let orgs: Value = resp
-        .json()
+    let bytes = resp
+        .bytes()
         .await
         .map_err(|_| "org-billing's answer to the check was cut off".to_owned())?;
-    let same = |o: &Value, k: &str| o[k].as_str() == t.args[k].as_str();
-    Ok(orgs.as_array().and_then(|all| {
-        all.iter()
-            .find(|o| {
-                let id = o["id"].as_str().and_then(|i| i.parse::<OrgId>().ok());
-                id.is_some_and(|id| !seen.contains(&id))
-                    && same(o, "name")
-                    && same(o, "legal_type")
-                    && same(o, "country")
-            })
-            .cloned()
-    }))
+    made_since(&bytes, &seen, &t.args)
+}
+
+/// In org-billing's list of the caller's organizations (`answer`), the one
+/// not among `seen` with the name, legal type and country of `args`. A list
+/// whose organizations lack any of these (or an id) proves nothing: `Err`
+/// naming the field, and the outcome stays unknown.
+fn made_since(answer: &[u8], seen: &[OrgId], args: &Value) -> Result<Option<Value>, String> {
+    let malformed =
+        |what: String| format!("org-billing's answer to the check is malformed: {what}");
+    let orgs: Value =
+        serde_json::from_slice(answer).map_err(|e| malformed(format!("not JSON ({e})")))?;
+    let all = orgs
+        .as_array()
+        .ok_or_else(|| malformed("not a list".into()))?;
+    for (i, o) in all.iter().enumerate() {
+        let field = |k: &str| {
+            o[k].as_str()
+                .ok_or_else(|| malformed(format!("[{i}].{k} is missing or not a string")))
+        };
+        let id: OrgId = field("id")?
+            .parse()
+            .map_err(|_| malformed(format!("[{i}].id is not an id")))?;
+        let mut same = true;
+        for k in ["name", "legal_type", "country"] {
+            same &= Some(field(k)?) == args[k].as_str();
+        }
+        if same && !seen.contains(&id) {
+            return Ok(Some(o.clone()));
+        }
+    }
+    Ok(None)
 }
 
 /// The user-facing sentence for an action whose outcome is not known.
@@ -483,5 +503,36 @@ mod tests {
             "nothing sent: as it was"
         );
         assert_eq!(Settled::NotSent.status(true), StagedStatus::Unknown);
+    }
+
+    #[test]
+    fn only_a_well_formed_list_shows_an_organization_made_since() {
+        let (old, new) = (OrgId::new(), OrgId::new());
+        let args = json!({"name": "Acme", "legal_type": "corporate", "country": "DE"});
+        let org = |id: OrgId| json!({"id": id, "name": "Acme", "legal_type": "corporate", "country": "DE"});
+        let list = |orgs: Value| made_since(orgs.to_string().as_bytes(), &[old], &args);
+        assert_eq!(list(json!([org(old)])), Ok(None));
+        assert_eq!(list(json!([org(old), org(new)])), Ok(Some(org(new))));
+        let mut other = org(new);
+        other["country"] = json!("TR");
+        assert_eq!(list(json!([other])), Ok(None));
+        for (bad, why) in [
+            (json!({"orgs": []}), "not a list"),
+            (
+                json!([{"id": new, "name": "Acme", "country": "DE"}]),
+                "[0].legal_type is missing",
+            ),
+            (json!([org(old), {"name": "Acme"}]), "[1].id is missing"),
+            (
+                json!([{"id": "x", "name": "Acme", "legal_type": "corporate", "country": "DE"}]),
+                "[0].id is not an id",
+            ),
+        ] {
+            match list(bad.clone()) {
+                Err(m) => assert!(m.contains(why), "{bad}: {m}"),
+                Ok(found) => panic!("{bad}: {found:?}"),
+            }
+        }
+        assert!(made_since(b"<html>", &[], &args).is_err());
     }
 }
