@@ -19,11 +19,12 @@ pub fn charged_org(caller: &Caller, scope: Option<OrgId>) -> Option<OrgId> {
 
 /// Map org-billing's refusal of a spend or an allowance to the caller's error.
 fn token_refusal(r: &Reply) -> ApiError {
-    match r.status {
-        402 => ApiError::PaymentRequired(r.error().to_owned()),
-        403 => ApiError::forbidden(r.error()),
-        404 => ApiError::NotFound,
-        s => ApiError::internal(anyhow::anyhow!("org-billing answered {s} about AI tokens")),
+    match (r.status, r.error()) {
+        (402 | 403, Err(malformed)) => malformed,
+        (402, Ok(m)) => ApiError::PaymentRequired(m.to_owned()),
+        (403, Ok(m)) => ApiError::forbidden(m),
+        (404, _) => ApiError::NotFound,
+        (s, _) => ApiError::internal(anyhow::anyhow!("org-billing answered {s} about AI tokens")),
     }
 }
 

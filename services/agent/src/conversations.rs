@@ -19,9 +19,8 @@ use crate::{
     state::AppState,
     store::conversations as store,
 };
-use hub_domain::OrgId;
+use hub_domain::{ConversationId, OrgId, StagedActionId};
 use service_kit::{assertion::Caller, ApiError, ApiResult};
-use uuid::Uuid;
 
 pub use crate::store::conversations::{Conversation, Message};
 
@@ -29,7 +28,7 @@ pub const SUMMARY_MAX_WORDS: usize = 150;
 pub const LIST_LIMIT: i64 = 100;
 
 /// 404 unless the conversation is the caller's; 409 when it is closed.
-pub async fn require_open(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<()> {
+pub async fn require_open(state: &AppState, caller: &Caller, id: ConversationId) -> ApiResult<()> {
     match store::closed_at(&state.pool, id, caller.user_id()).await? {
         None => Err(ApiError::NotFound),
         Some(Some(_)) => Err(ApiError::conflict(
@@ -40,13 +39,17 @@ pub async fn require_open(state: &AppState, caller: &Caller, id: Uuid) -> ApiRes
 }
 
 /// The last `n` messages of a conversation, oldest first, as (role, content).
-pub async fn history(state: &AppState, id: Uuid, n: i64) -> sqlx::Result<Vec<(String, String)>> {
+pub async fn history(
+    state: &AppState,
+    id: ConversationId,
+    n: i64,
+) -> sqlx::Result<Vec<(String, String)>> {
     store::history(&state.pool, id, n).await
 }
 
 pub struct Saved {
-    pub conversation_id: Uuid,
-    pub confirmation_id: Option<Uuid>,
+    pub conversation_id: ConversationId,
+    pub confirmation_id: Option<StagedActionId>,
 }
 
 /// Store one exchange (through the group commit of [`crate::journal`]): the
@@ -55,7 +58,7 @@ pub struct Saved {
 pub async fn record_exchange(
     state: &AppState,
     caller: &Caller,
-    conversation: Option<Uuid>,
+    conversation: Option<ConversationId>,
     message: &str,
     reply: &str,
     engine: &str,
@@ -66,22 +69,23 @@ pub async fn record_exchange(
     let now = state.clock.now();
     let staged = staged.map(|s| {
         (
-            Uuid::new_v4(),
+            // Random (v4), as confirmation ids have always been.
+            StagedActionId::from_uuid(uuid::Uuid::new_v4()),
             s.clone(),
             now + time::Duration::seconds(state.agent.confirm_ttl_secs),
         )
     });
     let confirmation_id = staged.as_ref().map(|s| s.0);
     let e = Exchange {
-        user_id: caller.user_id().as_uuid(),
+        user_id: caller.user_id(),
         continues: conversation,
-        new_conversation: Uuid::now_v7(),
+        new_conversation: ConversationId::new(),
         message: message.to_owned(),
         reply: reply.to_owned(),
         engine: engine.to_owned(),
         tier,
         staged,
-        paid_by: paid_by.map(|o| o.as_uuid()),
+        paid_by,
         at: now,
     };
     let conversation_id = e.conversation_id();
@@ -98,7 +102,11 @@ pub async fn list(state: &AppState, caller: &Caller) -> ApiResult<Vec<Conversati
 }
 
 /// The messages of a conversation of the caller's, oldest first.
-pub async fn messages(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Vec<Message>> {
+pub async fn messages(
+    state: &AppState,
+    caller: &Caller,
+    id: ConversationId,
+) -> ApiResult<Vec<Message>> {
     if !store::is_users(&state.pool, id, caller.user_id()).await? {
         return Err(ApiError::NotFound);
     }
@@ -171,7 +179,11 @@ pub fn bounded_transcript(latest: &[(String, String)], max_chars: usize) -> Stri
 }
 
 /// Close a conversation of the caller's and write its summary.
-pub async fn close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Conversation> {
+pub async fn close(
+    state: &AppState,
+    caller: &Caller,
+    id: ConversationId,
+) -> ApiResult<Conversation> {
     // Claim it first (a concurrent close gets 409), summarize, then store.
     claim_close(state, caller, id).await?;
     let summary = summarize(state, caller, id).await?;
@@ -179,7 +191,7 @@ pub async fn close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Con
 }
 
 /// Close it now: 404 unless it is the caller's, 409 when it is closed already.
-async fn claim_close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<()> {
+async fn claim_close(state: &AppState, caller: &Caller, id: ConversationId) -> ApiResult<()> {
     let user = caller.user_id();
     if store::claim_close(&state.pool, id, user, state.clock.now()).await? {
         return Ok(());
@@ -192,7 +204,7 @@ async fn claim_close(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<(
 
 /// The summary: the model's when it is written and paid for, else the
 /// extractive one.
-async fn summarize(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<String> {
+async fn summarize(state: &AppState, caller: &Caller, id: ConversationId) -> ApiResult<String> {
     let requests = store::request_count(&state.pool, id).await?;
     let first = store::first_requests(&state.pool, id, SUMMARY_MAX_WORDS as i64).await?;
     let budget = state.agent.summary_input_chars;
@@ -219,7 +231,7 @@ async fn summarize(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Str
 async fn paid_summary(
     state: &AppState,
     caller: &Caller,
-    id: Uuid,
+    id: ConversationId,
     transcript: &str,
 ) -> Option<String> {
     if !state.provider() || transcript.is_empty() {

@@ -17,12 +17,11 @@ use crate::{
     state::AppState,
     tools::{self, Ctx},
 };
-use hub_domain::OrgId;
+use hub_domain::{ConversationId, OrgId, StagedActionId};
 use serde::Serialize;
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, ApiError, ApiResult};
 use std::time::Duration;
-use uuid::Uuid;
 
 pub const RULES_ENGINE: &str = "rules";
 
@@ -32,9 +31,9 @@ pub struct AgentReply {
     pub engine: String,
     pub notice: String,
     pub tier: Tier,
-    pub conversation_id: Uuid,
+    pub conversation_id: ConversationId,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub confirmation_id: Option<Uuid>,
+    pub confirmation_id: Option<StagedActionId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action_summary: Option<String>,
 }
@@ -112,7 +111,7 @@ pub async fn answer(
     caller: &Caller,
     message: &str,
     scope: Option<OrgId>,
-    conversation_id: Option<Uuid>,
+    conversation_id: Option<ConversationId>,
 ) -> ApiResult<AgentReply> {
     check_message(&state.agent, message)?;
     check_scope(caller, scope)?;
@@ -184,7 +183,7 @@ async fn respond(
     state: &AppState,
     ctx: &Ctx<'_>,
     message: &str,
-    conversation: Option<Uuid>,
+    conversation: Option<ConversationId>,
 ) -> ApiResult<Answer> {
     match by_model(state, ctx, message, conversation).await? {
         Ok(answer) => Ok(answer),
@@ -199,7 +198,7 @@ async fn by_model(
     state: &AppState,
     ctx: &Ctx<'_>,
     message: &str,
-    conversation: Option<Uuid>,
+    conversation: Option<ConversationId>,
 ) -> ApiResult<Result<Answer, String>> {
     if !state.provider() {
         return Ok(Err(
@@ -281,7 +280,7 @@ async fn with_model(
     ctx: &Ctx<'_>,
     org: OrgId,
     message: &str,
-    conversation: Option<Uuid>,
+    conversation: Option<ConversationId>,
 ) -> Result<Answer, Fallback> {
     let caller = ctx.caller;
     let (name, mut messages) = opening(state, caller, message, conversation).await?;
@@ -335,7 +334,7 @@ async fn opening(
     state: &AppState,
     caller: &Caller,
     message: &str,
-    conversation: Option<Uuid>,
+    conversation: Option<ConversationId>,
 ) -> Result<(String, Vec<Value>), ApiError> {
     let history = async {
         match conversation {
@@ -345,7 +344,7 @@ async fn opening(
     };
     let (name, (soul, memory), history) = tokio::try_join!(
         model::current(state),
-        crate::memory::texts(state, caller.user_id().as_uuid()),
+        crate::memory::texts(state, caller.user_id()),
         history,
     )?;
     let mut messages =

@@ -11,6 +11,7 @@
 //! kit's group commit ([`service_kit::group_commit`]).
 
 use crate::ops::{Staged, Tier};
+use hub_domain::{ConversationId, OrgId, StagedActionId, UserId};
 use service_kit::{
     group_commit::{Batch, GroupCommit, Shape},
     metrics::CommitMetrics,
@@ -20,30 +21,29 @@ use sqlx::PgPool;
 use std::collections::HashSet;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 pub const CLOSED: &str = "this conversation is closed; start a new one";
 
 /// One exchange to store.
 #[derive(Debug)]
 pub struct Exchange {
-    pub user_id: Uuid,
+    pub user_id: UserId,
     /// The conversation to continue; None starts `new_conversation`.
-    pub continues: Option<Uuid>,
-    pub new_conversation: Uuid,
+    pub continues: Option<ConversationId>,
+    pub new_conversation: ConversationId,
     pub message: String,
     pub reply: String,
     pub engine: String,
     pub tier: Tier,
     /// The staged action and its confirmation id and expiry.
-    pub staged: Option<(Uuid, Staged, OffsetDateTime)>,
+    pub staged: Option<(StagedActionId, Staged, OffsetDateTime)>,
     /// The organization whose AI tokens paid for a model-written reply.
-    pub paid_by: Option<Uuid>,
+    pub paid_by: Option<OrgId>,
     pub at: OffsetDateTime,
 }
 
 impl Exchange {
-    pub fn conversation_id(&self) -> Uuid {
+    pub fn conversation_id(&self) -> ConversationId {
         self.continues.unwrap_or(self.new_conversation)
     }
 }
@@ -74,7 +74,7 @@ impl Journal {
 
     /// Store `e` with whatever else is waiting; returns once committed.
     pub async fn record(&self, e: Exchange) -> Result<(), ApiError> {
-        self.0.submit(e.user_id.as_u128(), e).await?
+        self.0.submit(e.user_id.as_uuid().as_u128(), e).await?
     }
 }
 
@@ -125,21 +125,21 @@ impl Batch for Exchanges {
 /// stored (false: its conversation is not open, or not its user's).
 async fn store(pool: &PgPool, batch: &[Exchange]) -> sqlx::Result<Vec<bool>> {
     let mut tx = pool.begin().await?;
-    let continued: Vec<(Uuid, Uuid)> = batch
+    let continued: Vec<(ConversationId, UserId)> = batch
         .iter()
         .filter_map(|e| e.continues.map(|c| (c, e.user_id)))
         .collect();
-    let open: HashSet<Uuid> = if continued.is_empty() {
+    let open: HashSet<ConversationId> = if continued.is_empty() {
         HashSet::new()
     } else {
         // FOR SHARE: a concurrent close waits for this commit (and then its
         // summary sees these messages).
         sqlx::query_scalar!(
-            "SELECT c.id FROM conversations c \
-             JOIN unnest($1::uuid[], $2::uuid[]) AS w(id, user_id) ON c.id = w.id AND c.user_id = w.user_id \
-             WHERE c.closed_at IS NULL FOR SHARE OF c",
-            &continued.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
-            &continued.iter().map(|(_, u)| *u).collect::<Vec<_>>(),
+            r#"SELECT c.id AS "id: ConversationId" FROM conversations c
+             JOIN unnest($1::uuid[], $2::uuid[]) AS w(id, user_id) ON c.id = w.id AND c.user_id = w.user_id
+             WHERE c.closed_at IS NULL FOR SHARE OF c"#,
+            &continued.iter().map(|(c, _)| *c).collect::<Vec<_>>() as &[ConversationId],
+            &continued.iter().map(|(_, u)| *u).collect::<Vec<_>>() as &[UserId],
         )
         .fetch_all(&mut *tx)
         .await?
@@ -161,14 +161,14 @@ async fn store(pool: &PgPool, batch: &[Exchange]) -> sqlx::Result<Vec<bool>> {
         sqlx::query!(
             "INSERT INTO conversations (id, user_id, created_at) \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[])",
-            &new.iter().map(|e| e.new_conversation).collect::<Vec<_>>(),
-            &new.iter().map(|e| e.user_id).collect::<Vec<_>>(),
+            &new.iter().map(|e| e.new_conversation).collect::<Vec<_>>() as &[ConversationId],
+            &new.iter().map(|e| e.user_id).collect::<Vec<_>>() as &[UserId],
             &new.iter().map(|e| e.at).collect::<Vec<_>>(),
         )
         .execute(&mut *tx)
         .await?;
     }
-    let staged: Vec<(&Exchange, &(Uuid, Staged, OffsetDateTime))> = kept
+    let staged: Vec<(&Exchange, &(StagedActionId, Staged, OffsetDateTime))> = kept
         .iter()
         .filter_map(|e| e.staged.as_ref().map(|s| (*e, s)))
         .collect();
@@ -177,9 +177,9 @@ async fn store(pool: &PgPool, batch: &[Exchange]) -> sqlx::Result<Vec<bool>> {
             "INSERT INTO staged_actions (id, user_id, conversation_id, kind, args, summary, created_at, expires_at) \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::jsonb[], $6::text[], \
                                   $7::timestamptz[], $8::timestamptz[])",
-            &staged.iter().map(|(_, s)| s.0).collect::<Vec<_>>(),
-            &staged.iter().map(|(e, _)| e.user_id).collect::<Vec<_>>(),
-            &staged.iter().map(|(e, _)| e.conversation_id()).collect::<Vec<_>>(),
+            &staged.iter().map(|(_, s)| s.0).collect::<Vec<_>>() as &[StagedActionId],
+            &staged.iter().map(|(e, _)| e.user_id).collect::<Vec<_>>() as &[UserId],
+            &staged.iter().map(|(e, _)| e.conversation_id()).collect::<Vec<_>>() as &[ConversationId],
             &staged.iter().map(|(_, s)| s.1.kind.as_str().to_owned()).collect::<Vec<_>>(),
             &staged.iter().map(|(_, s)| s.1.args.clone()).collect::<Vec<_>>(),
             &staged.iter().map(|(_, s)| s.1.summary.clone()).collect::<Vec<_>>(),
@@ -196,8 +196,8 @@ async fn store(pool: &PgPool, batch: &[Exchange]) -> sqlx::Result<Vec<bool>> {
         let mut content = Vec::with_capacity(kept.len() * 2);
         let mut engine: Vec<Option<&str>> = Vec::with_capacity(kept.len() * 2);
         let mut tier: Vec<Option<&str>> = Vec::with_capacity(kept.len() * 2);
-        let mut confirmation: Vec<Option<Uuid>> = Vec::with_capacity(kept.len() * 2);
-        let mut paid_by: Vec<Option<Uuid>> = Vec::with_capacity(kept.len() * 2);
+        let mut confirmation: Vec<Option<StagedActionId>> = Vec::with_capacity(kept.len() * 2);
+        let mut paid_by: Vec<Option<OrgId>> = Vec::with_capacity(kept.len() * 2);
         let mut at = Vec::with_capacity(kept.len() * 2);
         for e in &kept {
             conv.extend([e.conversation_id(); 2]);
@@ -213,14 +213,14 @@ async fn store(pool: &PgPool, batch: &[Exchange]) -> sqlx::Result<Vec<bool>> {
             "INSERT INTO messages (conversation_id, role, content, engine, tier, confirmation_id, created_at, org_id) \
              SELECT c, r, t, e, ti, ci, a, o FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], \
                                   $6::uuid[], $7::timestamptz[], $8::uuid[]) WITH ORDINALITY AS m(c, r, t, e, ti, ci, a, o, n) ORDER BY n",
-            &conv,
+            &conv as &[ConversationId],
             &role as &[&str],
             &content as &[&str],
             &engine as &[Option<&str>],
             &tier as &[Option<&str>],
-            &confirmation as &[Option<Uuid>],
+            &confirmation as &[Option<StagedActionId>],
             &at,
-            &paid_by as &[Option<Uuid>],
+            &paid_by as &[Option<OrgId>],
         )
         .execute(&mut *tx)
         .await?;

@@ -19,19 +19,19 @@
 
 use crate::{model, state::AppState, store::memory as store};
 use chrono::{TimeZone, Timelike};
+use hub_domain::UserId;
 use reqwest::Method;
 use serde_json::json;
 use service_kit::{peer::Peer, ApiError, ApiResult};
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 pub use crate::store::memory::{store_activity, MemoryDoc};
 
 pub const SOUL_MAX_CHARS: usize = 20_000;
 
 /// The user's memory document (empty when they have none).
-pub async fn get(state: &AppState, user: Uuid) -> ApiResult<MemoryDoc> {
+pub async fn get(state: &AppState, user: UserId) -> ApiResult<MemoryDoc> {
     Ok(store::doc(&state.pool, user).await?.unwrap_or(MemoryDoc {
         soul_md: String::new(),
         memory_md: String::new(),
@@ -41,7 +41,7 @@ pub async fn get(state: &AppState, user: Uuid) -> ApiResult<MemoryDoc> {
 }
 
 /// (soul_md, memory_md) for the model's context.
-pub async fn texts(state: &AppState, user: Uuid) -> sqlx::Result<(String, String)> {
+pub async fn texts(state: &AppState, user: UserId) -> sqlx::Result<(String, String)> {
     store::texts(&state.pool, user).await
 }
 
@@ -59,7 +59,7 @@ pub fn validate_soul(soul: &str) -> ApiResult<()> {
 }
 
 /// Replace the user's soul (validated); their document as it now is.
-pub async fn set_soul(state: &AppState, user: Uuid, soul: &str) -> ApiResult<MemoryDoc> {
+pub async fn set_soul(state: &AppState, user: UserId, soul: &str) -> ApiResult<MemoryDoc> {
     validate_soul(soul)?;
     store::set_soul(&state.pool, user, soul).await?;
     get(state, user).await
@@ -92,7 +92,7 @@ pub const MODEL_ACTIONS: usize = 50;
 /// is stored only if no later turn was claimed meanwhile. Without a provider
 /// the count is the memory; with one, curations between the model's turns
 /// leave the memory as the model wrote it.
-pub async fn curate(state: &AppState, user: Uuid) -> ApiResult<i64> {
+pub async fn curate(state: &AppState, user: UserId) -> ApiResult<i64> {
     let now = state.clock.now();
     let provider = state.provider();
     let interval = time::Duration::seconds(state.curation.model_interval_secs);
@@ -194,7 +194,7 @@ fn as_time_date(d: chrono::NaiveDate) -> anyhow::Result<time::Date> {
 }
 
 /// The users' profile timezones, from identity (in batches of 1000).
-async fn timezones(identity: &Peer, users: &[Uuid]) -> anyhow::Result<BTreeMap<Uuid, String>> {
+async fn timezones(identity: &Peer, users: &[UserId]) -> anyhow::Result<BTreeMap<UserId, String>> {
     let mut out = BTreeMap::new();
     for chunk in users.chunks(1000) {
         let resp = identity
@@ -212,21 +212,61 @@ async fn timezones(identity: &Peer, users: &[Uuid]) -> anyhow::Result<BTreeMap<U
             resp.status()
         );
         let body: serde_json::Value = resp.json().await?;
-        if let Some(map) = body["timezones"].as_object() {
-            for (k, v) in map {
-                if let (Ok(id), Some(tz)) = (Uuid::parse_str(k), v.as_str()) {
-                    out.insert(id, tz.to_owned());
-                }
-            }
-        }
+        out.extend(timezones_of(&body)?);
     }
     Ok(out)
+}
+
+/// identity's answer to a timezone lookup, `{timezones: {user_id: IANA
+/// name}}` (a user it does not list has no timezone: UTC). An answer without
+/// the map, or with anything else in it, is an error naming what is wrong.
+fn timezones_of(body: &serde_json::Value) -> anyhow::Result<BTreeMap<UserId, String>> {
+    let map = body["timezones"].as_object().ok_or_else(|| {
+        anyhow::anyhow!("identity's timezone lookup answered without a timezones object")
+    })?;
+    map.iter()
+        .map(|(k, v)| {
+            let id = k.parse::<UserId>().map_err(|_| {
+                anyhow::anyhow!(
+                    "identity's timezone lookup answered a key that is not a user id: {k:?}"
+                )
+            })?;
+            let tz = v.as_str().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "identity's timezone lookup answered timezones.{k} that is not a string"
+                )
+            })?;
+            Ok((id, tz.to_owned()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use time::macros::datetime;
+
+    #[test]
+    fn a_timezone_answer_without_its_map_is_an_error() {
+        let user = UserId::new();
+        let zones = timezones_of(&json!({"timezones": {user.to_string(): "Europe/Istanbul"}}))
+            .expect("a map");
+        assert_eq!(
+            zones.get(&user).map(String::as_str),
+            Some("Europe/Istanbul")
+        );
+        assert!(timezones_of(&json!({"timezones": {}}))
+            .expect("empty")
+            .is_empty());
+        for bad in [
+            json!({}),
+            json!({"timezones": []}),
+            json!({"timezones": {"nobody": "UTC"}}),
+            json!({"timezones": {user.to_string(): null}}),
+        ] {
+            assert!(timezones_of(&bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn souls_are_counted_in_characters() {

@@ -160,20 +160,28 @@ fn staff_tools() -> [Value; 3] {
     ]
 }
 
-/// The operation a tool call names, if it is one of ours with usable arguments.
+/// The operation a tool call names, if it is one of ours with usable
+/// arguments: each required one present with its type, each optional one
+/// absent (or null) or of its type. A mistyped optional argument is not taken
+/// for an absent one (`org: 5` is not "the request's organization").
 pub fn op_of(call: &ToolCall) -> Option<Op> {
     let a = &call.arguments;
     let s = |k: &str| a[k].as_str().map(str::to_owned);
+    let opt = |k: &str| match a.get(k) {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(v)) => Some(Some(v.clone())),
+        Some(_) => None,
+    };
     let n = |k: &str| match &a[k] {
         Value::String(v) => Some(v.clone()),
         Value::Number(v) => Some(v.to_string()),
         _ => None,
     };
     Some(match call.name.as_str() {
-        "wallet_balance" => Op::WalletBalance { org: s("org") },
-        "token_balance" => Op::TokenBalance { org: s("org") },
+        "wallet_balance" => Op::WalletBalance { org: opt("org")? },
+        "token_balance" => Op::TokenBalance { org: opt("org")? },
         "list_organizations" => Op::ListOrgs,
-        "kyc_status" => Op::KycStatus { org: s("org") },
+        "kyc_status" => Op::KycStatus { org: opt("org")? },
         "list_sessions" => Op::ListSessions,
         "profile" => Op::Profile,
         "set_job_title" => Op::SetJobTitle { text: s("text")? },
@@ -181,7 +189,7 @@ pub fn op_of(call: &ToolCall) -> Option<Op> {
         "create_org" => Op::CreateOrg {
             name: s("name")?,
             country: s("country")?,
-            legal_type: s("legal_type"),
+            legal_type: opt("legal_type")?,
         },
         "credit_wallet" => Op::CreditWallet {
             org: s("org")?,
@@ -294,7 +302,10 @@ async fn call(
     completion(&bytes, messages)
 }
 
-/// A provider's answer to `messages` as a [`Completion`].
+/// A provider's answer to `messages` as a [`Completion`]. Every field read is
+/// there with its type, or the answer is [`ProviderError::Malformed`] naming
+/// it; only what the protocol leaves out on purpose may be absent (`usage`,
+/// then estimated; `tool_calls`, when the model calls none).
 fn completion(bytes: &[u8], messages: &[Value]) -> Result<Completion, ProviderError> {
     let r: Response =
         serde_json::from_slice(bytes).map_err(|e| ProviderError::Malformed(e.to_string()))?;
@@ -304,8 +315,17 @@ fn completion(bytes: &[u8], messages: &[Value]) -> Result<Completion, ProviderEr
         .next()
         .map(|c| c.message)
         .ok_or_else(|| ProviderError::Malformed("no choices".into()))?;
-    let content = message["content"].as_str().unwrap_or("").to_owned();
-    let tool_calls = tool_calls(&message);
+    if !message.is_object() {
+        return Err(malformed("choices[0].message", "is not an object"));
+    }
+    // Null when the model only calls tools; never left out.
+    let content = match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) => String::new(),
+        Some(_) => return Err(malformed("choices[0].message.content", "is not a string")),
+        None => return Err(malformed("choices[0].message.content", "is missing")),
+    };
+    let tool_calls = tool_calls(&message)?;
     let estimate = || {
         let chars: usize =
             messages.iter().map(|m| m.to_string().len()).sum::<usize>() + message.to_string().len();
@@ -324,25 +344,63 @@ fn completion(bytes: &[u8], messages: &[Value]) -> Result<Completion, ProviderEr
     })
 }
 
-/// The tool calls an assistant message asks for.
-fn tool_calls(message: &Value) -> Vec<ToolCall> {
-    message["tool_calls"]
-        .as_array()
-        .map(|calls| {
-            calls
-                .iter()
-                .map(|c| ToolCall {
-                    id: c["id"].as_str().unwrap_or("").to_owned(),
-                    name: c["function"]["name"].as_str().unwrap_or("").to_owned(),
-                    // The protocol sends arguments as a JSON string.
-                    arguments: c["function"]["arguments"]
-                        .as_str()
-                        .and_then(|a| serde_json::from_str(a).ok())
-                        .unwrap_or(Value::Null),
+/// [`ProviderError::Malformed`]: the answer's `field` (its path) `is` so.
+fn malformed(field: &str, is: &str) -> ProviderError {
+    ProviderError::Malformed(format!("{field} {is}"))
+}
+
+/// The tool calls an assistant message asks for (none when it has no
+/// `tool_calls`, or null). Each call needs its `id`, `function.name` and
+/// `function.arguments` (a JSON object, sent as a string); a call without
+/// them makes the answer malformed.
+fn tool_calls(message: &Value) -> Result<Vec<ToolCall>, ProviderError> {
+    let calls = match message.get("tool_calls") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(calls)) => calls,
+        Some(_) => {
+            return Err(malformed(
+                "choices[0].message.tool_calls",
+                "is not an array",
+            ))
+        }
+    };
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let text = |v: &Value, field: &str| {
+                v.as_str().map(str::to_owned).ok_or_else(|| {
+                    malformed(
+                        &format!("choices[0].message.tool_calls[{i}].{field}"),
+                        "is missing or not a string",
+                    )
                 })
-                .collect()
+            };
+            let id = text(&c["id"], "id")?;
+            let name = text(&c["function"]["name"], "function.name")?;
+            let raw = text(&c["function"]["arguments"], "function.arguments")?;
+            // The protocol sends arguments as a JSON string; an empty one is
+            // a call without arguments.
+            let arguments = if raw.trim().is_empty() {
+                Value::Object(Default::default())
+            } else {
+                match serde_json::from_str::<Value>(&raw) {
+                    Ok(v @ Value::Object(_)) => v,
+                    _ => {
+                        return Err(malformed(
+                            &format!("choices[0].message.tool_calls[{i}].function.arguments"),
+                            "is not a JSON object",
+                        ))
+                    }
+                }
+            };
+            Ok(ToolCall {
+                id,
+                name,
+                arguments,
+            })
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// One text the model writes from `instruction` and `input` (no tools), when a
@@ -416,5 +474,92 @@ mod tests {
             arguments: json!({}),
         };
         assert!(op_of(&unknown).is_none());
+        // A mistyped optional argument is not an absent one.
+        let call = |arguments| ToolCall {
+            id: "1".into(),
+            name: "wallet_balance".into(),
+            arguments,
+        };
+        assert_eq!(
+            op_of(&call(json!({}))),
+            Some(Op::WalletBalance { org: None })
+        );
+        assert_eq!(
+            op_of(&call(json!({"org": null}))),
+            Some(Op::WalletBalance { org: None })
+        );
+        assert_eq!(op_of(&call(json!({"org": 5}))), None);
+    }
+
+    fn answer(message: Value) -> Result<Completion, ProviderError> {
+        let body = json!({"choices": [{"index": 0, "message": message}]});
+        completion(body.to_string().as_bytes(), &[])
+    }
+
+    #[test]
+    fn a_well_formed_answer_is_read_as_given() {
+        let c = answer(json!({"role": "assistant", "content": "hi"})).expect("text");
+        assert_eq!((c.content.as_str(), c.tool_calls.len()), ("hi", 0));
+        let c = answer(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "profile", "arguments": ""}},
+            {"id": "c2", "type": "function",
+             "function": {"name": "wallet_balance", "arguments": "{\"org\": \"Acme\"}"}}]}))
+        .expect("tool calls");
+        assert_eq!(c.content, "");
+        assert_eq!(
+            c.tool_calls
+                .iter()
+                .map(|t| (t.id.as_str(), t.name.as_str(), t.arguments.clone()))
+                .collect::<Vec<_>>(),
+            [
+                ("c1", "profile", json!({})),
+                ("c2", "wallet_balance", json!({"org": "Acme"}))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_malformed_answer_is_an_error_naming_the_field() {
+        let call = |function: Value| json!({"content": null, "tool_calls": [function]});
+        for (message, field) in [
+            (json!("hi"), "choices[0].message is not an object"),
+            (
+                json!({"role": "assistant"}),
+                "choices[0].message.content is missing",
+            ),
+            (
+                json!({"content": ["hi"]}),
+                "choices[0].message.content is not a string",
+            ),
+            (
+                json!({"content": null, "tool_calls": {}}),
+                "choices[0].message.tool_calls is not an array",
+            ),
+            (
+                call(json!({"function": {"name": "profile", "arguments": "{}"}})),
+                "tool_calls[0].id is missing",
+            ),
+            (
+                call(json!({"id": "c1", "function": {"arguments": "{}"}})),
+                "tool_calls[0].function.name is missing",
+            ),
+            (
+                call(json!({"id": "c1", "function": {"name": "profile"}})),
+                "tool_calls[0].function.arguments is missing",
+            ),
+            (
+                call(json!({"id": "c1", "function": {"name": "profile", "arguments": "{nope"}})),
+                "tool_calls[0].function.arguments is not a JSON object",
+            ),
+            (
+                call(json!({"id": "c1", "function": {"name": "profile", "arguments": "[1]"}})),
+                "tool_calls[0].function.arguments is not a JSON object",
+            ),
+        ] {
+            match answer(message.clone()) {
+                Err(ProviderError::Malformed(m)) => assert!(m.contains(field), "{message}: {m}"),
+                other => panic!("{message}: {other:?}"),
+            }
+        }
     }
 }

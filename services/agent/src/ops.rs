@@ -121,6 +121,56 @@ impl fmt::Display for StagedKind {
 // outside the enum is a decode error).
 hub_domain::sqlx_text_enum!(StagedKind, "staged action kind");
 
+/// Where a staged action stands (`staged_actions.status`; see
+/// [`crate::staged`] for the states). Stored as its
+/// [`as_str`](StagedStatus::as_str); a value outside the enum read back is a
+/// decode error, never a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StagedStatus {
+    Staged,
+    Executing,
+    Unknown,
+    Executed,
+    Failed,
+    Cancelled,
+}
+
+impl StagedStatus {
+    pub const ALL: [StagedStatus; 6] = [
+        StagedStatus::Staged,
+        StagedStatus::Executing,
+        StagedStatus::Unknown,
+        StagedStatus::Executed,
+        StagedStatus::Failed,
+        StagedStatus::Cancelled,
+    ];
+
+    /// The status's name (as serialized and stored).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StagedStatus::Staged => "staged",
+            StagedStatus::Executing => "executing",
+            StagedStatus::Unknown => "unknown",
+            StagedStatus::Executed => "executed",
+            StagedStatus::Failed => "failed",
+            StagedStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StagedStatus> {
+        StagedStatus::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+impl fmt::Display for StagedStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+hub_domain::sqlx_text_enum!(StagedStatus, "staged action status");
+
 /// A staged wallet credit's arguments (its `args`): the organization, and the
 /// amount in minor units of the wallet's currency.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,5 +227,18 @@ mod tests {
         }
         assert_eq!(StagedKind::parse("drop_tables"), None);
         assert_eq!(StagedKind::parse("Create_Org"), None);
+    }
+
+    #[test]
+    fn staged_statuses_are_their_serialized_names() {
+        for s in StagedStatus::ALL {
+            assert_eq!(
+                serde_json::to_value(s).ok(),
+                Some(Value::String(s.as_str().into()))
+            );
+            assert_eq!(StagedStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(StagedStatus::parse("done"), None);
+        assert_eq!(StagedStatus::parse("Staged"), None);
     }
 }

@@ -43,16 +43,16 @@
 
 use crate::{
     audit,
-    ops::StagedKind,
+    ops::{StagedKind, StagedStatus},
     settings::Settings,
     state::{AppState, Peers},
     store::staged::{self as store, Standing, Taken, Window},
 };
 use actix_web::{http::StatusCode, HttpResponse};
+use hub_domain::{OrgId, StagedActionId};
 use reqwest::Method;
 use serde_json::{json, Value};
 use service_kit::{assertion::Caller, peer::Peer, ApiError, ApiResult};
-use uuid::Uuid;
 
 /// How long an attempt may hold an action: the slowest peer call, a pool
 /// checkout and five seconds for the bookkeeping.
@@ -65,7 +65,12 @@ const RUNNING: &str =
     "this action is being carried out now; confirm it again in a moment to learn its outcome";
 
 /// Why a staged action cannot be taken (after the conditional update missed).
-async fn refusal(state: &AppState, caller: &Caller, id: Uuid, rejecting: bool) -> ApiError {
+async fn refusal(
+    state: &AppState,
+    caller: &Caller,
+    id: StagedActionId,
+    rejecting: bool,
+) -> ApiError {
     match store::standing(&state.pool, id, caller.user_id()).await {
         Err(e) => e.into(),
         Ok(None) => ApiError::NotFound,
@@ -76,17 +81,17 @@ async fn refusal(state: &AppState, caller: &Caller, id: Uuid, rejecting: bool) -
 /// The 409's message for an action standing as `s`.
 fn why_not(state: &AppState, s: &Standing, rejecting: bool) -> &'static str {
     let now = state.clock.now();
-    let leased = s.status == "executing" && s.attempt_until.is_some_and(|t| t > now);
+    let leased = s.status == StagedStatus::Executing && s.attempt_until.is_some_and(|t| t > now);
     let retryable = s
         .decided_at
         .is_some_and(|d| d > now - time::Duration::seconds(state.agent.unknown_retry_secs));
-    match s.status.as_str() {
-        "staged" if s.expires_at <= now => "this action expired; ask again",
-        "cancelled" => "this action was rejected",
-        "executed" | "failed" => "this action was already confirmed",
+    match s.status {
+        StagedStatus::Staged if s.expires_at <= now => "this action expired; ask again",
+        StagedStatus::Cancelled => "this action was rejected",
+        StagedStatus::Executed | StagedStatus::Failed => "this action was already confirmed",
         _ if rejecting => "this action may already have happened (its outcome is not known yet), so it cannot be rejected; confirm it again to learn its outcome",
         // Taken by another confirmation (or it was free a moment ago).
-        "staged" => RUNNING,
+        StagedStatus::Staged => RUNNING,
         _ if leased || retryable => RUNNING,
         _ => "the outcome of this action was not settled in time and can no longer be checked here; look at the organization before asking again",
     }
@@ -94,18 +99,18 @@ fn why_not(state: &AppState, s: &Standing, rejecting: bool) -> &'static str {
 
 /// Take the action for an attempt: staged and unexpired now, or `unknown`
 /// (or `executing` past its lease) within the retry window.
-async fn take(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Taken> {
+async fn take(state: &AppState, caller: &Caller, id: StagedActionId) -> ApiResult<Taken> {
     let now = state.clock.now();
     let window = Window {
         now,
         lease_until: now + state.attempt_lease,
         retry_since: now - time::Duration::seconds(state.agent.unknown_retry_secs),
     };
-    let orgs: Vec<Uuid> = caller
+    let orgs: Vec<OrgId> = caller
         .identity
         .memberships
         .iter()
-        .map(|m| m.org_id.as_uuid())
+        .map(|m| m.org_id)
         .collect();
     match store::take(&state.pool, id, caller.user_id(), &window, &orgs).await? {
         Some(t) => Ok(t),
@@ -117,7 +122,7 @@ async fn take(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Taken> {
 fn request(
     kind: StagedKind,
     args: &Value,
-    id: Uuid,
+    id: StagedActionId,
 ) -> (Method, String, Option<Value>, Option<String>) {
     let s = |k: &str| args[k].as_str().unwrap_or_default().to_owned();
     let key = Some(idempotency_key(id));
@@ -155,7 +160,7 @@ fn request(
 
 /// The key every attempt of action `id` carries: bound to the action, so a
 /// new staging is a new key and a repeated confirmation is the same one.
-pub fn idempotency_key(id: Uuid) -> String {
+pub fn idempotency_key(id: StagedActionId) -> String {
     format!("agent-{id}")
 }
 
@@ -173,12 +178,12 @@ pub enum Settled {
 }
 
 impl Settled {
-    fn status(&self, retry: bool) -> &'static str {
+    fn status(&self, retry: bool) -> StagedStatus {
         match self {
-            Settled::Executed(_) => "executed",
-            Settled::Failed(..) => "failed",
-            Settled::NotSent if !retry => "staged",
-            Settled::NotSent | Settled::Unknown(..) => "unknown",
+            Settled::Executed(_) => StagedStatus::Executed,
+            Settled::Failed(..) => StagedStatus::Failed,
+            Settled::NotSent if !retry => StagedStatus::Staged,
+            Settled::NotSent | Settled::Unknown(..) => StagedStatus::Unknown,
         }
     }
 
@@ -224,7 +229,7 @@ pub fn classify(kind: StagedKind, retry: bool, status: u16, body: Value) -> Sett
 
 /// Send the action's request (or, for a create_org sent before, first look
 /// for what it made).
-async fn attempt(peers: &Peers, caller: &Caller, t: &Taken, id: Uuid) -> Settled {
+async fn attempt(peers: &Peers, caller: &Caller, t: &Taken, id: StagedActionId) -> Settled {
     if t.retry() && t.kind == StagedKind::CreateOrg {
         match created_before(&peers.org_billing, caller, t).await {
             Ok(Some(org)) => return Settled::Executed(org),
@@ -298,22 +303,42 @@ async fn created_before(
             resp.status()
         ));
     }
-    let orgs: Value = resp
-        .json()
+    let bytes = resp
+        .bytes()
         .await
         .map_err(|_| "org-billing's answer to the check was cut off".to_owned())?;
-    let same = |o: &Value, k: &str| o[k].as_str() == t.args[k].as_str();
-    Ok(orgs.as_array().and_then(|all| {
-        all.iter()
-            .find(|o| {
-                let id = o["id"].as_str().and_then(|i| Uuid::parse_str(i).ok());
-                id.is_some_and(|id| !seen.contains(&id))
-                    && same(o, "name")
-                    && same(o, "legal_type")
-                    && same(o, "country")
-            })
-            .cloned()
-    }))
+    made_since(&bytes, &seen, &t.args)
+}
+
+/// In org-billing's list of the caller's organizations (`answer`), the one
+/// not among `seen` with the name, legal type and country of `args`. A list
+/// whose organizations lack any of these (or an id) proves nothing: `Err`
+/// naming the field, and the outcome stays unknown.
+fn made_since(answer: &[u8], seen: &[OrgId], args: &Value) -> Result<Option<Value>, String> {
+    let malformed =
+        |what: String| format!("org-billing's answer to the check is malformed: {what}");
+    let orgs: Value =
+        serde_json::from_slice(answer).map_err(|e| malformed(format!("not JSON ({e})")))?;
+    let all = orgs
+        .as_array()
+        .ok_or_else(|| malformed("not a list".into()))?;
+    for (i, o) in all.iter().enumerate() {
+        let field = |k: &str| {
+            o[k].as_str()
+                .ok_or_else(|| malformed(format!("[{i}].{k} is missing or not a string")))
+        };
+        let id: OrgId = field("id")?
+            .parse()
+            .map_err(|_| malformed(format!("[{i}].id is not an id")))?;
+        let mut same = true;
+        for k in ["name", "legal_type", "country"] {
+            same &= Some(field(k)?) == args[k].as_str();
+        }
+        if same && !seen.contains(&id) {
+            return Ok(Some(o.clone()));
+        }
+    }
+    Ok(None)
 }
 
 /// The user-facing sentence for an action whose outcome is not known.
@@ -323,13 +348,17 @@ pub const NOT_KNOWN_YET: &str = "The outcome is not known yet: it may still happ
 /// when it happened; the route's own status and error when it refused; 202
 /// when its outcome is not known yet (confirm the same id again); 503 when
 /// the owning service could not be reached at all (nothing was sent).
-pub async fn confirm(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<HttpResponse> {
+pub async fn confirm(
+    state: &AppState,
+    caller: &Caller,
+    id: StagedActionId,
+) -> ApiResult<HttpResponse> {
     let t = take(state, caller, id).await?;
     let settled = attempt(&state.peers, caller, &t, id).await;
     let status = settled.status(t.retry());
     let booked = book(state, caller, id, &t, &settled, status).await;
     if let Err(e) = booked {
-        tracing::error!(error = %e, %id, status, "the outcome of a confirmation was not recorded");
+        tracing::error!(error = %e, %id, %status, "the outcome of a confirmation was not recorded");
         // The action stays `executing` until its lease passes; confirming it
         // again then settles it without running it twice.
         return Err(ApiError::Unavailable(
@@ -359,10 +388,10 @@ pub async fn confirm(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<H
 async fn book(
     state: &AppState,
     caller: &Caller,
-    id: Uuid,
+    id: StagedActionId,
     t: &Taken,
     settled: &Settled,
-    status: &str,
+    status: StagedStatus,
 ) -> ApiResult<()> {
     let mut tx = state.pool.begin().await?;
     if *settled == Settled::NotSent {
@@ -384,7 +413,11 @@ async fn book(
 }
 
 /// POST /v1/agent/reject: cancel the action (only while it is staged).
-pub async fn reject(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<HttpResponse> {
+pub async fn reject(
+    state: &AppState,
+    caller: &Caller,
+    id: StagedActionId,
+) -> ApiResult<HttpResponse> {
     let cancelled = store::cancel(&state.pool, id, caller.user_id(), state.clock.now()).await?;
     let Some((kind, summary)) = cancelled else {
         return Err(refusal(state, caller, id, true).await);
@@ -461,14 +494,45 @@ mod tests {
 
     #[test]
     fn the_key_is_the_actions() {
-        let id = Uuid::new_v4();
+        let id = StagedActionId::new();
         let (_, _, _, key) = request(StagedKind::CreditWallet, &json!({"org_id": "o"}), id);
         assert_eq!(key, Some(format!("agent-{id}")));
         assert_eq!(
             Settled::NotSent.status(false),
-            "staged",
+            StagedStatus::Staged,
             "nothing sent: as it was"
         );
-        assert_eq!(Settled::NotSent.status(true), "unknown");
+        assert_eq!(Settled::NotSent.status(true), StagedStatus::Unknown);
+    }
+
+    #[test]
+    fn only_a_well_formed_list_shows_an_organization_made_since() {
+        let (old, new) = (OrgId::new(), OrgId::new());
+        let args = json!({"name": "Acme", "legal_type": "corporate", "country": "DE"});
+        let org = |id: OrgId| json!({"id": id, "name": "Acme", "legal_type": "corporate", "country": "DE"});
+        let list = |orgs: Value| made_since(orgs.to_string().as_bytes(), &[old], &args);
+        assert_eq!(list(json!([org(old)])), Ok(None));
+        assert_eq!(list(json!([org(old), org(new)])), Ok(Some(org(new))));
+        let mut other = org(new);
+        other["country"] = json!("TR");
+        assert_eq!(list(json!([other])), Ok(None));
+        for (bad, why) in [
+            (json!({"orgs": []}), "not a list"),
+            (
+                json!([{"id": new, "name": "Acme", "country": "DE"}]),
+                "[0].legal_type is missing",
+            ),
+            (json!([org(old), {"name": "Acme"}]), "[1].id is missing"),
+            (
+                json!([{"id": "x", "name": "Acme", "legal_type": "corporate", "country": "DE"}]),
+                "[0].id is not an id",
+            ),
+        ] {
+            match list(bad.clone()) {
+                Err(m) => assert!(m.contains(why), "{bad}: {m}"),
+                Ok(found) => panic!("{bad}: {found:?}"),
+            }
+        }
+        assert!(made_since(b"<html>", &[], &args).is_err());
     }
 }

@@ -16,7 +16,7 @@
 //!   ([`Lockout::duration`]). A right code resets the count and the doubling.
 
 use crate::tokens::random_bytes as random;
-use hub_domain::UserId;
+use hub_domain::{SessionId, UserId};
 use serde::Serialize;
 use service_kit::sealed::Sealer;
 use sqlx::{PgConnection, PgPool};
@@ -477,14 +477,14 @@ pub async fn email_of(conn: &mut PgConnection, user_id: UserId) -> sqlx::Result<
 pub async fn revoke_other_sessions(
     conn: &mut PgConnection,
     user_id: UserId,
-    keep: uuid::Uuid,
-) -> sqlx::Result<Vec<(uuid::Uuid, Vec<u8>)>> {
+    keep: SessionId,
+) -> sqlx::Result<Vec<(SessionId, Vec<u8>)>> {
     Ok(sqlx::query!(
-        "UPDATE sessions SET revoked_at = now() \
-         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL AND expires_at > now() \
-         RETURNING id, token_hash",
+        r#"UPDATE sessions SET revoked_at = now()
+         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL AND expires_at > now()
+         RETURNING id AS "id: SessionId", token_hash"#,
         user_id as UserId,
-        keep,
+        keep as SessionId,
     )
     .fetch_all(conn)
     .await?

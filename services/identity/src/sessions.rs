@@ -6,7 +6,6 @@
 use hub_domain::{Membership, SessionId, UserId};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// What a sign-in step may refuse, apart from database errors.
 #[derive(Debug)]
@@ -29,7 +28,7 @@ impl From<sqlx::Error> for Error {
 /// marks the caller's own.
 #[derive(serde::Serialize)]
 pub struct Active {
-    pub id: Uuid,
+    pub id: SessionId,
     pub ip: String,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -73,7 +72,7 @@ pub async fn redeem_link(conn: &mut PgConnection, token_hash: Vec<u8>) -> Result
 
 /// A session to open.
 pub struct NewSession<'a> {
-    pub id: Uuid,
+    pub id: SessionId,
     pub user_id: UserId,
     pub token_hash: Vec<u8>,
     pub ip: &'a str,
@@ -87,7 +86,7 @@ pub async fn open(conn: &mut PgConnection, s: NewSession<'_>) -> sqlx::Result<()
     sqlx::query!(
         "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at, mfa) \
          VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6)",
-        s.id,
+        s.id as SessionId,
         s.user_id as UserId,
         s.token_hash,
         s.ip,
@@ -101,12 +100,16 @@ pub async fn open(conn: &mut PgConnection, s: NewSession<'_>) -> sqlx::Result<()
 
 /// Revoke live session `id` of `user_id`; returns its token hash (for the
 /// revocation event).
-pub async fn revoke(conn: &mut PgConnection, id: Uuid, user_id: UserId) -> Result<Vec<u8>, Error> {
+pub async fn revoke(
+    conn: &mut PgConnection,
+    id: SessionId,
+    user_id: UserId,
+) -> Result<Vec<u8>, Error> {
     sqlx::query_scalar!(
         "UPDATE sessions SET revoked_at = now() \
          WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now() \
          RETURNING token_hash",
-        id,
+        id as SessionId,
         user_id as UserId,
     )
     .fetch_optional(conn)
@@ -118,7 +121,7 @@ pub async fn revoke(conn: &mut PgConnection, id: Uuid, user_id: UserId) -> Resul
 pub async fn active(pool: &PgPool, user_id: UserId) -> sqlx::Result<Vec<Active>> {
     sqlx::query_as!(
         Active,
-        r#"SELECT id, ip, created_at, expires_at, false AS "current!" FROM sessions
+        r#"SELECT id AS "id: SessionId", ip, created_at, expires_at, false AS "current!" FROM sessions
          WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now()
          ORDER BY created_at DESC LIMIT 200"#,
         user_id as UserId,

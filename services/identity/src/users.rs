@@ -6,7 +6,6 @@ use hub_domain::Email;
 use hub_domain::UserId;
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
-use uuid::Uuid;
 
 /// A user's profile as its owner reads and edits it.
 #[derive(Serialize, Clone, PartialEq)]
@@ -96,10 +95,10 @@ pub async fn set_profile(conn: &mut PgConnection, id: UserId, p: &Profile) -> sq
 }
 
 /// The timezone of each of `ids` that exists, as (id, IANA name).
-pub async fn timezones(pool: &PgPool, ids: &[UserId]) -> sqlx::Result<Vec<(Uuid, String)>> {
+pub async fn timezones(pool: &PgPool, ids: &[UserId]) -> sqlx::Result<Vec<(UserId, String)>> {
     let rows = sqlx::query!(
-        "SELECT id, timezone FROM users WHERE id = ANY($1)",
-        ids as &[hub_domain::UserId],
+        r#"SELECT id AS "id: UserId", timezone FROM users WHERE id = ANY($1)"#,
+        ids as &[UserId],
     )
     .fetch_all(pool)
     .await?;

@@ -6,14 +6,14 @@
 //! literal `'pending'`.
 
 use crate::submission::{ReviewStatus, Row};
-use hub_domain::{LegalType, OrgId, UserId};
+use hub_domain::{LegalType, OrgId, SubmissionId, UserId};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// A submission to insert as pending.
 pub struct NewSubmission<'a> {
-    pub id: Uuid,
+    pub id: SubmissionId,
     pub org_id: OrgId,
     pub org_name: &'a str,
     pub legal_type: LegalType,
@@ -31,10 +31,10 @@ pub async fn insert_pending(conn: &mut PgConnection, s: NewSubmission<'_>) -> sq
         r#"INSERT INTO submissions (id, org_id, org_name, legal_type, status, payload, field_keys,
                                    submitted_by, created_at)
            VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8)
-           RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+           RETURNING id AS "id: SubmissionId", org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
                      status AS "status: ReviewStatus", payload,
                      field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at"#,
-        s.id,
+        s.id as SubmissionId,
         s.org_id as OrgId,
         s.org_name,
         s.legal_type as LegalType,
@@ -51,7 +51,7 @@ pub async fn insert_pending(conn: &mut PgConnection, s: NewSubmission<'_>) -> sq
 pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+        r#"SELECT id AS "id: SubmissionId", org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
                   status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE org_id = $1
@@ -66,7 +66,7 @@ pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
 pub async fn pending(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+        r#"SELECT id AS "id: SubmissionId", org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
                   status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE status = 'pending'
@@ -77,14 +77,14 @@ pub async fn pending(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
 }
 
 /// Submission `id`, locked until the transaction ends.
-pub async fn lock(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>> {
+pub async fn lock(conn: &mut PgConnection, id: SubmissionId) -> sqlx::Result<Option<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+        r#"SELECT id AS "id: SubmissionId", org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
                   status AS "status: ReviewStatus", payload,
                   field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at
              FROM submissions WHERE id = $1 FOR UPDATE"#,
-        id,
+        id as SubmissionId,
     )
     .fetch_optional(conn)
     .await
@@ -93,7 +93,7 @@ pub async fn lock(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>
 /// Record a staff decision on submission `id`.
 pub async fn decide(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: SubmissionId,
     status: ReviewStatus,
     notes: &str,
     requested: &[String],
@@ -105,10 +105,10 @@ pub async fn decide(
         r#"UPDATE submissions SET status = $2, review_notes = $3, requested_fields = $4,
                   reviewed_by = $5, reviewed_at = $6
             WHERE id = $1
-            RETURNING id, org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
+            RETURNING id AS "id: SubmissionId", org_id AS "org_id: OrgId", org_name, legal_type AS "legal_type: LegalType",
                      status AS "status: ReviewStatus", payload,
                       field_keys, review_notes, requested_fields, reviewed_at, created_at, purged_at"#,
-        id,
+        id as SubmissionId,
         status as ReviewStatus,
         notes,
         requested,

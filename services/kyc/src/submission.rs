@@ -5,12 +5,11 @@
 //! staff, never logged, never in events.
 
 use crate::{payload::Payload, state::AppState};
-use hub_domain::{LegalType, OrgId};
+use hub_domain::{LegalType, OrgId, SubmissionId};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// Where a submission is in review: the `status` column and the wire carry
 /// [`ReviewStatus::as_str`]. Read through sqlx (`status AS "status:
@@ -59,7 +58,7 @@ hub_domain::sqlx_text_enum!(ReviewStatus, "submission status");
 
 /// A submission as stored (every query of [`crate::store`] returns these columns).
 pub struct Row {
-    pub id: Uuid,
+    pub id: SubmissionId,
     pub org_id: OrgId,
     pub org_name: String,
     pub legal_type: LegalType,
@@ -74,7 +73,7 @@ pub struct Row {
 }
 
 /// The AAD a submission's payload is sealed with.
-pub fn aad(id: Uuid) -> Vec<u8> {
+pub fn aad(id: SubmissionId) -> Vec<u8> {
     format!("kyc-payload:{id}").into_bytes()
 }
 
@@ -82,7 +81,7 @@ pub fn aad(id: Uuid) -> Vec<u8> {
 /// and, in the staff queue, `org_name`.
 #[derive(Serialize)]
 pub struct Resource {
-    pub id: Uuid,
+    pub id: SubmissionId,
     pub org_id: OrgId,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub org_name: Option<String>,
@@ -104,7 +103,7 @@ pub struct Resource {
 /// payload is not even opened): no fields, address, notes or requested keys.
 #[derive(Serialize)]
 pub struct Status {
-    pub id: Uuid,
+    pub id: SubmissionId,
     pub org_id: OrgId,
     pub legal_type: LegalType,
     pub status: ReviewStatus,

@@ -18,10 +18,9 @@
 
 pub use crate::servers::Action;
 use crate::servers::{store, Refused, Row};
-use hub_domain::OrgId;
+use hub_domain::{OrgId, ServerId};
 use sqlx::PgConnection;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// Move server `id` of `org_id` by `action` at `now`, in the caller's
 /// transaction; returns the row after it. [`Refused::NotFound`] if there is
@@ -30,7 +29,7 @@ use uuid::Uuid;
 pub async fn transition(
     conn: &mut PgConnection,
     org_id: OrgId,
-    id: Uuid,
+    id: ServerId,
     action: Action,
     now: OffsetDateTime,
 ) -> sqlx::Result<Result<Row, Refused>> {
@@ -50,7 +49,7 @@ pub async fn transition(
 /// moved; a server that is not provisioning any more is not among them.
 pub async fn provisioned_all(
     conn: &mut PgConnection,
-    ids: &[Uuid],
+    ids: &[ServerId],
     sealed: &[Vec<u8>],
     now: OffsetDateTime,
 ) -> sqlx::Result<Vec<Row>> {

@@ -1,16 +1,15 @@
 //! server-product's storage of maintenance windows (`maintenance_windows`),
 //! checked at compile time.
 
-use hub_domain::UserId;
+use hub_domain::{MaintenanceId, UserId};
 use serde::Serialize;
 use sqlx::PgPool;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// A maintenance window as everyone sees it.
 #[derive(Serialize)]
 pub struct Window {
-    pub id: Uuid,
+    pub id: MaintenanceId,
     pub title: String,
     pub description: String,
     #[serde(with = "time::serde::rfc3339")]
@@ -33,9 +32,10 @@ pub struct NewWindow<'a> {
 pub async fn add(pool: &PgPool, w: NewWindow<'_>) -> sqlx::Result<Window> {
     sqlx::query_as!(
         Window,
-        "INSERT INTO maintenance_windows (id, title, description, starts_at, ends_at, created_by, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, title, description, starts_at, ends_at",
-        Uuid::now_v7(),
+        r#"INSERT INTO maintenance_windows (id, title, description, starts_at, ends_at, created_by, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)
+           RETURNING id AS "id: MaintenanceId", title, description, starts_at, ends_at"#,
+        MaintenanceId::new() as MaintenanceId,
         w.title,
         w.description,
         w.starts_at,
@@ -51,8 +51,8 @@ pub async fn add(pool: &PgPool, w: NewWindow<'_>) -> sqlx::Result<Window> {
 pub async fn upcoming(pool: &PgPool, now: OffsetDateTime) -> sqlx::Result<Vec<Window>> {
     sqlx::query_as!(
         Window,
-        "SELECT id, title, description, starts_at, ends_at FROM maintenance_windows \
-         WHERE ends_at > $1 ORDER BY starts_at, id LIMIT 200",
+        r#"SELECT id AS "id: MaintenanceId", title, description, starts_at, ends_at FROM maintenance_windows
+           WHERE ends_at > $1 ORDER BY starts_at, id LIMIT 200"#,
         now,
     )
     .fetch_all(pool)

@@ -25,7 +25,7 @@
 
 use crate::servers::{self, store, Row};
 use event_contracts::SERVER_CREATED;
-use hub_domain::{OrgId, UserId};
+use hub_domain::{OrgId, ServerId, UserId};
 use service_kit::{
     group_commit::{Batch, GroupCommit, Shape},
     metrics::CommitMetrics,
@@ -35,7 +35,6 @@ use sqlx::PgPool;
 use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 /// One order to store, made in the request: the server as it will be stored,
 /// and what goes with it.
@@ -143,7 +142,7 @@ async fn store_batch(pool: &PgPool, batch: &[Order], cap: i64) -> anyhow::Result
     let mut tx = pool.begin().await?;
     let rows: Vec<&Row> = batch.iter().map(|o| &o.row).collect();
     let created_by: Vec<UserId> = batch.iter().map(|o| o.created_by).collect();
-    let mut inserted: HashSet<Uuid> = store::insert_servers(&mut tx, &rows, &created_by)
+    let mut inserted: HashSet<ServerId> = store::insert_servers(&mut tx, &rows, &created_by)
         .await?
         .into_iter()
         .collect();
@@ -153,7 +152,7 @@ async fn store_batch(pool: &PgPool, batch: &[Order], cap: i64) -> anyhow::Result
         HashSet::new()
     };
     if !over.is_empty() {
-        let ids: Vec<Uuid> = over.iter().copied().collect();
+        let ids: Vec<ServerId> = over.iter().copied().collect();
         store::delete_servers(&mut tx, &ids).await?;
         inserted.retain(|id| !over.contains(id));
     }
@@ -174,7 +173,7 @@ async fn store_batch(pool: &PgPool, batch: &[Order], cap: i64) -> anyhow::Result
         .filter(|o| inserted.contains(&o.row.id))
         .collect();
     if !kept.is_empty() {
-        let (jobs, due): (Vec<Uuid>, Vec<OffsetDateTime>) = kept
+        let (jobs, due): (Vec<ServerId>, Vec<OffsetDateTime>) = kept
             .iter()
             .filter(|o| o.job)
             .map(|o| (o.row.id, o.row.created_at))
@@ -199,15 +198,15 @@ async fn store_batch(pool: &PgPool, batch: &[Order], cap: i64) -> anyhow::Result
 async fn past_cap(
     tx: &mut sqlx::PgConnection,
     batch: &[Order],
-    inserted: &HashSet<Uuid>,
+    inserted: &HashSet<ServerId>,
     cap: i64,
-) -> anyhow::Result<HashSet<Uuid>> {
+) -> anyhow::Result<HashSet<ServerId>> {
     let mut orgs: Vec<OrgId> = batch
         .iter()
         .filter(|o| inserted.contains(&o.row.id))
         .map(|o| o.row.org_id)
         .collect();
-    orgs.sort_unstable_by_key(|o| o.as_uuid());
+    orgs.sort_unstable();
     orgs.dedup();
     let live: HashMap<OrgId, i64> = store::live_servers(tx, &orgs).await?.into_iter().collect();
     let mut over = HashSet::new();

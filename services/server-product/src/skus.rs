@@ -6,6 +6,43 @@
 use hub_domain::{catalog::Sku as Declared, Currency, MinorUnits};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
+use std::fmt;
+
+/// How a SKU's servers are fulfilled (`skus.fulfilment`, copied to
+/// `servers.fulfilment` at ordering): `api`, provisioned at the provider by
+/// the worker; `manual`, set up by staff within the SKU's SLA. Stored as its
+/// [`as_str`](Fulfilment::as_str); a value outside the enum read back is a
+/// decode error, never a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fulfilment {
+    Api,
+    Manual,
+}
+
+impl Fulfilment {
+    pub const ALL: [Fulfilment; 2] = [Fulfilment::Api, Fulfilment::Manual];
+
+    /// As serialized and stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fulfilment::Api => "api",
+            Fulfilment::Manual => "manual",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Fulfilment> {
+        Fulfilment::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+impl fmt::Display for Fulfilment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+hub_domain::sqlx_text_enum!(Fulfilment, "fulfilment");
 
 /// What a SKU step may refuse, apart from database errors.
 #[derive(Debug)]
@@ -28,7 +65,7 @@ impl From<sqlx::Error> for Error {
 pub struct Sku {
     pub id: String,
     pub name: String,
-    pub fulfilment: String,
+    pub fulfilment: Fulfilment,
     pub sla_hours: Option<i32>,
     pub badges: Vec<String>,
     pub monthly_price_minor: MinorUnits,
@@ -40,7 +77,7 @@ pub struct Sku {
 pub struct AdminSku {
     pub id: String,
     pub name: String,
-    pub fulfilment: String,
+    pub fulfilment: Fulfilment,
     pub sla_hours: Option<i32>,
     pub badges: Vec<String>,
     pub monthly_price_minor: MinorUnits,
@@ -53,7 +90,7 @@ pub struct AdminSku {
 pub async fn listed(pool: &PgPool) -> sqlx::Result<Vec<Sku>> {
     sqlx::query_as!(
         Sku,
-        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency"
+        r#"SELECT id, name, fulfilment AS "fulfilment: Fulfilment", sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency"
            FROM skus WHERE listed ORDER BY position, id"#,
     )
     .fetch_all(pool)
@@ -64,7 +101,7 @@ pub async fn listed(pool: &PgPool) -> sqlx::Result<Vec<Sku>> {
 pub async fn all(pool: &PgPool) -> sqlx::Result<Vec<AdminSku>> {
     sqlx::query_as!(
         AdminSku,
-        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed
+        r#"SELECT id, name, fulfilment AS "fulfilment: Fulfilment", sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed
            FROM skus ORDER BY position, id LIMIT 5000"#,
     )
     .fetch_all(pool)
@@ -77,7 +114,7 @@ pub async fn create(conn: &mut PgConnection, s: &Declared) -> Result<AdminSku, E
         AdminSku,
         r#"INSERT INTO skus (id, name, fulfilment, sla_hours, badges, monthly_price_minor, currency, position, listed)
            VALUES ($1, $2, $3, $4, COALESCE($5, '{}'::text[]), $6, $7, COALESCE($8, 0), COALESCE($9, true))
-           ON CONFLICT (id) DO NOTHING RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed"#,
+           ON CONFLICT (id) DO NOTHING RETURNING id, name, fulfilment AS "fulfilment: Fulfilment", sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed"#,
         &s.id,
         s.name.trim(),
         &s.fulfilment,
@@ -97,7 +134,7 @@ pub async fn create(conn: &mut PgConnection, s: &Declared) -> Result<AdminSku, E
 pub async fn lock(conn: &mut PgConnection, id: &str) -> Result<AdminSku, Error> {
     sqlx::query_as!(
         AdminSku,
-        r#"SELECT id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed
+        r#"SELECT id, name, fulfilment AS "fulfilment: Fulfilment", sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed
            FROM skus WHERE id = $1 FOR UPDATE"#,
         id,
     )
@@ -123,7 +160,7 @@ pub async fn update(conn: &mut PgConnection, id: &str, c: Change<'_>) -> sqlx::R
         r#"UPDATE skus SET name = COALESCE($2, name), monthly_price_minor = COALESCE($3, monthly_price_minor),
            sla_hours = $4, badges = COALESCE($5, badges), position = COALESCE($6, position),
            listed = COALESCE($7, listed)
-           WHERE id = $1 RETURNING id, name, fulfilment, sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed"#,
+           WHERE id = $1 RETURNING id, name, fulfilment AS "fulfilment: Fulfilment", sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed"#,
         id,
         c.name,
         c.monthly_price_minor as Option<MinorUnits>,
@@ -138,7 +175,7 @@ pub async fn update(conn: &mut PgConnection, id: &str, c: Change<'_>) -> sqlx::R
 
 /// How a listed SKU is fulfilled, and its SLA (for ordering).
 pub struct Orderable {
-    pub fulfilment: String,
+    pub fulfilment: Fulfilment,
     pub sla_hours: Option<i32>,
     pub monthly_price_minor: MinorUnits,
 }
@@ -147,7 +184,8 @@ pub struct Orderable {
 pub async fn orderable(pool: &PgPool, id: &str) -> sqlx::Result<Option<Orderable>> {
     sqlx::query_as!(
         Orderable,
-        r#"SELECT fulfilment, sla_hours, monthly_price_minor AS "monthly_price_minor: MinorUnits"
+        r#"SELECT fulfilment AS "fulfilment: Fulfilment", sla_hours,
+                  monthly_price_minor AS "monthly_price_minor: MinorUnits"
              FROM skus WHERE id = $1 AND listed"#,
         id,
     )
@@ -156,8 +194,29 @@ pub async fn orderable(pool: &PgPool, id: &str) -> sqlx::Result<Option<Orderable
 }
 
 /// Listed SKU `id`'s fulfilment; `None` when it is not listed (resizing).
-pub async fn listed_fulfilment(pool: &PgPool, id: &str) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar!("SELECT fulfilment FROM skus WHERE id = $1 AND listed", id,)
-        .fetch_optional(pool)
-        .await
+pub async fn listed_fulfilment(pool: &PgPool, id: &str) -> sqlx::Result<Option<Fulfilment>> {
+    sqlx::query_scalar!(
+        r#"SELECT fulfilment AS "fulfilment: Fulfilment" FROM skus WHERE id = $1 AND listed"#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Fulfilment;
+
+    #[test]
+    fn fulfilments_read_back_and_serialize_as_stored() {
+        for f in Fulfilment::ALL {
+            assert_eq!(Fulfilment::parse(f.as_str()), Some(f));
+            assert_eq!(
+                serde_json::to_value(f).expect("serialize"),
+                serde_json::Value::from(f.as_str())
+            );
+        }
+        assert_eq!(Fulfilment::parse("API"), None);
+        assert_eq!(Fulfilment::parse(""), None);
+    }
 }

@@ -27,9 +27,9 @@ use crate::{
 };
 use event_contracts::SERVER_ACTIVE;
 use futures::{stream, StreamExt};
+use hub_domain::ServerId;
 use std::time::Duration;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// Jobs taken in one transaction.
 pub const BATCH: i64 = 200;
@@ -68,11 +68,11 @@ async fn ask(state: &AppState, row: &Row) -> Asked {
 /// The changes of one batch, applied together.
 #[derive(Default)]
 struct Changes {
-    refs: (Vec<Uuid>, Vec<String>),
-    ready: (Vec<Uuid>, Vec<Vec<u8>>),
-    again: (Vec<Uuid>, Vec<OffsetDateTime>, Vec<i32>),
+    refs: (Vec<ServerId>, Vec<String>),
+    ready: (Vec<ServerId>, Vec<Vec<u8>>),
+    again: (Vec<ServerId>, Vec<OffsetDateTime>, Vec<i32>),
     failed: Vec<(Row, String)>,
-    dropped: Vec<Uuid>,
+    dropped: Vec<ServerId>,
 }
 
 /// When a pending job is due again: at the provider's estimate, no sooner
@@ -197,7 +197,7 @@ async fn apply(
     // By organization: each failure takes its organization's `org_servers`
     // row lock (the cap's count), in the order order batches take them.
     let mut failed = c.failed;
-    failed.sort_by_key(|(row, _)| row.org_id.as_uuid());
+    failed.sort_by_key(|(row, _)| row.org_id);
     for (row, why) in &failed {
         fail(&mut *tx, row, why, now).await?;
     }

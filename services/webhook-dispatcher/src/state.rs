@@ -28,6 +28,6 @@ pub struct AppState {
 }
 
 /// The AAD an endpoint's secrets are sealed with.
-pub fn secret_aad(endpoint: uuid::Uuid) -> Vec<u8> {
+pub fn secret_aad(endpoint: hub_domain::EndpointId) -> Vec<u8> {
     format!("webhook-secret:{endpoint}").into_bytes()
 }

@@ -4,11 +4,10 @@
 //! decides the boundary); the delivery worker and the fan-out keep their own
 //! statements.
 
-use hub_domain::{OrgId, UserId};
+use hub_domain::{DeliveryId, EndpointId, OrgId, UserId};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// What an endpoint or delivery step may refuse, apart from database errors.
 #[derive(Debug)]
@@ -27,24 +26,62 @@ impl From<sqlx::Error> for Error {
 /// A live endpoint (never its secret).
 #[derive(Serialize)]
 pub struct Endpoint {
-    pub id: Uuid,
+    pub id: EndpointId,
     pub org_id: OrgId,
     pub url: String,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
+/// A delivery's state after its latest attempt (`outcomes.status`, and
+/// `delivery_log.status`: `pending` until one is settled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum DeliveryStatus {
+    /// Not attempted yet, or another attempt is due.
+    #[serde(rename = "pending")]
+    Pending,
+    #[serde(rename = "delivered")]
+    Delivered,
+    /// Out of attempts, or stopped by its endpoint's deletion.
+    #[serde(rename = "failed")]
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 3] = [
+        DeliveryStatus::Pending,
+        DeliveryStatus::Delivered,
+        DeliveryStatus::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DeliveryStatus> {
+        DeliveryStatus::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+// Text in Postgres: encoded as `as_str()`, decoded with `parse` (a value
+// outside the enum is a decode error).
+hub_domain::sqlx_text_enum!(DeliveryStatus, "delivery status");
+
 /// One row of the delivery log.
 #[derive(Serialize)]
 pub struct Delivery {
-    pub id: Uuid,
-    pub endpoint_id: Uuid,
+    pub id: DeliveryId,
+    pub endpoint_id: EndpointId,
     pub event: String,
-    pub event_id: Uuid,
+    pub event_id: uuid::Uuid,
     /// 0 for the first attempt series; each manual retry starts the next.
     pub series: i32,
     pub attempts: i32,
-    pub status: String,
+    pub status: DeliveryStatus,
     pub last_status_code: Option<i32>,
     pub last_error: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
@@ -56,12 +93,12 @@ pub struct Delivery {
 }
 
 /// Live endpoint `id`.
-pub async fn live(pool: &PgPool, id: Uuid) -> Result<Endpoint, Error> {
+pub async fn live(pool: &PgPool, id: EndpointId) -> Result<Endpoint, Error> {
     sqlx::query_as!(
         Endpoint,
-        r#"SELECT id, org_id AS "org_id: OrgId", url, created_at FROM endpoints
+        r#"SELECT id AS "id: EndpointId", org_id AS "org_id: OrgId", url, created_at FROM endpoints
             WHERE id = $1 AND deleted_at IS NULL"#,
-        id,
+        id as EndpointId,
     )
     .fetch_optional(pool)
     .await?
@@ -91,7 +128,7 @@ pub async fn live_count(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<
 
 /// An endpoint to create, its secret sealed.
 pub struct NewEndpoint<'a> {
-    pub id: Uuid,
+    pub id: EndpointId,
     pub org_id: OrgId,
     pub url: &'a str,
     pub sealed_secret: Vec<u8>,
@@ -104,8 +141,8 @@ pub async fn create(conn: &mut PgConnection, e: NewEndpoint<'_>) -> sqlx::Result
     sqlx::query_as!(
         Endpoint,
         r#"INSERT INTO endpoints (id, org_id, url, secret, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)
-           RETURNING id, org_id AS "org_id: OrgId", url, created_at"#,
-        e.id,
+           RETURNING id AS "id: EndpointId", org_id AS "org_id: OrgId", url, created_at"#,
+        e.id as EndpointId,
         e.org_id as OrgId,
         e.url,
         e.sealed_secret,
@@ -120,7 +157,7 @@ pub async fn create(conn: &mut PgConnection, e: NewEndpoint<'_>) -> sqlx::Result
 pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Endpoint>> {
     sqlx::query_as!(
         Endpoint,
-        r#"SELECT id, org_id AS "org_id: OrgId", url, created_at FROM endpoints
+        r#"SELECT id AS "id: EndpointId", org_id AS "org_id: OrgId", url, created_at FROM endpoints
             WHERE org_id = $1 AND deleted_at IS NULL
             ORDER BY created_at, id LIMIT 500"#,
         org_id as OrgId,
@@ -133,10 +170,14 @@ pub async fn of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Endpoint>>
 /// "endpoint deleted"). True when some of them were leased (due after `at`):
 /// an attempt at them may be waiting in some replica's memory, so the caller
 /// waits [`crate::worker::FENCE_WAIT`] after committing before it answers.
-pub async fn delete(conn: &mut PgConnection, id: Uuid, at: OffsetDateTime) -> Result<bool, Error> {
+pub async fn delete(
+    conn: &mut PgConnection,
+    id: EndpointId,
+    at: OffsetDateTime,
+) -> Result<bool, Error> {
     let gone = sqlx::query!(
         "UPDATE endpoints SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
-        id,
+        id as EndpointId,
         at,
     )
     .execute(&mut *conn)
@@ -161,7 +202,7 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid, at: OffsetDateTime) -> Re
              'endpoint deleted', $2
            FROM gone g)
          SELECT EXISTS (SELECT 1 FROM gone WHERE due_at > $2 AND due_at <> $3) AS "leased!""#,
-        id,
+        id as EndpointId,
         at,
         crate::worker::PARKED,
     )
@@ -174,13 +215,13 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid, at: OffsetDateTime) -> Re
 /// beside it until `until`.
 pub async fn rotate_secret(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: EndpointId,
     sealed: Vec<u8>,
     until: OffsetDateTime,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE endpoints SET previous_secret = secret, previous_until = $3, secret = $2 WHERE id = $1",
-        id,
+        id as EndpointId,
         sealed,
         until,
     )
@@ -190,24 +231,25 @@ pub async fn rotate_secret(
 }
 
 /// Endpoint `id`'s last 50 deliveries, newest first.
-pub async fn deliveries(pool: &PgPool, endpoint: Uuid) -> sqlx::Result<Vec<Delivery>> {
+pub async fn deliveries(pool: &PgPool, endpoint: EndpointId) -> sqlx::Result<Vec<Delivery>> {
     sqlx::query_as!(
         Delivery,
-        r#"SELECT id AS "id!", endpoint_id AS "endpoint_id!", event_type AS "event!", event_id AS "event_id!",
-             series AS "series!", attempts AS "attempts!", status AS "status!",
+        r#"SELECT id AS "id!: DeliveryId", endpoint_id AS "endpoint_id!: EndpointId", event_type AS "event!",
+             event_id AS "event_id!", series AS "series!", attempts AS "attempts!",
+             status AS "status!: DeliveryStatus",
              last_status_code, last_error, created_at AS "created_at!", updated_at AS "updated_at!", delivered_at
            FROM delivery_log WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50"#,
-        endpoint,
+        endpoint as EndpointId,
     )
     .fetch_all(pool)
     .await
 }
 
 /// Lock live endpoint `id` (its retries take turns; a deletion waits).
-pub async fn lock_live(conn: &mut PgConnection, id: Uuid) -> Result<(), Error> {
+pub async fn lock_live(conn: &mut PgConnection, id: EndpointId) -> Result<(), Error> {
     sqlx::query_scalar!(
         "SELECT id FROM endpoints WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE",
-        id,
+        id as EndpointId,
     )
     .fetch_optional(conn)
     .await?
@@ -219,15 +261,15 @@ pub async fn lock_live(conn: &mut PgConnection, id: Uuid) -> Result<(), Error> {
 /// `delivery` of `endpoint` belongs to.
 pub async fn latest_series(
     conn: &mut PgConnection,
-    delivery: Uuid,
-    endpoint: Uuid,
+    delivery: DeliveryId,
+    endpoint: EndpointId,
 ) -> Result<i32, Error> {
     sqlx::query_scalar!(
         "SELECT max(x.series) FROM deliveries d \
          JOIN deliveries x ON x.endpoint_id = d.endpoint_id AND x.event_id = d.event_id \
          WHERE d.id = $1 AND d.endpoint_id = $2",
-        delivery,
-        endpoint,
+        delivery as DeliveryId,
+        endpoint as EndpointId,
     )
     .fetch_one(conn)
     .await?
@@ -238,8 +280,8 @@ pub async fn latest_series(
 /// `series`, due at `at`: a new log row, not yet attempted.
 pub async fn requeue(
     conn: &mut PgConnection,
-    delivery: Uuid,
-    endpoint: Uuid,
+    delivery: DeliveryId,
+    endpoint: EndpointId,
     series: i32,
     at: OffsetDateTime,
 ) -> sqlx::Result<Delivery> {
@@ -253,13 +295,14 @@ pub async fn requeue(
            queued AS (
              INSERT INTO queue (delivery_id, endpoint_id, event_id, due_at)
              SELECT id, endpoint_id, event_id, $4 FROM logged)
-           SELECT l.id AS "id!", l.endpoint_id AS "endpoint_id!", ev.event_type AS "event!",
-             l.event_id AS "event_id!", l.series AS "series!", 0 AS "attempts!", 'pending' AS "status!",
+           SELECT l.id AS "id!: DeliveryId", l.endpoint_id AS "endpoint_id!: EndpointId", ev.event_type AS "event!",
+             l.event_id AS "event_id!", l.series AS "series!", 0 AS "attempts!",
+             'pending' AS "status!: DeliveryStatus",
              NULL::int AS last_status_code, NULL::text AS last_error,
              l.created_at AS "created_at!", l.created_at AS "updated_at!", NULL::timestamptz AS delivered_at
            FROM logged l JOIN events ev ON ev.id = l.event_id"#,
-        delivery,
-        endpoint,
+        delivery as DeliveryId,
+        endpoint as EndpointId,
         series,
         at,
     )

@@ -32,6 +32,7 @@ use crate::{
     state::{secret_aad, AppState},
 };
 use bytes::Bytes;
+use hub_domain::EndpointId;
 use service_kit::{
     metrics::{HistogramVec, IntCounterVec, Metrics},
     tls::TlsSettings,
@@ -113,11 +114,11 @@ pub const PARKED: OffsetDateTime = time::macros::datetime!(9999-12-31 0:00 UTC);
 
 /// Endpoint `id` was just deleted by this process: its attempts waiting
 /// here are not sent (the DELETE sets this before it answers).
-pub fn tombstone(inflight: &InFlight, id: Uuid) {
+pub fn tombstone(inflight: &InFlight, id: EndpointId) {
     if let Some(t) = inflight
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get_mut(&id)
+        .get_mut(&id.as_uuid())
     {
         t.deleted = true;
     }
@@ -856,7 +857,7 @@ impl Attempted {
 /// Sign and send `c` (its payload goes out as the body, not copied).
 async fn send(state: &AppState, client: &reqwest::Client, c: Claimed) -> Attempted {
     let fail = Attempted::NotSent;
-    let aad = secret_aad(c.endpoint_id);
+    let aad = secret_aad(EndpointId::from_uuid(c.endpoint_id));
     let secret = match state.sealer.open(&c.secret, &aad) {
         Ok(s) => String::from_utf8_lossy(&s).into_owned(),
         Err(e) => return fail(format!("endpoint secret does not open: {e}")),

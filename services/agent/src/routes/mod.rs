@@ -2,7 +2,7 @@
 
 use crate::{conversations, engine, memory, model, staged, state::AppState, store};
 use actix_web::{web, HttpResponse};
-use hub_domain::{ConversationId, OrgId};
+use hub_domain::{ConversationId, OrgId, StagedActionId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::methods;
@@ -10,7 +10,6 @@ use service_kit::{
     assertion::{SessionCaller, StaffCaller},
     ApiError, ApiResult,
 };
-use uuid::Uuid;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/agent", methods::post().to(ask))
@@ -55,7 +54,7 @@ struct Ask {
     #[serde(default)]
     org_id: Option<OrgId>,
     #[serde(default)]
-    conversation_id: Option<Uuid>,
+    conversation_id: Option<ConversationId>,
 }
 
 /// POST /v1/agent (session): AgentReply.
@@ -73,7 +72,7 @@ async fn ask(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Decision {
-    confirmation_id: Uuid,
+    confirmation_id: StagedActionId,
 }
 
 /// POST /v1/agent/confirm (session): `{confirmation_id}`.
@@ -110,8 +109,7 @@ async fn conversation_messages(
     state: web::Data<AppState>,
     path: web::Path<ConversationId>,
 ) -> ApiResult<HttpResponse> {
-    Ok(HttpResponse::Ok()
-        .json(conversations::messages(&state, &caller, path.into_inner().as_uuid()).await?))
+    Ok(HttpResponse::Ok().json(conversations::messages(&state, &caller, path.into_inner()).await?))
 }
 
 async fn close_conversation(
@@ -119,8 +117,7 @@ async fn close_conversation(
     state: web::Data<AppState>,
     path: web::Path<ConversationId>,
 ) -> ApiResult<HttpResponse> {
-    Ok(HttpResponse::Ok()
-        .json(conversations::close(&state, &caller, path.into_inner().as_uuid()).await?))
+    Ok(HttpResponse::Ok().json(conversations::close(&state, &caller, path.into_inner()).await?))
 }
 
 /// GET /v1/agent/model (staff): the model in use and whether a provider is set.
@@ -165,7 +162,7 @@ async fn set_model(
 }
 
 async fn get_memory(caller: SessionCaller, state: web::Data<AppState>) -> ApiResult<HttpResponse> {
-    Ok(HttpResponse::Ok().json(memory::get(&state, caller.user_id().as_uuid()).await?))
+    Ok(HttpResponse::Ok().json(memory::get(&state, caller.user_id()).await?))
 }
 
 #[derive(Deserialize)]
@@ -181,12 +178,11 @@ async fn set_soul(
     bytes: web::Bytes,
 ) -> ApiResult<HttpResponse> {
     let s: Soul = body(&bytes)?;
-    Ok(HttpResponse::Ok()
-        .json(memory::set_soul(&state, caller.user_id().as_uuid(), &s.soul_md).await?))
+    Ok(HttpResponse::Ok().json(memory::set_soul(&state, caller.user_id(), &s.soul_md).await?))
 }
 
 /// POST /v1/memory/curate (session): curate now.
 async fn curate(caller: SessionCaller, state: web::Data<AppState>) -> ApiResult<HttpResponse> {
-    let n = memory::curate(&state, caller.user_id().as_uuid()).await?;
+    let n = memory::curate(&state, caller.user_id()).await?;
     Ok(HttpResponse::Ok().json(json!({"status": "curated", "entries_processed": n})))
 }

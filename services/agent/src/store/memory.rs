@@ -1,6 +1,7 @@
 //! Memory documents (`memory_docs`) and the user's activity (`activity`).
 
 use event_contracts::{AuditRecorded, Envelope};
+use hub_domain::UserId;
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
@@ -16,21 +17,21 @@ pub struct MemoryDoc {
 }
 
 /// The user's memory document, if they have one.
-pub async fn doc(pool: &PgPool, user: Uuid) -> sqlx::Result<Option<MemoryDoc>> {
+pub async fn doc(pool: &PgPool, user: UserId) -> sqlx::Result<Option<MemoryDoc>> {
     sqlx::query_as!(
         MemoryDoc,
         "SELECT soul_md, memory_md, last_curated_at, curation_count FROM memory_docs WHERE user_id = $1",
-        user,
+        user as UserId,
     )
     .fetch_optional(pool)
     .await
 }
 
 /// (soul_md, memory_md), empty when the user has no document.
-pub async fn texts(pool: &PgPool, user: Uuid) -> sqlx::Result<(String, String)> {
+pub async fn texts(pool: &PgPool, user: UserId) -> sqlx::Result<(String, String)> {
     let row: Option<(String, String)> = sqlx::query!(
         "SELECT soul_md, memory_md FROM memory_docs WHERE user_id = $1",
-        user,
+        user as UserId,
     )
     .fetch_optional(pool)
     .await?
@@ -38,11 +39,11 @@ pub async fn texts(pool: &PgPool, user: Uuid) -> sqlx::Result<(String, String)> 
     Ok(row.unwrap_or_default())
 }
 
-pub async fn set_soul(pool: &PgPool, user: Uuid, soul: &str) -> sqlx::Result<()> {
+pub async fn set_soul(pool: &PgPool, user: UserId, soul: &str) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO memory_docs (user_id, soul_md) VALUES ($1, $2) \
          ON CONFLICT (user_id) DO UPDATE SET soul_md = EXCLUDED.soul_md",
-        user,
+        user as UserId,
         soul,
     )
     .execute(pool)
@@ -64,10 +65,7 @@ pub async fn store_activity(
         return Ok(());
     }
     let ids: Vec<Uuid> = envs.iter().map(|e| e.id).collect();
-    let users: Vec<Uuid> = envs
-        .iter()
-        .filter_map(|e| e.data.actor_user_id.map(|u| u.as_uuid()))
-        .collect();
+    let users: Vec<UserId> = envs.iter().filter_map(|e| e.data.actor_user_id).collect();
     let actions: Vec<String> = envs.iter().map(|e| e.data.action.clone()).collect();
     let subjects: Vec<String> = envs.iter().map(|e| e.data.subject.clone()).collect();
     let ats: Vec<OffsetDateTime> = envs.iter().map(|e| e.occurred_at).collect();
@@ -76,7 +74,7 @@ pub async fn store_activity(
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
          ON CONFLICT (event_id) DO NOTHING",
         &ids,
-        &users,
+        &users as &[UserId],
         &actions,
         &subjects,
         &ats,
@@ -90,17 +88,17 @@ pub async fn store_activity(
 /// curations of one user: when the model last wrote it.
 pub async fn lock_for_curation(
     conn: &mut PgConnection,
-    user: Uuid,
+    user: UserId,
 ) -> sqlx::Result<Option<OffsetDateTime>> {
     sqlx::query!(
         "INSERT INTO memory_docs (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING",
-        user,
+        user as UserId,
     )
     .execute(&mut *conn)
     .await?;
     sqlx::query_scalar!(
         "SELECT model_curated_at FROM memory_docs WHERE user_id = $1 FOR UPDATE",
-        user,
+        user as UserId,
     )
     .fetch_one(&mut *conn)
     .await
@@ -109,13 +107,13 @@ pub async fn lock_for_curation(
 /// Mark the user's uncurated activity curated at `now`: how many entries.
 pub async fn mark_curated(
     conn: &mut PgConnection,
-    user: Uuid,
+    user: UserId,
     now: OffsetDateTime,
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
         r#"WITH done AS (UPDATE activity SET curated_at = $2 WHERE user_id = $1 AND curated_at IS NULL RETURNING 1)
          SELECT count(*) AS "n!" FROM done"#,
-        user,
+        user as UserId,
         now,
     )
     .fetch_one(conn)
@@ -123,11 +121,11 @@ pub async fn mark_curated(
 }
 
 /// The user's activity counted by action, most frequent first.
-pub async fn counts(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<(String, i64)>> {
+pub async fn counts(conn: &mut PgConnection, user: UserId) -> sqlx::Result<Vec<(String, i64)>> {
     Ok(sqlx::query!(
         r#"SELECT action, count(*) AS "n!" FROM activity WHERE user_id = $1
             GROUP BY action ORDER BY count(*) DESC, action"#,
-        user,
+        user as UserId,
     )
     .fetch_all(conn)
     .await?
@@ -141,7 +139,7 @@ pub async fn counts(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<(St
 /// the model's turn. Returns the model's turn as it now stands.
 pub async fn advance(
     conn: &mut PgConnection,
-    user: Uuid,
+    user: UserId,
     now: OffsetDateTime,
     provider: bool,
     rules: &str,
@@ -152,7 +150,7 @@ pub async fn advance(
                 memory_md = CASE WHEN $3 THEN memory_md ELSE $4 END, \
                 model_curated_at = CASE WHEN $5 THEN $2 ELSE model_curated_at END \
          WHERE user_id = $1 RETURNING model_curated_at",
-        user,
+        user as UserId,
         now,
         provider,
         rules,
@@ -165,13 +163,13 @@ pub async fn advance(
 /// Store the model's memory unless a later turn was claimed since `turn`.
 pub async fn set_model_memory(
     pool: &PgPool,
-    user: Uuid,
+    user: UserId,
     memory: &str,
     turn: Option<OffsetDateTime>,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE memory_docs SET memory_md = $2 WHERE user_id = $1 AND model_curated_at = $3",
-        user,
+        user as UserId,
         memory,
         turn,
     )
@@ -182,9 +180,9 @@ pub async fn set_model_memory(
 
 /// Users to consider for the nightly curation (with a document or uncurated
 /// activity), at most `limit`.
-pub async fn curation_candidates(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<Uuid>> {
+pub async fn curation_candidates(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<UserId>> {
     sqlx::query_scalar!(
-        r#"SELECT user_id AS "user_id!" FROM (SELECT user_id FROM memory_docs
+        r#"SELECT user_id AS "user_id!: UserId" FROM (SELECT user_id FROM memory_docs
            UNION SELECT DISTINCT user_id FROM activity WHERE curated_at IS NULL) u
          ORDER BY user_id LIMIT $1"#,
         limit,
@@ -194,11 +192,11 @@ pub async fn curation_candidates(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<
 }
 
 /// Remember the user's timezone (made if missing).
-pub async fn set_timezone(pool: &PgPool, user: Uuid, tz: &str) -> sqlx::Result<()> {
+pub async fn set_timezone(pool: &PgPool, user: UserId, tz: &str) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO memory_docs (user_id, timezone) VALUES ($1, $2) \
          ON CONFLICT (user_id) DO UPDATE SET timezone = EXCLUDED.timezone",
-        user,
+        user as UserId,
         tz,
     )
     .execute(pool)
@@ -207,10 +205,10 @@ pub async fn set_timezone(pool: &PgPool, user: Uuid, tz: &str) -> sqlx::Result<(
 }
 
 /// Claim the user's local night `night`: true for the one claim that wins it.
-pub async fn claim_night(pool: &PgPool, user: Uuid, night: time::Date) -> sqlx::Result<bool> {
+pub async fn claim_night(pool: &PgPool, user: UserId, night: time::Date) -> sqlx::Result<bool> {
     let claimed = sqlx::query!(
         "UPDATE memory_docs SET last_night = $2 WHERE user_id = $1 AND last_night IS DISTINCT FROM $2",
-        user,
+        user as UserId,
         night,
     )
     .execute(pool)

@@ -2,12 +2,11 @@
 //! for an attempt, settling it, rejecting it, and its state when it cannot be
 //! taken. See [`crate::staged`] for the states.
 
-use crate::ops::StagedKind;
-use hub_domain::UserId;
+use crate::ops::{StagedKind, StagedStatus};
+use hub_domain::{OrgId, StagedActionId, UserId};
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// An action taken for an attempt.
 pub struct Taken {
@@ -16,7 +15,7 @@ pub struct Taken {
     pub summary: String,
     /// Attempts that may have reached the owning service, this one included.
     pub attempts: i32,
-    pub seen_orgs: Option<Vec<Uuid>>,
+    pub seen_orgs: Option<Vec<OrgId>>,
 }
 
 impl Taken {
@@ -27,19 +26,23 @@ impl Taken {
 
 /// Where an action stands (read when it could not be taken).
 pub struct Standing {
-    pub status: String,
+    pub status: StagedStatus,
     pub expires_at: OffsetDateTime,
     pub attempt_until: Option<OffsetDateTime>,
     pub decided_at: Option<OffsetDateTime>,
 }
 
 /// The user's action `id`, if it is theirs.
-pub async fn standing(pool: &PgPool, id: Uuid, user: UserId) -> sqlx::Result<Option<Standing>> {
+pub async fn standing(
+    pool: &PgPool,
+    id: StagedActionId,
+    user: UserId,
+) -> sqlx::Result<Option<Standing>> {
     sqlx::query_as!(
         Standing,
-        "SELECT status, expires_at, attempt_until, decided_at FROM staged_actions \
-         WHERE id = $1 AND user_id = $2",
-        id,
+        r#"SELECT status AS "status: StagedStatus", expires_at, attempt_until, decided_at
+           FROM staged_actions WHERE id = $1 AND user_id = $2"#,
+        id as StagedActionId,
         user as UserId,
     )
     .fetch_optional(pool)
@@ -61,10 +64,10 @@ pub struct Window {
 /// later attempts).
 pub async fn take(
     pool: &PgPool,
-    id: Uuid,
+    id: StagedActionId,
     user: UserId,
     w: &Window,
-    orgs: &[Uuid],
+    orgs: &[OrgId],
 ) -> sqlx::Result<Option<Taken>> {
     sqlx::query_as!(
         Taken,
@@ -75,13 +78,14 @@ pub async fn take(
                (status = 'staged' AND expires_at > $3)
             OR ((status = 'unknown' OR (status = 'executing' AND (attempt_until IS NULL OR attempt_until <= $3)))
                 AND decided_at > $5))
-         RETURNING kind AS "kind: StagedKind", args, summary, attempts, seen_orgs"#,
-        id,
+         RETURNING kind AS "kind: StagedKind", args, summary, attempts,
+                   seen_orgs AS "seen_orgs: Vec<OrgId>""#,
+        id as StagedActionId,
         user as UserId,
         w.now,
         w.lease_until,
         w.retry_since,
-        orgs,
+        orgs as &[OrgId],
     )
     .fetch_optional(pool)
     .await
@@ -89,14 +93,18 @@ pub async fn take(
 
 /// Nothing was sent: put the action back as it was (`status`), the attempt
 /// not counted.
-pub async fn unsent(conn: &mut PgConnection, id: Uuid, status: &str) -> sqlx::Result<()> {
+pub async fn unsent(
+    conn: &mut PgConnection,
+    id: StagedActionId,
+    status: StagedStatus,
+) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE staged_actions SET status = $2, attempts = attempts - 1, attempt_until = NULL, \
                 decided_at = CASE WHEN attempts = 1 THEN NULL ELSE decided_at END, \
                 seen_orgs = CASE WHEN attempts = 1 THEN NULL ELSE seen_orgs END \
          WHERE id = $1",
-        id,
-        status,
+        id as StagedActionId,
+        status as StagedStatus,
     )
     .execute(conn)
     .await?;
@@ -106,14 +114,14 @@ pub async fn unsent(conn: &mut PgConnection, id: Uuid, status: &str) -> sqlx::Re
 /// Record an attempt's outcome and end its lease.
 pub async fn settle(
     conn: &mut PgConnection,
-    id: Uuid,
-    status: &str,
+    id: StagedActionId,
+    status: StagedStatus,
     result: Value,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE staged_actions SET status = $2, result = $3, attempt_until = NULL WHERE id = $1",
-        id,
-        status,
+        id as StagedActionId,
+        status as StagedStatus,
         result,
     )
     .execute(conn)
@@ -125,7 +133,7 @@ pub async fn settle(
 /// and summary, None when it is not.
 pub async fn cancel(
     pool: &PgPool,
-    id: Uuid,
+    id: StagedActionId,
     user: UserId,
     now: OffsetDateTime,
 ) -> sqlx::Result<Option<(StagedKind, String)>> {
@@ -133,7 +141,7 @@ pub async fn cancel(
         r#"UPDATE staged_actions SET status = 'cancelled', decided_at = $3
          WHERE id = $1 AND user_id = $2 AND status = 'staged' AND expires_at > $3
          RETURNING kind AS "kind: StagedKind", summary"#,
-        id,
+        id as StagedActionId,
         user as UserId,
         now,
     )

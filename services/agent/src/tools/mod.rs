@@ -77,18 +77,28 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// A public route's answer: status and JSON body.
+/// A public route's answer: status and JSON body (null when it has none).
 pub struct Reply {
     pub status: u16,
     pub body: Value,
+    /// The route asked (named when its answer is not what it should be).
+    path: String,
 }
 
 impl Reply {
     pub fn ok(&self) -> bool {
         (200..300).contains(&self.status)
     }
-    pub fn error(&self) -> &str {
-        self.body["error"].as_str().unwrap_or("refused")
+
+    /// A refusal's message: the `error` of the service's error body; a 502
+    /// naming the route when the refusal has none.
+    pub fn error(&self) -> Result<&str, ApiError> {
+        self.body["error"].as_str().ok_or_else(|| {
+            ApiError::BadGateway(format!(
+                "unexpected answer from {}: a refusal ({}) without its error",
+                self.path, self.status
+            ))
+        })
     }
 }
 
@@ -109,27 +119,46 @@ pub async fn call(
             ApiError::Unavailable("a service the assistant needs is unavailable, try again".into())
         })?;
     let status = resp.status().as_u16();
-    let bytes = resp.bytes().await.unwrap_or_default();
+    // An answer cut off is no answer; one that is not JSON is not the
+    // service's (no body at all is null: nothing to read).
+    let bytes = resp.bytes().await.map_err(|e| {
+        tracing::warn!(error = %e, path, "a service's answer was cut off");
+        ApiError::Unavailable("a service the assistant needs is unavailable, try again".into())
+    })?;
+    let body = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::BadGateway(format!(
+                "unexpected answer from {path}: not JSON ({status}): {e}"
+            ))
+        })?
+    };
     Ok(Reply {
         status,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        body,
+        path: path.to_owned(),
     })
 }
 
 /// A user-facing refusal for a public route's non-2xx answer.
-fn refusal(r: &Reply) -> Outcome {
-    match r.status {
+fn refusal(r: &Reply) -> Result<Outcome, ApiError> {
+    Ok(match r.status {
         404 => Outcome::Answer("I could not find that among your organizations.".into()),
-        403 => Outcome::Answer(format!("You are not allowed to do that: {}.", r.error())),
-        _ => Outcome::Answer(format!("That did not work: {}.", r.error())),
-    }
+        403 => Outcome::Answer(format!("You are not allowed to do that: {}.", r.error()?)),
+        _ => Outcome::Answer(format!("That did not work: {}.", r.error()?)),
+    })
 }
 
 /// GET `path` at `peer` as the caller: the body, or the refusal to answer
 /// with.
 async fn read(ctx: &Ctx<'_>, peer: &Peer, path: &str) -> Result<Result<Value, Outcome>, ApiError> {
     let r = call(peer, ctx.caller, Method::GET, path, None, None).await?;
-    Ok(if r.ok() { Ok(r.body) } else { Err(refusal(&r)) })
+    Ok(if r.ok() {
+        Ok(r.body)
+    } else {
+        Err(refusal(&r)?)
+    })
 }
 
 /// A peer's answer as its contract type; 502 naming the route otherwise.

@@ -8,7 +8,6 @@ use hub_domain::OrgId;
 use reqwest::Method;
 use service_kit::ApiError;
 use std::sync::Arc;
-use uuid::Uuid;
 
 /// What the user called an organization, without the words around it
 /// ("org ...", quotes, "'s wallet").
@@ -115,10 +114,10 @@ async fn pick(
     found: &[OrgRef],
 ) -> Result<OrgRef, Result<String, ApiError>> {
     let visible = visible(ctx, found).await;
-    let by_id = Uuid::parse_str(query).ok();
+    let by_id = query.parse::<OrgId>().ok();
     let exact: Vec<&OrgRef> = visible
         .iter()
-        .filter(|o| Some(o.id.as_uuid()) == by_id || o.name.eq_ignore_ascii_case(query))
+        .filter(|o| Some(o.id) == by_id || o.name.eq_ignore_ascii_case(query))
         .collect();
     match exact.as_slice() {
         [one] => Ok((*one).clone()),

@@ -54,7 +54,7 @@ pub async fn set(ctx: &Ctx<'_>, field: Field, text: &str) -> Result<Outcome, Api
     )
     .await?;
     if !r.ok() {
-        return Ok(refusal(&r));
+        return refusal(&r);
     }
     ctx.audit.profile_updated(ctx.caller, field.key()).await?;
     Ok(Outcome::Logged(format!(

@@ -17,7 +17,6 @@ use service_kit::{
     http::identity_changed,
     outbox, ApiError, ApiResult,
 };
-use uuid::Uuid;
 
 /// Response headers that tell the gateway which credential a bearer is.
 pub const CREDENTIAL_KIND_HEADER: &str = "x-hub-credential-kind";
@@ -194,7 +193,7 @@ pub(crate) async fn open_session(
     second_factor: Option<&str>,
 ) -> ApiResult<String> {
     let session_token = tokens::generate("sess_")?;
-    let session_id = Uuid::now_v7();
+    let session_id = SessionId::new();
     sessions::open(
         &mut *tx,
         sessions::NewSession {
@@ -346,7 +345,7 @@ pub async fn patch_me(
 async fn revoke(
     state: &AppState,
     user_id: UserId,
-    session_id: Uuid,
+    session_id: SessionId,
     action: event_contracts::AuditAction,
     ip: &str,
 ) -> ApiResult<()> {
@@ -367,7 +366,7 @@ async fn revoke(
         CredentialRevoked {
             user_id,
             credential_kind: CredentialKind::Session.as_str().into(),
-            credential_id: session_id,
+            credential_id: session_id.as_uuid(),
             token_hash: hex::encode(hash),
         },
     )
@@ -385,7 +384,7 @@ pub async fn logout(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
     revoke(
         &state,
         caller.user_id(),
-        caller.session_id(),
+        SessionId::from_uuid(caller.session_id()),
         event_contracts::AuditAction::Logout,
         &caller.ip,
     )
@@ -403,7 +402,7 @@ pub async fn list_sessions(
 ) -> ApiResult<HttpResponse> {
     let mut rows = sessions::active(&state.pool, caller.user_id()).await?;
     for r in &mut rows {
-        r.current = r.id == caller.session_id();
+        r.current = r.id == SessionId::from_uuid(caller.session_id());
     }
     Ok(HttpResponse::Ok().json(rows))
 }
@@ -419,7 +418,7 @@ pub async fn revoke_session(
     revoke(
         &state,
         caller.user_id(),
-        path.into_inner().as_uuid(),
+        path.into_inner(),
         event_contracts::AuditAction::SessionRevoked,
         &caller.ip,
     )

@@ -14,7 +14,7 @@ use actix_web::{
     web, HttpResponse,
 };
 use event_contracts::{AuditAction, CredentialRevoked};
-use hub_domain::{CredentialKind, UserId};
+use hub_domain::{CredentialKind, SessionId, UserId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
@@ -228,7 +228,8 @@ pub async fn confirm(
         }
     };
     let revoked = if body.sign_out_other_sessions {
-        mfa::revoke_other_sessions(&mut tx, user_id, caller.session_id()).await?
+        let current = SessionId::from_uuid(caller.session_id());
+        mfa::revoke_other_sessions(&mut tx, user_id, current).await?
     } else {
         Vec::new()
     };
@@ -239,7 +240,7 @@ pub async fn confirm(
             CredentialRevoked {
                 user_id,
                 credential_kind: CredentialKind::Session.as_str().into(),
-                credential_id: *session_id,
+                credential_id: session_id.as_uuid(),
                 token_hash: hex::encode(hash),
             },
         )

@@ -15,7 +15,6 @@ use actix_web::{web, HttpResponse};
 use hub_domain::SubmissionId;
 use serde_json::{json, Value};
 use service_kit::{assertion::StaffCaller, outbox, ApiError, ApiResult};
-use uuid::Uuid;
 
 /// Longest review note, in characters.
 pub const NOTES_MAX: usize = 2000;
@@ -122,7 +121,7 @@ enum Kind {
 
 /// Submission `id`, locked, if it is still pending (409 naming its status
 /// otherwise, 404 when there is none).
-async fn lock_pending(tx: &mut sqlx::PgConnection, id: Uuid) -> ApiResult<Row> {
+async fn lock_pending(tx: &mut sqlx::PgConnection, id: SubmissionId) -> ApiResult<Row> {
     let row = store::lock(tx, id).await?.ok_or(ApiError::NotFound)?;
     if row.status != ReviewStatus::Pending {
         return Err(ApiError::Conflict(format!(
@@ -164,7 +163,7 @@ fn approved_identity(
 async fn decide(
     state: &AppState,
     staff: &StaffCaller,
-    id: Uuid,
+    id: SubmissionId,
     body: &[u8],
     kind: Kind,
 ) -> ApiResult<HttpResponse> {
@@ -222,14 +221,7 @@ pub async fn approve(
     path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(
-        &state,
-        &staff,
-        path.into_inner().as_uuid(),
-        &body,
-        Kind::Approve,
-    )
-    .await
+    decide(&state, &staff, path.into_inner(), &body, Kind::Approve).await
 }
 
 /// POST /v1/admin/kyc/{id}/reject (staff), optional `notes`.
@@ -240,14 +232,7 @@ pub async fn reject(
     path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(
-        &state,
-        &staff,
-        path.into_inner().as_uuid(),
-        &body,
-        Kind::Reject,
-    )
-    .await
+    decide(&state, &staff, path.into_inner(), &body, Kind::Reject).await
 }
 
 /// POST /v1/admin/kyc/{id}/request-info (staff): `requested_fields` (keys of
@@ -259,12 +244,5 @@ pub async fn request_info(
     path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(
-        &state,
-        &staff,
-        path.into_inner().as_uuid(),
-        &body,
-        Kind::RequestInfo,
-    )
-    .await
+    decide(&state, &staff, path.into_inner(), &body, Kind::RequestInfo).await
 }

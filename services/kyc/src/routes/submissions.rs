@@ -14,10 +14,9 @@ use crate::{
     submission::{self, Row},
 };
 use actix_web::{web, HttpResponse};
-use hub_domain::{Capability, OrgId};
+use hub_domain::{Capability, OrgId, SubmissionId};
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult, OnConstraint};
-use uuid::Uuid;
 
 /// POST /v1/organizations/{id}/kyc (owner or manager): 201 KYCSubmission;
 /// the organization's kyc_status becomes pending.
@@ -35,7 +34,7 @@ pub async fn submit(
     let legal_type = org.legal_type;
     let payload = Payload::parse(legal_type, &body)?;
 
-    let id = Uuid::now_v7();
+    let id = SubmissionId::new();
     let sealed = state.sealer.seal_json(&payload, &submission::aad(id))?;
     let mut tx = state.pool.begin().await?;
     let row = store::insert_pending(

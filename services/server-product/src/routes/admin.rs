@@ -67,7 +67,7 @@ pub async fn complete(
     bounded("username", &body.username)?;
     bounded("password", &body.password)?;
     bounded("host", &body.host)?;
-    let id = path.into_inner().as_uuid();
+    let id = path.into_inner();
     let row = servers::load(&mut *state.pool.acquire().await?, id).await??;
     let now = state.clock.now();
     let creds = Credentials {

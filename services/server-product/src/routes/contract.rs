@@ -17,12 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{assertion::Caller, ApiError, ApiResult, OnConstraint};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// A service in the contract's shape.
 #[derive(Serialize)]
 pub struct Service {
-    id: Uuid,
+    id: ServerId,
     org_id: OrgId,
     product: &'static str,
     plan: String,
@@ -91,7 +90,7 @@ pub async fn provision(
 async fn simple(
     state: &AppState,
     caller: &Caller,
-    id: Uuid,
+    id: ServerId,
     action: Action,
     audited: event_contracts::AuditAction,
 ) -> ApiResult<HttpResponse> {
@@ -120,7 +119,7 @@ pub async fn activate(
     simple(
         &state,
         &caller,
-        path.into_inner().as_uuid(),
+        path.into_inner(),
         Action::Activate,
         event_contracts::AuditAction::ServiceActivated,
     )
@@ -136,7 +135,7 @@ pub async fn suspend(
     simple(
         &state,
         &caller,
-        path.into_inner().as_uuid(),
+        path.into_inner(),
         Action::Suspend,
         event_contracts::AuditAction::ServiceSuspended,
     )
@@ -149,7 +148,7 @@ pub async fn terminate(
     caller: Caller,
     path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    let row = terminate_server(&state, &caller, path.into_inner().as_uuid()).await?;
+    let row = terminate_server(&state, &caller, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(Service::from(&row)))
 }
 
@@ -168,7 +167,7 @@ pub async fn resize(
     path: web::Path<ServerId>,
     body: web::Json<Resize>,
 ) -> ApiResult<HttpResponse> {
-    let id = path.into_inner().as_uuid();
+    let id = path.into_inner();
     let row = servers::authorized(&state.pool, &caller, id, Capability::OperateServers).await?;
     let plan = skus::listed_fulfilment(&state.pool, &body.plan).await?;
     match plan {
@@ -220,7 +219,7 @@ pub async fn transfer(
     path: web::Path<ServerId>,
     body: web::Json<Transfer>,
 ) -> ApiResult<HttpResponse> {
-    let id = path.into_inner().as_uuid();
+    let id = path.into_inner();
     let row = servers::authorized(&state.pool, &caller, id, Capability::TransferServices).await?;
     caller.require(body.to_org_id, Capability::TransferServices)?;
     if body.to_org_id == row.org_id {
@@ -291,7 +290,7 @@ struct Period {
 
 #[derive(Serialize)]
 struct Usage {
-    service_id: Uuid,
+    service_id: ServerId,
     periods: Vec<Period>,
     total_seconds: i64,
 }

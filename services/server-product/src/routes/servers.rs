@@ -10,7 +10,7 @@ use crate::{
     orders::{Order, Placed},
     provider::{Credentials, Power},
     servers::{self, store, Row, Server, Status},
-    skus,
+    skus::{self, Fulfilment},
     state::AppState,
     usage,
 };
@@ -68,7 +68,7 @@ pub async fn order(
         None => (Status::Provisioning, None),
     };
     let row = Row {
-        id: Uuid::now_v7(),
+        id: ServerId::new(),
         org_id,
         sku_id: sku_id.to_owned(),
         hostname: hostname.clone(),
@@ -84,7 +84,7 @@ pub async fn order(
         terminated_at: None,
     };
     let order = Order {
-        job: row.fulfilment == "api",
+        job: row.fulfilment == Fulfilment::Api,
         created_by: caller.user_id(),
         created: servers::event(&state.naming, &state.clock, SERVER_CREATED, &row)?,
         audit: outbox::Message::event(
@@ -176,11 +176,12 @@ pub async fn list(
     let q = query.into_inner();
     caller.require(q.org_id, Capability::Read)?;
     let limit = page::limit(q.limit, state.pages.default_limit, state.pages.max_limit)?;
-    let after = page::after(q.cursor.as_deref())?;
+    // The kit's cursor names the row by its plain id.
+    let after = page::after(q.cursor.as_deref())?.map(|(at, id)| (at, ServerId::from_uuid(id)));
     let rows = store::page_of_org(&state.pool, q.org_id, after, limit + 1).await?;
     let rows: Vec<(Server, (OffsetDateTime, Uuid))> = rows
         .iter()
-        .map(|r| (r.server(), (r.created_at, r.id)))
+        .map(|r| (r.server(), (r.created_at, r.id.as_uuid())))
         .collect();
     let org = q.org_id;
     let mut resp = HttpResponse::Ok();
@@ -223,13 +224,8 @@ pub async fn detail(
     caller: Caller,
     path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    let row = servers::authorized(
-        &state.pool,
-        &caller,
-        path.into_inner().as_uuid(),
-        Capability::Read,
-    )
-    .await?;
+    let row =
+        servers::authorized(&state.pool, &caller, path.into_inner(), Capability::Read).await?;
     let mut withheld = None;
     let credentials = match &row.credentials {
         Some(_) if reachable(row.status) && !may_see_credentials(&caller, row.org_id) => {
@@ -273,7 +269,7 @@ fn may_see_credentials(caller: &Caller, org_id: OrgId) -> bool {
 /// The audit detail of a credentials read or rotation: which server and with
 /// which credential (the actor and the time are the entry's own); never the
 /// credentials.
-fn credentials_audit(caller: &Caller, server_id: Uuid) -> serde_json::Value {
+fn credentials_audit(caller: &Caller, server_id: ServerId) -> serde_json::Value {
     json!({
         "server_id": server_id,
         "credential": caller.credential.kind.as_str(),
@@ -316,7 +312,7 @@ pub async fn rotate(
     caller: Caller,
     path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    let id = path.into_inner().as_uuid();
+    let id = path.into_inner();
     let row = servers::authorized(&state.pool, &caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
     // The conditional UPDATE takes the row lock: two rotations of one
@@ -375,7 +371,7 @@ pub async fn power(
         Power::Stop => Action::Stop,
         Power::Start => Action::Start,
     };
-    let id = path.into_inner().as_uuid();
+    let id = path.into_inner();
     let row = servers::authorized(&state.pool, &caller, id, Capability::OperateServers).await?;
     let mut tx = state.pool.begin().await?;
     let moved = lifecycle::transition(&mut tx, row.org_id, id, action, state.clock.now()).await??;
@@ -401,7 +397,7 @@ pub async fn power(
 
 /// Terminate: the one implementation behind `POST /v1/servers/{id}/terminate`
 /// and the service contract's terminate. Usage ends in the same transaction.
-pub async fn terminate_server(state: &AppState, caller: &Caller, id: Uuid) -> ApiResult<Row> {
+pub async fn terminate_server(state: &AppState, caller: &Caller, id: ServerId) -> ApiResult<Row> {
     let row = servers::authorized(&state.pool, caller, id, Capability::OperateServers).await?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
@@ -441,6 +437,6 @@ pub async fn terminate(
     caller: Caller,
     path: web::Path<ServerId>,
 ) -> ApiResult<HttpResponse> {
-    let row = terminate_server(&state, &caller, path.into_inner().as_uuid()).await?;
+    let row = terminate_server(&state, &caller, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(row.server()))
 }

@@ -159,7 +159,7 @@ impl Patch {
             }
         }
         let sla_hours = self.sla_hours.unwrap_or(current.sla_hours);
-        catalog::check_fulfilment(&current.fulfilment, sla_hours)
+        catalog::check_fulfilment(current.fulfilment.as_str(), sla_hours)
             .map_err(ApiError::Unprocessable)?;
         Ok(Change {
             name: self.name.as_deref().map(str::trim),

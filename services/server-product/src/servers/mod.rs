@@ -7,8 +7,9 @@ pub mod store;
 
 pub use store::{open_usage, open_usage_all};
 
+use crate::skus::Fulfilment;
 use event_contracts::{product_subject, Naming, ProductEvent};
-use hub_domain::OrgId;
+use hub_domain::{OrgId, ServerId};
 use serde::Serialize;
 use service_kit::{outbox, ApiError, Clock};
 use sqlx::{PgConnection, PgPool};
@@ -22,12 +23,12 @@ pub const HOSTNAME_PER_ORG: &str = "servers_hostname_per_org";
 /// A server as stored: every query returns these columns (`org_id` typed).
 #[derive(Clone)]
 pub struct Row {
-    pub id: Uuid,
+    pub id: ServerId,
     pub org_id: OrgId,
     pub sku_id: String,
     pub hostname: String,
     pub status: Status,
-    pub fulfilment: String,
+    pub fulfilment: Fulfilment,
     pub provider_ref: Option<String>,
     pub credentials: Option<Vec<u8>>,
     pub due_at: Option<OffsetDateTime>,
@@ -41,12 +42,12 @@ pub struct Row {
 /// A server as lists and events show it (never with credentials).
 #[derive(Serialize, Clone, Debug)]
 pub struct Server {
-    pub id: Uuid,
+    pub id: ServerId,
     pub org_id: OrgId,
     pub sku_id: String,
     pub hostname: String,
     pub status: Status,
-    pub fulfilment: String,
+    pub fulfilment: Fulfilment,
     #[serde(with = "time::serde::rfc3339::option")]
     pub due_at: Option<OffsetDateTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -232,7 +233,7 @@ impl Row {
             sku_id: self.sku_id.clone(),
             hostname: self.hostname.clone(),
             status: self.status,
-            fulfilment: self.fulfilment.clone(),
+            fulfilment: self.fulfilment,
             due_at: self.due_at,
             failure: self.failure.clone(),
             created_at: self.created_at,
@@ -251,12 +252,12 @@ pub fn stored_time(t: OffsetDateTime) -> OffsetDateTime {
 }
 
 /// The AAD a server's credentials are sealed with.
-pub fn credentials_aad(id: Uuid) -> Vec<u8> {
+pub fn credentials_aad(id: ServerId) -> Vec<u8> {
     format!("server-credentials:{id}").into_bytes()
 }
 
 /// Load server `id` (no lock); [`Refused::NotFound`] when there is none.
-pub async fn load(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Result<Row, Refused>> {
+pub async fn load(conn: &mut PgConnection, id: ServerId) -> sqlx::Result<Result<Row, Refused>> {
     Ok(store::find(conn, id).await?.ok_or(Refused::NotFound))
 }
 
@@ -266,7 +267,7 @@ pub async fn load(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Result<Row,
 pub async fn authorized(
     pool: &PgPool,
     caller: &service_kit::assertion::Caller,
-    id: Uuid,
+    id: ServerId,
     cap: hub_domain::Capability,
 ) -> Result<Row, ApiError> {
     let row = load(&mut *pool.acquire().await?, id).await??;
@@ -310,7 +311,7 @@ pub async fn emit_all(
 /// history (`events`) and its outbox message carry the same payload.
 pub struct Event {
     pub org_id: OrgId,
-    pub server_id: Uuid,
+    pub server_id: ServerId,
     pub created_at: OffsetDateTime,
     pub message: outbox::Message,
 }

@@ -6,10 +6,10 @@
 //! `OnConstraint`. Rows come back typed (the status a [`Status`]).
 
 use super::{Row, Status};
-use hub_domain::{OrgId, UserId};
+use crate::skus::Fulfilment;
+use hub_domain::{OrgId, ServerId, UserId};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// Insert `rows` (new servers, each with its creator in `created_by`) in one
 /// statement, all but those whose hostname a live server of their
@@ -20,13 +20,13 @@ pub async fn insert_servers(
     conn: &mut PgConnection,
     rows: &[&Row],
     created_by: &[UserId],
-) -> sqlx::Result<Vec<Uuid>> {
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+) -> sqlx::Result<Vec<ServerId>> {
+    let ids: Vec<ServerId> = rows.iter().map(|r| r.id).collect();
     let orgs: Vec<OrgId> = rows.iter().map(|r| r.org_id).collect();
     let skus: Vec<&str> = rows.iter().map(|r| r.sku_id.as_str()).collect();
     let hostnames: Vec<&str> = rows.iter().map(|r| r.hostname.as_str()).collect();
     let statuses: Vec<Status> = rows.iter().map(|r| r.status).collect();
-    let fulfilments: Vec<&str> = rows.iter().map(|r| r.fulfilment.as_str()).collect();
+    let fulfilments: Vec<Fulfilment> = rows.iter().map(|r| r.fulfilment).collect();
     let due: Vec<Option<OffsetDateTime>> = rows.iter().map(|r| r.due_at).collect();
     let at: Vec<OffsetDateTime> = rows.iter().map(|r| r.created_at).collect();
     sqlx::query_scalar!(
@@ -37,13 +37,13 @@ pub async fn insert_servers(
                          $7::timestamptz[], $8::uuid[], $9::timestamptz[])
                AS s(id, org_id, sku_id, hostname, status, fulfilment, due_at, created_by, at)
            ON CONFLICT (org_id, hostname) WHERE status NOT IN ('terminated', 'failed') DO NOTHING
-           RETURNING id"#,
-        &ids,
+           RETURNING id AS "id: ServerId""#,
+        &ids as &[ServerId],
         &orgs as &[OrgId],
         &skus as &[&str],
         &hostnames as &[&str],
         &statuses as &[Status],
-        &fulfilments as &[&str],
+        &fulfilments as &[Fulfilment],
         &due as &[Option<OffsetDateTime>],
         created_by as &[UserId],
         &at,
@@ -70,21 +70,22 @@ pub async fn live_servers(
 
 /// Remove the servers of `ids`, just inserted by the caller's transaction
 /// (orders past the cap); the trigger takes them off the count.
-pub async fn delete_servers(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result<()> {
-    sqlx::query!("DELETE FROM servers WHERE id = ANY($1)", ids)
+pub async fn delete_servers(conn: &mut PgConnection, ids: &[ServerId]) -> sqlx::Result<()> {
+    sqlx::query!("DELETE FROM servers WHERE id = ANY($1)", ids as &[ServerId])
         .execute(conn)
         .await?;
     Ok(())
 }
 
 /// Server `id`, no lock.
-pub async fn find(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>> {
+pub async fn find(conn: &mut PgConnection, id: ServerId) -> sqlx::Result<Option<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref,
+        r#"SELECT id AS "id: ServerId", org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status",
+                  fulfilment AS "fulfilment: Fulfilment", provider_ref,
                   credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at
              FROM servers WHERE id = $1"#,
-        id,
+        id as ServerId,
     )
     .fetch_optional(conn)
     .await
@@ -95,17 +96,18 @@ pub async fn find(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Row>
 pub async fn page_of_org(
     pool: &PgPool,
     org_id: OrgId,
-    after: Option<(OffsetDateTime, Uuid)>,
+    after: Option<(OffsetDateTime, ServerId)>,
     limit: i64,
 ) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1
+        r#"SELECT id AS "id: ServerId", org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status",
+                  fulfilment AS "fulfilment: Fulfilment", provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1
            AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
            ORDER BY created_at DESC, id DESC LIMIT $4"#,
         org_id as OrgId,
         after.map(|a| a.0),
-        after.map(|a| a.1),
+        after.map(|a| a.1) as Option<ServerId>,
         limit,
     )
     .fetch_all(pool)
@@ -116,7 +118,8 @@ pub async fn page_of_org(
 pub async fn latest_of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1000"#,
+        r#"SELECT id AS "id: ServerId", org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status",
+                  fulfilment AS "fulfilment: Fulfilment", provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1000"#,
         org_id as OrgId,
     )
     .fetch_all(pool)
@@ -127,7 +130,8 @@ pub async fn latest_of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row
 pub async fn all_of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at, id"#,
+        r#"SELECT id AS "id: ServerId", org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status",
+                  fulfilment AS "fulfilment: Fulfilment", provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE org_id = $1 ORDER BY created_at, id"#,
         org_id as OrgId,
     )
     .fetch_all(pool)
@@ -138,7 +142,8 @@ pub async fn all_of_org(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Vec<Row>> 
 pub async fn pending_fulfilment(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
     sqlx::query_as!(
         Row,
-        r#"SELECT id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE status = 'pending_fulfilment' ORDER BY due_at, id LIMIT 500"#,
+        r#"SELECT id AS "id: ServerId", org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status",
+                  fulfilment AS "fulfilment: Fulfilment", provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at FROM servers WHERE status = 'pending_fulfilment' ORDER BY due_at, id LIMIT 500"#,
     )
     .fetch_all(pool)
     .await
@@ -152,7 +157,7 @@ pub async fn pending_fulfilment(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
 pub async fn move_status(
     conn: &mut PgConnection,
     org_id: OrgId,
-    id: Uuid,
+    id: ServerId,
     from: &[Status],
     to: Option<Status>,
     at: OffsetDateTime,
@@ -162,8 +167,9 @@ pub async fn move_status(
         r#"UPDATE servers SET status = COALESCE($4, status), updated_at = $5,
            activated_at = CASE WHEN $4 = 'active' AND activated_at IS NULL THEN $5 ELSE activated_at END,
            terminated_at = CASE WHEN $4 = 'terminated' THEN $5 ELSE terminated_at END
-           WHERE id = $1 AND org_id = $2 AND status = ANY($3) RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
-        id,
+           WHERE id = $1 AND org_id = $2 AND status = ANY($3) RETURNING id AS "id: ServerId", org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status",
+           fulfilment AS "fulfilment: Fulfilment", provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        id as ServerId,
         org_id as OrgId,
         from as &[Status],
         to as Option<Status>,
@@ -179,7 +185,7 @@ pub async fn move_status(
 /// rows that moved.
 pub async fn move_status_with_credentials(
     conn: &mut PgConnection,
-    ids: &[Uuid],
+    ids: &[ServerId],
     credentials: &[Vec<u8>],
     from: &[Status],
     to: Status,
@@ -191,8 +197,9 @@ pub async fn move_status_with_credentials(
            activated_at = CASE WHEN $4 = 'active' AND s.activated_at IS NULL THEN $5 ELSE s.activated_at END,
            terminated_at = CASE WHEN $4 = 'terminated' THEN $5 ELSE s.terminated_at END
            FROM unnest($1::uuid[], $2::bytea[]) AS u(id, credentials)
-           WHERE s.id = u.id AND s.status = ANY($3) RETURNING s.id, s.org_id AS "org_id: OrgId", s.sku_id, s.hostname, s.status AS "status: Status", s.fulfilment, s.provider_ref, s.credentials, s.due_at, s.failure, s.created_at, s.updated_at, s.activated_at, s.terminated_at"#,
-        ids,
+           WHERE s.id = u.id AND s.status = ANY($3) RETURNING s.id AS "id: ServerId", s.org_id AS "org_id: OrgId", s.sku_id, s.hostname, s.status AS "status: Status",
+           s.fulfilment AS "fulfilment: Fulfilment", s.provider_ref, s.credentials, s.due_at, s.failure, s.created_at, s.updated_at, s.activated_at, s.terminated_at"#,
+        ids as &[ServerId],
         credentials,
         from as &[Status],
         to as Status,
@@ -206,11 +213,11 @@ pub async fn move_status_with_credentials(
 pub async fn status_in_org(
     conn: &mut PgConnection,
     org_id: OrgId,
-    id: Uuid,
+    id: ServerId,
 ) -> sqlx::Result<Option<Status>> {
     sqlx::query_scalar!(
         r#"SELECT status AS "status: Status" FROM servers WHERE id = $1 AND org_id = $2"#,
-        id,
+        id as ServerId,
         org_id as OrgId,
     )
     .fetch_optional(conn)
@@ -220,12 +227,12 @@ pub async fn status_in_org(
 /// Store server `id`'s sealed access credentials.
 pub async fn set_credentials(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: ServerId,
     sealed: Vec<u8>,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE servers SET credentials = $2 WHERE id = $1",
-        id,
+        id as ServerId,
         sealed,
     )
     .execute(conn)
@@ -237,13 +244,13 @@ pub async fn set_credentials(
 /// the same order): one statement for a batch of the worker.
 pub async fn set_provider_refs(
     conn: &mut PgConnection,
-    ids: &[Uuid],
+    ids: &[ServerId],
     refs: &[String],
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE servers s SET provider_ref = u.reference \
          FROM unnest($1::uuid[], $2::text[]) AS u(id, reference) WHERE s.id = u.id",
-        ids,
+        ids as &[ServerId],
         refs,
     )
     .execute(conn)
@@ -252,10 +259,10 @@ pub async fn set_provider_refs(
 }
 
 /// Record why provisioning server `id` failed (at most 500 characters).
-pub async fn set_failure(conn: &mut PgConnection, id: Uuid, why: &str) -> sqlx::Result<()> {
+pub async fn set_failure(conn: &mut PgConnection, id: ServerId, why: &str) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE servers SET failure = $2 WHERE id = $1",
-        id,
+        id as ServerId,
         why.chars().take(500).collect::<String>(),
     )
     .execute(conn)
@@ -264,11 +271,12 @@ pub async fn set_failure(conn: &mut PgConnection, id: Uuid, why: &str) -> sqlx::
 }
 
 /// Move server `id` to plan `sku_id`; returns the row after it.
-pub async fn set_sku(conn: &mut PgConnection, id: Uuid, sku_id: &str) -> sqlx::Result<Row> {
+pub async fn set_sku(conn: &mut PgConnection, id: ServerId, sku_id: &str) -> sqlx::Result<Row> {
     sqlx::query_as!(
         Row,
-        r#"UPDATE servers SET sku_id = $2 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
-        id,
+        r#"UPDATE servers SET sku_id = $2 WHERE id = $1 RETURNING id AS "id: ServerId", org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status",
+           fulfilment AS "fulfilment: Fulfilment", provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        id as ServerId,
         sku_id,
     )
     .fetch_one(conn)
@@ -279,14 +287,15 @@ pub async fn set_sku(conn: &mut PgConnection, id: Uuid, sku_id: &str) -> sqlx::R
 /// the same hostname violates [`super::HOSTNAME_PER_ORG`].
 pub async fn set_org(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: ServerId,
     to: OrgId,
     at: OffsetDateTime,
 ) -> sqlx::Result<Row> {
     sqlx::query_as!(
         Row,
-        r#"UPDATE servers SET org_id = $2, updated_at = $3 WHERE id = $1 RETURNING id, org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status", fulfilment, provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
-        id,
+        r#"UPDATE servers SET org_id = $2, updated_at = $3 WHERE id = $1 RETURNING id AS "id: ServerId", org_id AS "org_id: OrgId", sku_id, hostname, status AS "status: Status",
+           fulfilment AS "fulfilment: Fulfilment", provider_ref, credentials, due_at, failure, created_at, updated_at, activated_at, terminated_at"#,
+        id as ServerId,
         to as OrgId,
         at,
     )
@@ -298,12 +307,12 @@ pub async fn set_org(
 /// its `due_at`.
 pub async fn enqueue_jobs(
     conn: &mut PgConnection,
-    ids: &[Uuid],
+    ids: &[ServerId],
     due_at: &[OffsetDateTime],
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO provision_jobs (server_id, due_at) SELECT * FROM unnest($1::uuid[], $2::timestamptz[])",
-        ids,
+        ids as &[ServerId],
         due_at,
     )
     .execute(conn)
@@ -332,12 +341,12 @@ pub async fn claim_jobs(
 ) -> sqlx::Result<Vec<Claimed>> {
     struct Flat {
         attempts: i32,
-        id: Uuid,
+        id: ServerId,
         org_id: OrgId,
         sku_id: String,
         hostname: String,
         status: Status,
-        fulfilment: String,
+        fulfilment: Fulfilment,
         provider_ref: Option<String>,
         credentials: Option<Vec<u8>>,
         due_at: Option<OffsetDateTime>,
@@ -349,8 +358,8 @@ pub async fn claim_jobs(
     }
     let rows = sqlx::query_as!(
         Flat,
-        r#"SELECT j.attempts, s.id, s.org_id AS "org_id: OrgId", s.sku_id, s.hostname, s.status AS "status: Status",
-                  s.fulfilment, s.provider_ref, s.credentials, s.due_at, s.failure, s.created_at, s.updated_at,
+        r#"SELECT j.attempts, s.id AS "id: ServerId", s.org_id AS "org_id: OrgId", s.sku_id, s.hostname,
+                  s.status AS "status: Status", s.fulfilment AS "fulfilment: Fulfilment", s.provider_ref, s.credentials, s.due_at, s.failure, s.created_at, s.updated_at,
                   s.activated_at, s.terminated_at
              FROM provision_jobs j JOIN servers s ON s.id = j.server_id
             WHERE j.due_at <= $1 ORDER BY j.due_at LIMIT $2
@@ -388,7 +397,7 @@ pub async fn claim_jobs(
 /// `errors` (0 or 1) to the provider errors it has met.
 pub async fn reschedule_jobs(
     conn: &mut PgConnection,
-    ids: &[Uuid],
+    ids: &[ServerId],
     due_at: &[OffsetDateTime],
     errors: &[i32],
 ) -> sqlx::Result<()> {
@@ -396,7 +405,7 @@ pub async fn reschedule_jobs(
         "UPDATE provision_jobs j SET due_at = u.due_at, attempts = j.attempts + u.errors \
          FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS u(id, due_at, errors) \
          WHERE j.server_id = u.id",
-        ids,
+        ids as &[ServerId],
         due_at,
         errors,
     )
@@ -406,18 +415,24 @@ pub async fn reschedule_jobs(
 }
 
 /// Drop the provisioning jobs of the servers of `ids`, if any.
-pub async fn drop_jobs(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result<()> {
-    sqlx::query!("DELETE FROM provision_jobs WHERE server_id = ANY($1)", ids)
-        .execute(conn)
-        .await?;
+pub async fn drop_jobs(conn: &mut PgConnection, ids: &[ServerId]) -> sqlx::Result<()> {
+    sqlx::query!(
+        "DELETE FROM provision_jobs WHERE server_id = ANY($1)",
+        ids as &[ServerId]
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
 /// Drop server `id`'s provisioning job, if any.
-pub async fn drop_job(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<()> {
-    sqlx::query!("DELETE FROM provision_jobs WHERE server_id = $1", id,)
-        .execute(conn)
-        .await?;
+pub async fn drop_job(conn: &mut PgConnection, id: ServerId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "DELETE FROM provision_jobs WHERE server_id = $1",
+        id as ServerId,
+    )
+    .execute(conn)
+    .await?;
     Ok(())
 }
 
@@ -445,7 +460,7 @@ pub async fn insert_events<'a>(
         kind,
         &ids,
         &orgs as &[OrgId],
-        &servers,
+        &servers as &[ServerId],
         &payloads as &[&str],
         &at,
     )
@@ -472,7 +487,7 @@ pub async fn open_usage(
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO usage_periods (server_id, org_id, sku_id, started_at) VALUES ($1, $2, $3, $4)",
-        row.id,
+        row.id as ServerId,
         row.org_id as OrgId,
         &row.sku_id,
         at,
@@ -488,13 +503,13 @@ pub async fn open_usage_all(
     rows: &[Row],
     at: OffsetDateTime,
 ) -> sqlx::Result<()> {
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let ids: Vec<ServerId> = rows.iter().map(|r| r.id).collect();
     let orgs: Vec<OrgId> = rows.iter().map(|r| r.org_id).collect();
     let skus: Vec<String> = rows.iter().map(|r| r.sku_id.clone()).collect();
     sqlx::query!(
         "INSERT INTO usage_periods (server_id, org_id, sku_id, started_at) \
          SELECT u.id, u.org_id, u.sku_id, $4 FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(id, org_id, sku_id)",
-        &ids,
+        &ids as &[ServerId],
         &orgs as &[OrgId],
         &skus,
         at,
@@ -505,10 +520,10 @@ pub async fn open_usage_all(
 }
 
 /// Whether server `id` has an open usage period.
-pub async fn has_open_usage(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
+pub async fn has_open_usage(conn: &mut PgConnection, id: ServerId) -> sqlx::Result<bool> {
     sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM usage_periods WHERE server_id = $1 AND ended_at IS NULL) AS "open!""#,
-        id,
+        id as ServerId,
     )
     .fetch_one(conn)
     .await
@@ -516,7 +531,7 @@ pub async fn has_open_usage(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<b
 
 /// One usage period of a server, its length counted up to `now` while open.
 pub struct Period {
-    pub server_id: Uuid,
+    pub server_id: ServerId,
     pub plan: String,
     pub started_at: OffsetDateTime,
     pub ended_at: Option<OffsetDateTime>,
@@ -531,7 +546,7 @@ pub async fn usage_of_org(
 ) -> sqlx::Result<Vec<Period>> {
     sqlx::query_as!(
         Period,
-        r#"SELECT server_id, sku_id AS plan, started_at, ended_at,
+        r#"SELECT server_id AS "server_id: ServerId", sku_id AS plan, started_at, ended_at,
            floor(extract(epoch FROM (COALESCE(ended_at, $2) - started_at)))::bigint AS "seconds!"
          FROM usage_periods WHERE org_id = $1 ORDER BY server_id, started_at"#,
         org_id as OrgId,

@@ -1,16 +1,15 @@
 //! The statements of usage billing (`usage_periods`, the SKU's price),
 //! checked at compile time. Each takes the caller's transaction.
 
-use hub_domain::{Currency, MinorUnits, OrgId};
+use hub_domain::{Currency, MinorUnits, OrgId, ServerId};
 use sqlx::PgConnection;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// An open usage period, locked by the transaction that read it.
 #[derive(Debug, Clone)]
 pub struct Open {
     pub id: i64,
-    pub server_id: Uuid,
+    pub server_id: ServerId,
     pub org_id: OrgId,
     pub sku_id: String,
     pub started_at: OffsetDateTime,
@@ -26,12 +25,12 @@ pub struct Price {
 /// Server `server`'s open usage period, if any, locked until the transaction
 /// ends. Callers hold the server's row first (a lifecycle UPDATE, or
 /// [`next_to_split`]), so this read comes after any concurrent split committed.
-pub async fn lock_open(conn: &mut PgConnection, server: Uuid) -> sqlx::Result<Option<Open>> {
+pub async fn lock_open(conn: &mut PgConnection, server: ServerId) -> sqlx::Result<Option<Open>> {
     sqlx::query_as!(
         Open,
-        r#"SELECT id, server_id, org_id AS "org_id: OrgId", sku_id, started_at
+        r#"SELECT id, server_id AS "server_id: ServerId", org_id AS "org_id: OrgId", sku_id, started_at
              FROM usage_periods WHERE server_id = $1 AND ended_at IS NULL FOR UPDATE"#,
-        server,
+        server as ServerId,
     )
     .fetch_optional(conn)
     .await
@@ -60,7 +59,7 @@ pub async fn continue_from(
 ) -> sqlx::Result<Open> {
     let id = sqlx::query_scalar!(
         "INSERT INTO usage_periods (server_id, org_id, sku_id, started_at) VALUES ($1, $2, $3, $4) RETURNING id",
-        prev.server_id,
+        prev.server_id as ServerId,
         prev.org_id as OrgId,
         &prev.sku_id,
         at,
@@ -94,14 +93,14 @@ pub async fn price(conn: &mut PgConnection, id: &str) -> sqlx::Result<Price> {
 pub async fn next_to_split(
     conn: &mut PgConnection,
     boundary: OffsetDateTime,
-    after: Option<Uuid>,
-) -> sqlx::Result<Option<(Uuid, String)>> {
+    after: Option<ServerId>,
+) -> sqlx::Result<Option<(ServerId, String)>> {
     let row = sqlx::query!(
-        "SELECT s.id, s.hostname FROM usage_periods p JOIN servers s ON s.id = p.server_id \
-          WHERE p.ended_at IS NULL AND p.started_at < $1 AND ($2::uuid IS NULL OR p.server_id > $2) \
-          ORDER BY p.server_id LIMIT 1 FOR NO KEY UPDATE OF s SKIP LOCKED",
+        r#"SELECT s.id AS "id: ServerId", s.hostname FROM usage_periods p JOIN servers s ON s.id = p.server_id
+          WHERE p.ended_at IS NULL AND p.started_at < $1 AND ($2::uuid IS NULL OR p.server_id > $2)
+          ORDER BY p.server_id LIMIT 1 FOR NO KEY UPDATE OF s SKIP LOCKED"#,
         boundary,
-        after,
+        after as Option<ServerId>,
     )
     .fetch_optional(conn)
     .await?;

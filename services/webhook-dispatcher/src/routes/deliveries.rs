@@ -12,13 +12,7 @@ pub async fn log(
     caller: Caller,
     path: web::Path<EndpointId>,
 ) -> ApiResult<HttpResponse> {
-    let e = authorized(
-        &state,
-        &caller,
-        path.into_inner().as_uuid(),
-        Capability::Read,
-    )
-    .await?;
+    let e = authorized(&state, &caller, path.into_inner(), Capability::Read).await?;
     Ok(HttpResponse::Ok().json(store::deliveries(&state.pool, e.id).await?))
 }
 
@@ -33,7 +27,6 @@ pub async fn retry(
     path: web::Path<(EndpointId, DeliveryId)>,
 ) -> ApiResult<HttpResponse> {
     let (endpoint, delivery) = path.into_inner();
-    let (endpoint, delivery) = (endpoint.as_uuid(), delivery.as_uuid());
     let e = authorized(&state, &caller, endpoint, Capability::ManageWebhooks).await?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;

@@ -13,7 +13,6 @@ use hub_domain::{Capability, EndpointId, OrgId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
-use uuid::Uuid;
 
 impl From<Error> for ApiError {
     #[track_caller]
@@ -29,7 +28,7 @@ impl From<Error> for ApiError {
 pub async fn authorized(
     state: &AppState,
     caller: &Caller,
-    id: Uuid,
+    id: EndpointId,
     cap: Capability,
 ) -> ApiResult<Endpoint> {
     let e = store::live(&state.pool, id).await?;
@@ -80,7 +79,7 @@ pub async fn create(
     ssrf::check(&url, state.ssrf)
         .await
         .map_err(ApiError::BadRequest)?;
-    let id = Uuid::now_v7();
+    let id = EndpointId::new();
     let secret = hub_webhooks::generate_secret().map_err(anyhow::Error::from)?;
     let sealed = state.sealer.seal(secret.as_bytes(), &secret_aad(id))?;
     let mut tx = state.pool.begin().await?;
@@ -152,7 +151,7 @@ pub async fn delete(
     caller: Caller,
     path: web::Path<EndpointId>,
 ) -> ApiResult<HttpResponse> {
-    let e = store::live(&state.pool, path.into_inner().as_uuid()).await?;
+    let e = store::live(&state.pool, path.into_inner()).await?;
     let acting = may_reduce(&caller, e.org_id, Capability::ManageWebhooks)?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
@@ -192,7 +191,7 @@ pub async fn rotate(
     let e = authorized(
         &state,
         &caller,
-        path.into_inner().as_uuid(),
+        path.into_inner(),
         Capability::ManageWebhooks,
     )
     .await?;
