@@ -23,3 +23,4 @@ pub use ids::{
 };
 pub use money::{CountryCode, CountryError, Currency, KycStatus, LegalType, MinorUnits, MAX_MINOR};
 pub use service::ServiceName;
+pub use text::TextEnum;

@@ -3,6 +3,103 @@
 //! decodes with its `parse`, so a value outside the enum read from the
 //! database is an error, never a default. Usable in sqlx's checked macros as
 //! `col AS "col: Role"`.
+//!
+//! A service declares such an enum once with [`text_enum!`]: its variants and
+//! their names, from which the serde names, `as_str`, `parse`, `ALL`,
+//! `Display`, [`TextEnum`] and the sqlx impls all follow.
+
+/// What every [`text_enum!`] has: its values and their names, for code that
+/// works on any of them (a request parameter's 400 naming the values, a
+/// setting refused at start).
+pub trait TextEnum: Copy + Sized + 'static {
+    /// What a value is, for messages ("invite status").
+    const WHAT: &'static str;
+    /// Every value, in declaration order.
+    const ALL: &'static [Self];
+    /// The value's name, as serialized and stored.
+    fn name(self) -> &'static str;
+
+    /// The value named `s`, or None.
+    fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|v| v.name() == s)
+    }
+
+    /// The names, comma separated ("pending, accepted, revoked").
+    fn names() -> String {
+        Self::ALL
+            .iter()
+            .map(|v| v.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A text-backed enum: `pub enum Status: "invite status" { Pending =
+/// "pending", .. }` declares the enum (Debug, Clone, Copy, Eq, Ord, Hash,
+/// Serialize and Deserialize by the given names), `ALL`, `as_str`, `parse`,
+/// `Display`, [`TextEnum`] and, through [`sqlx_text_enum!`], its strict sqlx
+/// impls. The calling crate depends on `serde` and `sqlx`.
+///
+/// ```ignore
+/// hub_domain::text_enum! {
+///     /// Where an invite stands.
+///     pub enum Status: "invite status" {
+///         Pending = "pending",
+///         Accepted = "accepted",
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! text_enum {
+    ($(#[$m:meta])* $vis:vis enum $name:ident: $what:literal {
+        $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)?
+    }) => {
+        $(#[$m])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash,
+            serde::Serialize, serde::Deserialize,
+        )]
+        $vis enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+
+            /// The value's name, as serialized and stored.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$v => $s),+
+                }
+            }
+
+            /// The value named `s`, or None.
+            pub fn parse(s: &str) -> Option<$name> {
+                match s {
+                    $($s => Some($name::$v),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl $crate::TextEnum for $name {
+            const WHAT: &'static str = $what;
+            const ALL: &'static [$name] = $name::ALL;
+            fn name(self) -> &'static str {
+                self.as_str()
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        $crate::sqlx_text_enum!($name, $what);
+    };
+}
 
 /// `impl sqlx::{Type, Encode, Decode, PgHasArrayType}` for a text-backed enum
 /// with `fn as_str(self) -> &'static str` and `fn parse(&str) -> Option<Self>`,

@@ -8,7 +8,6 @@ use event_contracts::views;
 use hub_domain::{Currency, MinorUnits, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::fmt;
 
 /// An operation with its arguments as the user (or the model) gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,100 +75,32 @@ impl Tier {
     }
 }
 
-/// What a staged action does. Stored as text in `staged_actions.kind` (its
-/// [`as_str`](StagedKind::as_str)); a value outside the enum read back is a
-/// decode error, never a default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StagedKind {
-    CreateOrg,
-    CreditWallet,
-    GrantTokens,
-    RevokeSession,
-}
-
-impl StagedKind {
-    pub const ALL: [StagedKind; 4] = [
-        StagedKind::CreateOrg,
-        StagedKind::CreditWallet,
-        StagedKind::GrantTokens,
-        StagedKind::RevokeSession,
-    ];
-
-    /// The kind's name (as serialized and stored).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StagedKind::CreateOrg => "create_org",
-            StagedKind::CreditWallet => "credit_wallet",
-            StagedKind::GrantTokens => "grant_tokens",
-            StagedKind::RevokeSession => "revoke_session",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<StagedKind> {
-        StagedKind::ALL.into_iter().find(|k| k.as_str() == s)
+hub_domain::text_enum! {
+    /// What a staged action does. Stored as text in `staged_actions.kind` (its
+    /// [`as_str`](StagedKind::as_str)); a value outside the enum read back is a
+    /// decode error, never a default.
+    pub enum StagedKind: "staged action kind" {
+        CreateOrg = "create_org",
+        CreditWallet = "credit_wallet",
+        GrantTokens = "grant_tokens",
+        RevokeSession = "revoke_session",
     }
 }
 
-impl fmt::Display for StagedKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+hub_domain::text_enum! {
+    /// Where a staged action stands (`staged_actions.status`; see
+    /// [`crate::staged`] for the states). Stored as its
+    /// [`as_str`](StagedStatus::as_str); a value outside the enum read back is a
+    /// decode error, never a default.
+    pub enum StagedStatus: "staged action status" {
+        Staged = "staged",
+        Executing = "executing",
+        Unknown = "unknown",
+        Executed = "executed",
+        Failed = "failed",
+        Cancelled = "cancelled",
     }
 }
-
-// Text in Postgres: encoded as `as_str()`, decoded with `parse` (a value
-// outside the enum is a decode error).
-hub_domain::sqlx_text_enum!(StagedKind, "staged action kind");
-
-/// Where a staged action stands (`staged_actions.status`; see
-/// [`crate::staged`] for the states). Stored as its
-/// [`as_str`](StagedStatus::as_str); a value outside the enum read back is a
-/// decode error, never a default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StagedStatus {
-    Staged,
-    Executing,
-    Unknown,
-    Executed,
-    Failed,
-    Cancelled,
-}
-
-impl StagedStatus {
-    pub const ALL: [StagedStatus; 6] = [
-        StagedStatus::Staged,
-        StagedStatus::Executing,
-        StagedStatus::Unknown,
-        StagedStatus::Executed,
-        StagedStatus::Failed,
-        StagedStatus::Cancelled,
-    ];
-
-    /// The status's name (as serialized and stored).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StagedStatus::Staged => "staged",
-            StagedStatus::Executing => "executing",
-            StagedStatus::Unknown => "unknown",
-            StagedStatus::Executed => "executed",
-            StagedStatus::Failed => "failed",
-            StagedStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<StagedStatus> {
-        StagedStatus::ALL.into_iter().find(|v| v.as_str() == s)
-    }
-}
-
-impl fmt::Display for StagedStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-hub_domain::sqlx_text_enum!(StagedStatus, "staged action status");
 
 /// A staged wallet credit's arguments (its `args`): the organization, and the
 /// amount in minor units of the wallet's currency.
@@ -218,7 +149,7 @@ mod tests {
 
     #[test]
     fn staged_kinds_are_their_serialized_names() {
-        for k in StagedKind::ALL {
+        for &k in StagedKind::ALL {
             assert_eq!(
                 serde_json::to_value(k).ok(),
                 Some(Value::String(k.as_str().into()))
@@ -231,7 +162,7 @@ mod tests {
 
     #[test]
     fn staged_statuses_are_their_serialized_names() {
-        for s in StagedStatus::ALL {
+        for &s in StagedStatus::ALL {
             assert_eq!(
                 serde_json::to_value(s).ok(),
                 Some(Value::String(s.as_str().into()))

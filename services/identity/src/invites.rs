@@ -11,39 +11,15 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 
-/// Where an invite stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pending,
-    Accepted,
-    Revoked,
-    Expired,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "pending",
-            Status::Accepted => "accepted",
-            Status::Revoked => "revoked",
-            Status::Expired => "expired",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Status> {
-        [
-            Status::Pending,
-            Status::Accepted,
-            Status::Revoked,
-            Status::Expired,
-        ]
-        .into_iter()
-        .find(|x| x.as_str() == s)
+hub_domain::text_enum! {
+    /// Where an invite stands.
+    pub enum Status: "invite status" {
+        Pending = "pending",
+        Accepted = "accepted",
+        Revoked = "revoked",
+        Expired = "expired",
     }
 }
-
-hub_domain::sqlx_text_enum!(Status, "invite status");
 
 /// An invite as its organization's admins (and its invitee) see it; its
 /// `status` reads `expired` past `expires_at`. The accept URL is added to the

@@ -8,53 +8,20 @@ use crate::{payload::Payload, state::AppState};
 use hub_domain::{LegalType, OrgId, SubmissionId};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use std::fmt;
 use time::OffsetDateTime;
 
-/// Where a submission is in review: the `status` column and the wire carry
-/// [`ReviewStatus::as_str`]. Read through sqlx (`status AS "status:
-/// ReviewStatus"`): a value outside the enum is a decode error, never a
-/// default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReviewStatus {
-    Pending,
-    Approved,
-    Rejected,
-    MoreInfoRequested,
-}
-
-impl ReviewStatus {
-    pub const ALL: [ReviewStatus; 4] = [
-        ReviewStatus::Pending,
-        ReviewStatus::Approved,
-        ReviewStatus::Rejected,
-        ReviewStatus::MoreInfoRequested,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReviewStatus::Pending => "pending",
-            ReviewStatus::Approved => "approved",
-            ReviewStatus::Rejected => "rejected",
-            ReviewStatus::MoreInfoRequested => "more_info_requested",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ReviewStatus> {
-        ReviewStatus::ALL.into_iter().find(|v| v.as_str() == s)
+hub_domain::text_enum! {
+    /// Where a submission is in review: the `status` column and the wire carry
+    /// [`ReviewStatus::as_str`]. Read through sqlx (`status AS "status:
+    /// ReviewStatus"`): a value outside the enum is a decode error, never a
+    /// default.
+    pub enum ReviewStatus: "submission status" {
+        Pending = "pending",
+        Approved = "approved",
+        Rejected = "rejected",
+        MoreInfoRequested = "more_info_requested",
     }
 }
-
-impl fmt::Display for ReviewStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-// Text in Postgres: encoded as `as_str()`, decoded with `parse` (a value
-// outside the enum is a decode error).
-hub_domain::sqlx_text_enum!(ReviewStatus, "submission status");
 
 /// A submission as stored (every query of [`crate::store`] returns these columns).
 pub struct Row {
@@ -169,7 +136,7 @@ mod tests {
 
     #[test]
     fn statuses_read_back_and_serialize_as_stored() {
-        for s in ReviewStatus::ALL {
+        for &s in ReviewStatus::ALL {
             assert_eq!(ReviewStatus::parse(s.as_str()), Some(s));
             assert_eq!(
                 serde_json::to_value(s).expect("serialize"),

@@ -6,43 +6,18 @@
 use hub_domain::{catalog::Sku as Declared, Currency, MinorUnits};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
-use std::fmt;
 
-/// How a SKU's servers are fulfilled (`skus.fulfilment`, copied to
-/// `servers.fulfilment` at ordering): `api`, provisioned at the provider by
-/// the worker; `manual`, set up by staff within the SKU's SLA. Stored as its
-/// [`as_str`](Fulfilment::as_str); a value outside the enum read back is a
-/// decode error, never a default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Fulfilment {
-    Api,
-    Manual,
-}
-
-impl Fulfilment {
-    pub const ALL: [Fulfilment; 2] = [Fulfilment::Api, Fulfilment::Manual];
-
-    /// As serialized and stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fulfilment::Api => "api",
-            Fulfilment::Manual => "manual",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Fulfilment> {
-        Fulfilment::ALL.into_iter().find(|v| v.as_str() == s)
+hub_domain::text_enum! {
+    /// How a SKU's servers are fulfilled (`skus.fulfilment`, copied to
+    /// `servers.fulfilment` at ordering): `api`, provisioned at the provider by
+    /// the worker; `manual`, set up by staff within the SKU's SLA. Stored as its
+    /// [`as_str`](Fulfilment::as_str); a value outside the enum read back is a
+    /// decode error, never a default.
+    pub enum Fulfilment: "fulfilment" {
+        Api = "api",
+        Manual = "manual",
     }
 }
-
-impl fmt::Display for Fulfilment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-hub_domain::sqlx_text_enum!(Fulfilment, "fulfilment");
 
 /// What a SKU step may refuse, apart from database errors.
 #[derive(Debug)]
@@ -209,7 +184,7 @@ mod tests {
 
     #[test]
     fn fulfilments_read_back_and_serialize_as_stored() {
-        for f in Fulfilment::ALL {
+        for &f in Fulfilment::ALL {
             assert_eq!(Fulfilment::parse(f.as_str()), Some(f));
             assert_eq!(
                 serde_json::to_value(f).expect("serialize"),

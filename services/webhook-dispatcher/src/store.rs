@@ -33,43 +33,17 @@ pub struct Endpoint {
     pub created_at: OffsetDateTime,
 }
 
-/// A delivery's state after its latest attempt (`outcomes.status`, and
-/// `delivery_log.status`: `pending` until one is settled).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum DeliveryStatus {
-    /// Not attempted yet, or another attempt is due.
-    #[serde(rename = "pending")]
-    Pending,
-    #[serde(rename = "delivered")]
-    Delivered,
-    /// Out of attempts, or stopped by its endpoint's deletion.
-    #[serde(rename = "failed")]
-    Failed,
-}
-
-impl DeliveryStatus {
-    pub const ALL: [DeliveryStatus; 3] = [
-        DeliveryStatus::Pending,
-        DeliveryStatus::Delivered,
-        DeliveryStatus::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<DeliveryStatus> {
-        DeliveryStatus::ALL.into_iter().find(|v| v.as_str() == s)
+hub_domain::text_enum! {
+    /// A delivery's state after its latest attempt (`outcomes.status`, and
+    /// `delivery_log.status`: `pending` until one is settled).
+    pub enum DeliveryStatus: "delivery status" {
+        /// Not attempted yet, or another attempt is due.
+        Pending = "pending",
+        Delivered = "delivered",
+        /// Out of attempts, or stopped by its endpoint's deletion.
+        Failed = "failed",
     }
 }
-
-// Text in Postgres: encoded as `as_str()`, decoded with `parse` (a value
-// outside the enum is a decode error).
-hub_domain::sqlx_text_enum!(DeliveryStatus, "delivery status");
 
 /// One row of the delivery log.
 #[derive(Serialize)]

@@ -17,32 +17,13 @@ pub const NAME_MAX: usize = 200;
 pub const NOTE_MAX: usize = 1000;
 pub const URL_MAX: usize = 2048;
 
-/// The spec's OrgAsset kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    Document,
-    Logo,
-    Link,
-    Other,
-}
-
-hub_domain::sqlx_text_enum!(Kind, "asset kind");
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Document => "document",
-            Kind::Logo => "logo",
-            Kind::Link => "link",
-            Kind::Other => "other",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Kind> {
-        [Kind::Document, Kind::Logo, Kind::Link, Kind::Other]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+hub_domain::text_enum! {
+    /// The spec's OrgAsset kinds.
+    pub enum Kind: "asset kind" {
+        Document = "document",
+        Logo = "logo",
+        Link = "link",
+        Other = "other",
     }
 }
 

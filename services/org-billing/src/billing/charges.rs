@@ -3,7 +3,7 @@
 //! waive pending ones.
 
 use super::{
-    model::{ChargeStatus, Source},
+    model::{ChargeStatus, Param, Source},
     store,
 };
 use crate::state::AppState;

@@ -4,7 +4,7 @@
 //! or voided while nothing is paid.
 
 use super::{
-    model::{Charge, ChargeStatus, Invoice, InvoiceStatus, Kind},
+    model::{Charge, ChargeStatus, Invoice, InvoiceStatus, Kind, Param},
     store::{self, NewDocument, Owner},
 };
 use crate::state::AppState;

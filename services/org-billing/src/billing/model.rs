@@ -2,7 +2,7 @@
 //! currency of a charge and what a payment was applied to), and the values a
 //! request names: document kinds, statuses, payment methods, periods.
 
-use hub_domain::{Currency, OrgId};
+use hub_domain::{Currency, OrgId, TextEnum};
 use serde::Serialize;
 use service_kit::{ApiError, ApiResult};
 use time::OffsetDateTime;
@@ -117,83 +117,55 @@ pub struct PaymentClaim {
     pub duplicate_of: Option<Uuid>,
 }
 
-/// An enum stored as `text` (with a CHECK) and shown as its `as_str()`:
-/// decoded strictly (hub_domain's `sqlx_text_enum!`), and parsed from a
-/// request with a 400 that names the values.
-macro_rules! text_enum {
-    ($(#[$m:meta])* $name:ident, $what:literal { $($v:ident = $s:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-        pub enum $name {
-            $(#[serde(rename = $s)] $v),+
-        }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$v),+];
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$v => $s),+
-                }
-            }
-
-            pub fn parse(s: &str) -> Option<$name> {
-                Self::ALL.iter().copied().find(|v| v.as_str() == s)
-            }
-
-            /// The value of request field `field`, if given: 400 naming
-            /// the values when it is none of them (not every enum is a
-            /// request field).
-            #[allow(dead_code)]
-            pub fn param(field: &str, s: Option<&str>) -> ApiResult<Option<$name>> {
-                s.map(|s| {
-                    Self::parse(s).ok_or_else(|| {
-                        let all: Vec<&str> = Self::ALL.iter().map(|v| v.as_str()).collect();
-                        ApiError::BadRequest(format!("{field} must be one of {}", all.join(", ")))
-                    })
-                })
-                .transpose()
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        hub_domain::sqlx_text_enum!($name, $what);
-    };
+/// A request field holding a [`TextEnum`]'s name: 400 naming the values
+/// when it is none of them.
+pub trait Param: TextEnum {
+    /// The value of request field `field`, if given.
+    fn param(field: &str, s: Option<&str>) -> ApiResult<Option<Self>> {
+        s.map(|s| {
+            Self::from_name(s).ok_or_else(|| {
+                ApiError::BadRequest(format!("{field} must be one of {}", Self::names()))
+            })
+        })
+        .transpose()
+    }
 }
 
-text_enum!(
+impl<T: TextEnum> Param for T {}
+
+hub_domain::text_enum! {
     /// A document kind.
-    Kind, "document kind" { Invoice = "invoice", Proforma = "proforma" }
-);
-text_enum!(
+    pub enum Kind: "document kind" { Invoice = "invoice", Proforma = "proforma" }
+}
+hub_domain::text_enum! {
     /// `pending`, `quoted` (on a proforma), `invoiced` (final), `waived` (final).
-    ChargeStatus, "charge status" {
+    pub enum ChargeStatus: "charge status" {
         Pending = "pending", Quoted = "quoted", Invoiced = "invoiced", Waived = "waived",
     }
-);
-text_enum!(
+}
+hub_domain::text_enum! {
     /// Where a charge came from.
-    Source, "charge source" { Usage = "usage", Staff = "staff" }
-);
-text_enum!(
+    pub enum Source: "charge source" { Usage = "usage", Staff = "staff" }
+}
+hub_domain::text_enum! {
     /// Derived by Postgres from paid_minor and voided_at (`draft` is never stored).
-    InvoiceStatus, "invoice status" {
+    pub enum InvoiceStatus: "invoice status" {
         Draft = "draft", Issued = "issued", PartiallyPaid = "partially_paid", Paid = "paid",
         Void = "void",
     }
-);
-text_enum!(
-    ClaimStatus, "claim status" { Pending = "pending", Approved = "approved", Rejected = "rejected" }
-);
-text_enum!(
+}
+hub_domain::text_enum! {
+    /// A payment claim's review state.
+    pub enum ClaimStatus: "claim status" {
+        Pending = "pending", Approved = "approved", Rejected = "rejected",
+    }
+}
+hub_domain::text_enum! {
     /// How staff learned of a payment (payments are bank transfers).
-    Method, "payment method" { BankTransfer = "bank_transfer", Manual = "manual", Other = "other" }
-);
+    pub enum Method: "payment method" {
+        BankTransfer = "bank_transfer", Manual = "manual", Other = "other",
+    }
+}
 
 impl Kind {
     /// The number's prefix: `INV-<year>-NNNNNN`, `PF-<year>-NNNNNN`.
@@ -266,6 +238,16 @@ mod tests {
             Some("method must be one of bank_transfer, manual, other".into())
         );
         assert_eq!(ChargeStatus::param("status", None).ok(), Some(None));
+        // serde, Display and the stored text are the same names.
+        for s in InvoiceStatus::ALL {
+            let wire = serde_json::to_string(s).expect("serializes");
+            assert_eq!(wire, format!("\"{}\"", s.as_str()));
+            assert_eq!(s.to_string(), s.as_str());
+            assert_eq!(serde_json::from_str::<InvoiceStatus>(&wire).ok(), Some(*s));
+        }
+        assert_eq!(InvoiceStatus::PartiallyPaid.as_str(), "partially_paid");
+        assert!(serde_json::from_str::<InvoiceStatus>("\"Paid\"").is_err());
+        assert_eq!(<Method as TextEnum>::WHAT, "payment method");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! wallet in the same transaction; and invoices paid from the wallet.
 
 use super::{
-    model::{Invoice, Kind, Method},
+    model::{Invoice, Kind, Method, Param},
     store::{self, Billed, Owner},
 };
 use crate::{

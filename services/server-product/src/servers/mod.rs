@@ -138,59 +138,21 @@ impl Action {
     }
 }
 
-/// The states of a server ([`crate::lifecycle`] moves it between them); the
-/// wire and the `status` column carry [`Status::as_str`]. Read through sqlx
-/// (`status AS "status: Status"`): a value outside the enum is a decode
-/// error, never a default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Provisioning,
-    PendingFulfilment,
-    Active,
-    Stopped,
-    Suspended,
-    Failed,
-    Terminated,
-}
-
-impl Status {
-    pub const ALL: [Status; 7] = [
-        Status::Provisioning,
-        Status::PendingFulfilment,
-        Status::Active,
-        Status::Stopped,
-        Status::Suspended,
-        Status::Failed,
-        Status::Terminated,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Provisioning => "provisioning",
-            Status::PendingFulfilment => "pending_fulfilment",
-            Status::Active => "active",
-            Status::Stopped => "stopped",
-            Status::Suspended => "suspended",
-            Status::Failed => "failed",
-            Status::Terminated => "terminated",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|v| v.as_str() == s)
+hub_domain::text_enum! {
+    /// The states of a server ([`crate::lifecycle`] moves it between them); the
+    /// wire and the `status` column carry [`Status::as_str`]. Read through sqlx
+    /// (`status AS "status: Status"`): a value outside the enum is a decode
+    /// error, never a default.
+    pub enum Status: "server status" {
+        Provisioning = "provisioning",
+        PendingFulfilment = "pending_fulfilment",
+        Active = "active",
+        Stopped = "stopped",
+        Suspended = "suspended",
+        Failed = "failed",
+        Terminated = "terminated",
     }
 }
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-// Text in Postgres: encoded as `as_str()`, decoded with `parse` (a value
-// outside the enum is a decode error).
-hub_domain::sqlx_text_enum!(Status, "server status");
 
 /// Why storage refused a server step: its answer, mapped to the client's
 /// error at the edge (`From<Refused> for ApiError`, the same status and
@@ -377,7 +339,7 @@ mod tests {
 
     #[test]
     fn statuses_read_back_and_serialize_as_stored() {
-        for s in Status::ALL {
+        for &s in Status::ALL {
             assert_eq!(Status::parse(s.as_str()), Some(s));
             assert_eq!(
                 serde_json::to_value(s).expect("serialize"),
