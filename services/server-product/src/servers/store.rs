@@ -2,10 +2,10 @@
 //! `provision_jobs`, `usage_periods`, `events`), checked at compile time.
 //! Functions take the caller's connection or transaction (the handler or the
 //! worker decides the boundary) and answer sqlx's errors: the route maps the
-//! one constraint a client can hit, [`super::HOSTNAME_PER_ORG`], through
+//! one constraint a client can hit, [`super::model::HOSTNAME_PER_ORG`], through
 //! `OnConstraint`. Rows come back typed (the status a [`Status`]).
 
-use super::{Row, Status};
+use super::model::{Event, Row, Status};
 use crate::skus::Fulfilment;
 use hub_domain::{OrgId, ServerId, UserId};
 use sqlx::{PgConnection, PgPool};
@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 /// Insert `rows` (new servers, each with its creator in `created_by`) in one
 /// statement, all but those whose hostname a live server of their
 /// organization holds (already, or earlier in `rows`): the partial unique
-/// index [`super::HOSTNAME_PER_ORG`], `ON CONFLICT DO NOTHING`. Returns the
+/// index [`super::model::HOSTNAME_PER_ORG`], `ON CONFLICT DO NOTHING`. Returns the
 /// ids inserted.
 pub async fn insert_servers(
     conn: &mut PgConnection,
@@ -284,7 +284,7 @@ pub async fn set_sku(conn: &mut PgConnection, id: ServerId, sku_id: &str) -> sql
 }
 
 /// Move server `id` to organization `to` at `at`; a live server of `to` with
-/// the same hostname violates [`super::HOSTNAME_PER_ORG`].
+/// the same hostname violates [`super::model::HOSTNAME_PER_ORG`].
 pub async fn set_org(
     conn: &mut PgConnection,
     id: ServerId,
@@ -441,7 +441,7 @@ pub async fn drop_job(conn: &mut PgConnection, id: ServerId) -> sqlx::Result<()>
 pub async fn insert_events<'a>(
     conn: &mut PgConnection,
     kind: &str,
-    events: impl IntoIterator<Item = &'a super::Event>,
+    events: impl IntoIterator<Item = &'a Event>,
 ) -> sqlx::Result<()> {
     let (mut ids, mut orgs, mut servers, mut payloads, mut at) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
