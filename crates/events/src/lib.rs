@@ -8,7 +8,7 @@
 //! so a re-published outbox row is dropped by the server's de-duplication.
 //! proto-docs/events.md is the catalogue.
 
-use hub_domain::{Currency, MinorUnits, OrgId, UserId};
+use hub_domain::{Currency, MinorUnits, OrgId, ServerId, UserId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -475,7 +475,7 @@ pub fn is_webhook_kind(kind: &str) -> bool {
 pub struct UsageRecorded {
     /// server-product's `usage_periods.id`: one event, and one charge, per piece.
     pub usage_period_id: i64,
-    pub server_id: Uuid,
+    pub server_id: ServerId,
     pub hostname: String,
     pub sku_id: String,
     pub sku_name: String,
@@ -570,9 +570,10 @@ pub mod internal {
 /// 502), never a silent zero or empty string. Extra fields are ignored, so a
 /// peer may add fields freely.
 pub mod views {
-    use hub_domain::{Currency, KycStatus, LegalType, MinorUnits, OrgId};
+    use hub_domain::{
+        Currency, KycStatus, LegalType, MinorUnits, OrgId, ServerId, SessionId, SubmissionId,
+    };
     use serde::Deserialize;
-    use uuid::Uuid;
 
     /// `GET /v1/organizations/{id}/wallet` (org-billing).
     #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -602,7 +603,7 @@ pub mod views {
     /// One of the caller's sessions (`GET /v1/auth/sessions`, identity).
     #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
     pub struct Session {
-        pub id: Uuid,
+        pub id: SessionId,
         pub ip: String,
         /// RFC 3339, shown as given.
         pub created_at: String,
@@ -624,7 +625,7 @@ pub mod views {
     /// A submission in the staff queue (`GET /v1/admin/kyc`, kyc).
     #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
     pub struct KycQueued {
-        pub id: Uuid,
+        pub id: SubmissionId,
         pub org_name: String,
         pub legal_type: String,
         pub created_at: String,
@@ -633,7 +634,7 @@ pub mod views {
     /// A manual order waiting (`GET /v1/admin/fulfilment`, server-product).
     #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
     pub struct FulfilmentQueued {
-        pub id: Uuid,
+        pub id: ServerId,
         pub hostname: String,
         pub sku_id: String,
         pub org_id: OrgId,

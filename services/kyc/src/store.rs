@@ -9,7 +9,6 @@ use crate::submission::{ReviewStatus, Row};
 use hub_domain::{LegalType, OrgId, SubmissionId, UserId};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// A submission to insert as pending.
 pub struct NewSubmission<'a> {
@@ -126,14 +125,14 @@ pub async fn purge_decided(
     now: OffsetDateTime,
     after_days: i32,
     batch: i64,
-) -> sqlx::Result<Vec<Uuid>> {
+) -> sqlx::Result<Vec<SubmissionId>> {
     sqlx::query_scalar!(
         "UPDATE submissions SET payload = NULL, field_keys = '{}', review_notes = '', purged_at = $1
           WHERE id IN (SELECT id FROM submissions
                         WHERE purged_at IS NULL AND reviewed_at IS NOT NULL
                           AND reviewed_at <= $1::timestamptz - make_interval(days => $2)
                         ORDER BY reviewed_at LIMIT $3 FOR UPDATE SKIP LOCKED)
-          RETURNING id",
+          RETURNING id AS \"id: SubmissionId\"",
         now,
         after_days,
         batch,

@@ -9,16 +9,20 @@
 //! never purge the same row twice and never skip one. "Now" comes from the
 //! service's clock (tests move it).
 
+use hub_domain::SubmissionId;
 use service_kit::Clock;
 use sqlx::PgPool;
-use uuid::Uuid;
 
 /// Rows one statement purges at most.
 const BATCH: i64 = 500;
 
 /// Purge every submission decided more than `after_days` ago; returns the ids
 /// this call purged.
-pub async fn run_once(pool: &PgPool, clock: &Clock, after_days: i64) -> anyhow::Result<Vec<Uuid>> {
+pub async fn run_once(
+    pool: &PgPool,
+    clock: &Clock,
+    after_days: i64,
+) -> anyhow::Result<Vec<SubmissionId>> {
     let mut purged = Vec::new();
     loop {
         let now = clock.now();

@@ -168,7 +168,7 @@ mod tests {
     fn the_description_names_server_plan_span_and_hours() {
         let u = UsageRecorded {
             usage_period_id: 7,
-            server_id: Uuid::nil(),
+            server_id: hub_domain::ServerId::from_uuid(Uuid::nil()),
             hostname: "web-1".into(),
             sku_id: "vps-small".into(),
             sku_name: "VPS Small".into(),

@@ -628,7 +628,7 @@ async fn raw_payloads_are_redacted_180_days_after_the_decision_and_not_before() 
         kyc::sweep::run_once(&pool, &s.clock, 180)
             .await
             .expect("sweep"),
-        Vec::<uuid::Uuid>::new()
+        Vec::<hub_domain::SubmissionId>::new()
     );
     let list = s
         .get(&format!("/v1/organizations/{corp}/kyc"), Some(&owner))

@@ -12,7 +12,6 @@ use event_contracts::views;
 use hub_domain::MinorUnits;
 use serde_json::json;
 use service_kit::ApiError;
-use uuid::Uuid;
 
 type Answered = Result<Outcome, ApiError>;
 
@@ -110,7 +109,7 @@ pub async fn grant_tokens(ctx: &Ctx<'_>, org: &str, amount: &str) -> Answered {
 
 /// Prepare revoking one of the caller's active sessions.
 pub async fn revoke_session(ctx: &Ctx<'_>, session_id: &str) -> Answered {
-    let Ok(id) = Uuid::parse_str(session_id.trim()) else {
+    let Ok(id) = session_id.trim().parse::<hub_domain::SessionId>() else {
         return Ok(Outcome::Answer(
             "A session is named by its id (a UUID); \"list my sessions\" shows them.".into(),
         ));

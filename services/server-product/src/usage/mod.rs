@@ -155,7 +155,7 @@ async fn end_piece(
         org_id: open.org_id,
         data: UsageRecorded {
             usage_period_id: open.id,
-            server_id: open.server_id.as_uuid(),
+            server_id: open.server_id,
             hostname: hostname.to_owned(),
             sku_id: open.sku_id.clone(),
             sku_name: sku.name,
