@@ -358,7 +358,8 @@ pub enum LogFormat {
 pub struct TelemetrySettings {
     /// `json` (default) or `pretty`; anything else refuses to start.
     pub log_format: LogFormat,
-    /// An `EnvFilter` directive; `RUST_LOG` wins when set.
+    /// `EnvFilter` directives (a level, or `target=level`, comma separated);
+    /// `RUST_LOG` wins when set. One that does not parse refuses to start.
     pub log_level: String,
     /// OTLP/HTTP endpoint (e.g. `http://otel-collector:4318/v1/traces`); empty: no export.
     #[serde(default)]

@@ -7,7 +7,9 @@ use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider, Resource};
 use std::sync::OnceLock;
 use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, NonBlockingBuilder, WorkerGuard};
-use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer};
+use tracing_subscriber::{
+    filter::LevelFilter, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer,
+};
 
 /// Keeps the tracer provider and the log writer alive; dropping it flushes
 /// pending spans and the log lines still buffered.
@@ -66,10 +68,25 @@ fn log_writer<W: std::io::Write + Send + 'static>(
 }
 
 /// What is logged: the `level` directives (`RUST_LOG` wins over
-/// `telemetry.log_level`; an invalid one means `info`), and the access log
-/// (target [`ACCESS_LOG_TARGET`]) only when `access_log`.
+/// `telemetry.log_level`; directives that do not parse refuse the start, never
+/// a silent `info`), and the access log (target [`ACCESS_LOG_TARGET`]) only
+/// when `access_log`.
 pub(crate) fn filter(level: &str, access_log: bool) -> anyhow::Result<EnvFilter> {
-    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    // A bare word is a target to tracing ("inof" would log target `inof` at
+    // every level and nothing else): a bare word must be a level.
+    if let Some(word) = level
+        .split(',')
+        .map(str::trim)
+        .find(|d| !d.is_empty() && !d.contains(['=', '[']) && d.parse::<LevelFilter>().is_err())
+    {
+        anyhow::bail!(
+            "log level {level:?} (RUST_LOG or telemetry.log_level): {word:?} is not one of \
+             off, error, warn, info, debug, trace (or target=level)"
+        );
+    }
+    let filter = EnvFilter::builder().parse(level).map_err(|e| {
+        anyhow::anyhow!("log level {level:?} (RUST_LOG or telemetry.log_level): {e}")
+    })?;
     Ok(if access_log {
         filter
     } else {
@@ -260,6 +277,22 @@ mod tests {
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
+        }
+    }
+
+    #[test]
+    fn a_log_level_that_does_not_parse_refuses_to_start() {
+        for good in [
+            "info",
+            "warn,hub_access=off",
+            "org_billing=debug,info",
+            "off",
+        ] {
+            assert!(filter(good, true).is_ok(), "{good}");
+        }
+        for bad in ["inof", "info,verbose", "hub=loud"] {
+            let e = filter(bad, true).expect_err(bad).to_string();
+            assert!(e.contains("log level"), "{bad}: {e}");
         }
     }
 
