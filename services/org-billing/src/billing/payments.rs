@@ -127,7 +127,7 @@ pub async fn record_in(
     }
     let id = Uuid::now_v7();
     let wallet_transaction_id = if rest > 0 {
-        let m = ledger::wallet_move(
+        let m = ledger::wallet::move_of(
             state,
             caller,
             org,
@@ -325,7 +325,7 @@ pub async fn pay_from_wallet(
                 "amount_minor is more than the {owed} the invoice still owes"
             )));
         }
-        let m = ledger::wallet_move(
+        let m = ledger::wallet::move_of(
             &state,
             &caller,
             org,

@@ -4,7 +4,7 @@
 //! what its callers can do about it (retry now, or retry with the same
 //! Idempotency-Key).
 
-use super::{batch_limit, Book, Move, OUTCOME_UNKNOWN};
+use super::book::{batch_limit, Book, Move, OUTCOME_UNKNOWN};
 use service_kit::{
     group_commit::{Batch, GroupCommit, Shape},
     metrics::CommitMetrics,
@@ -153,7 +153,7 @@ impl<B: Book> Moves<B> {
         let mut c = self.ready().await.map_err(BatchError::Connect)?;
         let outcomes = tokio::time::timeout(
             batch_limit(self.db.batch_timeout),
-            super::apply::<B>(&mut c, moves),
+            super::book::apply::<B>(&mut c, moves),
         )
         .await
         .map_err(|_| BatchError::Hung)?

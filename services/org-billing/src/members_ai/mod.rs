@@ -100,17 +100,10 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(load(&mut conn, org_id, user_id, role).await?))
 }
 
-/// The fields of a settings change, validated.
-pub struct Change {
-    pub ai_enabled: Option<bool>,
-    /// Some(None): clear the personal limit.
-    pub token_limit: Option<Option<i64>>,
-}
-
-fn parse_change(body: &[u8]) -> ApiResult<Change> {
+fn parse_change(body: &[u8]) -> ApiResult<store::Change> {
     let map: Map<String, Value> = serde_json::from_slice(body)
         .map_err(|_| ApiError::bad_request("the body must be a JSON object"))?;
-    let mut change = Change {
+    let mut change = store::Change {
         ai_enabled: None,
         token_limit: None,
     };

@@ -1,9 +1,15 @@
 //! Members' AI settings: `member_ai` rows (absent until first changed) and the
 //! membership replica's roles, read and written here only.
 
-use super::Change;
 use hub_domain::{OrgId, Role, UserId};
 use sqlx::{PgConnection, PgPool};
+
+/// The fields of a settings change, validated.
+pub struct Change {
+    pub ai_enabled: Option<bool>,
+    /// Some(None): clear the personal limit.
+    pub token_limit: Option<Option<i64>>,
+}
 
 /// The member's role by the membership replica (None: not a member).
 pub async fn role(conn: &mut PgConnection, org: OrgId, user: UserId) -> sqlx::Result<Option<Role>> {

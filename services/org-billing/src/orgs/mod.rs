@@ -3,13 +3,16 @@
 //! services, an organization's profile (kyc) and lookup by name (agent). The
 //! SQL is in [`store`].
 
+mod model;
 pub mod status;
 pub mod store;
+
+pub use model::Organization;
 
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::OrgCreated;
-use hub_domain::{Capability, CountryCode, KycStatus, LegalType, OrgId};
+use hub_domain::{Capability, CountryCode, LegalType, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -21,18 +24,6 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 pub const NAME_MAX: usize = 200;
-
-#[derive(Serialize)]
-pub struct Organization {
-    pub id: OrgId,
-    pub name: String,
-    pub legal_type: LegalType,
-    pub country: String,
-    pub distributor_entity_id: Uuid,
-    pub distributor_entity: String,
-    pub kyc_status: KycStatus,
-    pub kyc_tier: i32,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

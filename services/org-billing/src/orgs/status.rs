@@ -9,29 +9,16 @@
 //! in their transactions ([`store::lock_writable`]): once staff hear 200, the
 //! organization's writes in org-billing and identity are refused.
 
-use super::{store, Organization};
+use super::store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::{AuditAction, OrgStatusChanged};
 use hub_domain::{OrgId, OrgStatus};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use service_kit::{assertion::StaffCaller, outbox, ApiError, ApiResult};
-use time::OffsetDateTime;
 
 pub const REASON_MAX: usize = 500;
-
-/// The organization with its status, as staff see it after a change.
-#[derive(Serialize)]
-pub struct WithStatus {
-    #[serde(flatten)]
-    pub org: Organization,
-    pub status: OrgStatus,
-    /// Why staff suspended it (null while active).
-    pub status_reason: Option<String>,
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub status_changed_at: Option<OffsetDateTime>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

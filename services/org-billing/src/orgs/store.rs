@@ -3,7 +3,7 @@
 //! functions take a connection (or a transaction): the handler decides the
 //! transaction's bounds.
 
-use super::{status::WithStatus, Organization};
+use super::model::{Organization, WithStatus};
 use event_contracts::views::FoundOrganization;
 use hub_domain::{CountryCode, Currency, KycStatus, LegalType, OrgId, OrgStatus, UserId};
 use service_kit::{ApiError, ApiResult};
