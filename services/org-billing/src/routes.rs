@@ -4,7 +4,18 @@ use crate::{assets, billing, distributors, kyc, ledger, members_ai, orgs, projec
 use actix_web::web;
 use service_kit::methods;
 
+/// Every route of the service, area by area.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    organizations(cfg);
+    projects_and_assets(cfg);
+    distributors(cfg);
+    billing(cfg);
+    billing_for_staff(cfg);
+    internal(cfg);
+}
+
+/// Organizations, their wallet and AI tokens, and members' AI settings.
+fn organizations(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/organizations", methods::get().to(orgs::list))
         .route("/v1/organizations", methods::post().to(orgs::create))
         .route("/v1/organizations/{id}", methods::get().to(orgs::detail))
@@ -36,8 +47,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/organizations/{id}/members/{user_id}/ai",
             methods::patch().to(members_ai::update),
         );
-    // Projects and assets: members read, the admin roles write; staff
-    // suspend and reactivate organizations.
+}
+
+/// Projects and assets: members read, the admin roles write; staff suspend and reactivate organizations.
+fn projects_and_assets(cfg: &mut web::ServiceConfig) {
     cfg.route(
         "/v1/organizations/{id}/projects",
         methods::get().to(projects::list),
@@ -73,7 +86,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         "/v1/admin/organizations/{id}/reactivate",
         methods::post().to(orgs::status::reactivate),
     );
-    // Distributor entities: staff writes, observers read their own.
+}
+
+/// Distributor entities: staff writes, observers read their own.
+fn distributors(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/distributors", methods::get().to(distributors::list))
         .route("/v1/distributors", methods::post().to(distributors::create))
         .route(
@@ -104,7 +120,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/distributors/{id}/report",
             methods::get().to(distributors::report),
         );
-    // Billing records: finance reads and claims, staff writes (billing/).
+}
+
+/// Billing records as members see them: finance reads and claims (billing/).
+fn billing(cfg: &mut web::ServiceConfig) {
     cfg.route(
         "/v1/organizations/{id}/charges",
         methods::get().to(billing::charges::list),
@@ -132,8 +151,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route(
         "/v1/organizations/{id}/payment-claims",
         methods::post().to(billing::claims::create),
+    );
+    // The distributor's view of its organizations' billing.
+    cfg.route(
+        "/v1/distributors/{id}/invoices",
+        methods::get().to(distributors::invoices),
     )
     .route(
+        "/v1/distributors/{id}/payments",
+        methods::get().to(distributors::payments),
+    );
+}
+
+/// Billing: what staff do (charges, documents, payments, claims, runs).
+fn billing_for_staff(cfg: &mut web::ServiceConfig) {
+    cfg.route(
         "/v1/admin/organizations/{id}/charges",
         methods::post().to(billing::charges::create),
     )
@@ -188,16 +220,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route(
         "/v1/admin/billing-runs/{run_id}",
         methods::get().to(billing::runs::get),
-    )
-    .route(
-        "/v1/distributors/{id}/invoices",
-        methods::get().to(distributors::invoices),
-    )
-    .route(
-        "/v1/distributors/{id}/payments",
-        methods::get().to(distributors::payments),
     );
-    // Calling services only (`/internal/...`).
+}
+
+/// Calling services only (`/internal/...`).
+fn internal(cfg: &mut web::ServiceConfig) {
     service_kit::assertion::internal(cfg, |c| {
         c.route(
             "/v1/organizations/{id}/tokens/spend",
