@@ -18,9 +18,13 @@ pub async fn distributors(pool: &PgPool) -> anyhow::Result<()> {
 }
 
 /// The demo organization of the billing examples (`seed.billing_examples`).
-pub const DEMO_ORG: uuid::Uuid = uuid::Uuid::from_u128(0x0de0_0000_0000_4000_8000_0000_0000_0b11);
+pub const DEMO_ORG: hub_domain::OrgId = hub_domain::OrgId::from_uuid(uuid::Uuid::from_u128(
+    0x0de0_0000_0000_4000_8000_0000_0000_0b11,
+));
 /// Who "created" the examples (no such user signs in).
-const SEED_USER: uuid::Uuid = uuid::Uuid::from_u128(0x0de0_0000_0000_4000_8000_0000_0000_5eed);
+const SEED_USER: hub_domain::UserId = hub_domain::UserId::from_uuid(uuid::Uuid::from_u128(
+    0x0de0_0000_0000_4000_8000_0000_0000_5eed,
+));
 
 /// Billing examples for `make run` (`seed.billing_examples`, dev only): a
 /// demo organization (Turkey's entity, readable by staff) with a paid-in-part
@@ -29,9 +33,8 @@ const SEED_USER: uuid::Uuid = uuid::Uuid::from_u128(0x0de0_0000_0000_4000_8000_0
 /// Once: nothing happens when the demo organization exists.
 pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     use crate::billing::{documents::documents, model::Kind, store as b};
-    use hub_domain::{CountryCode, LegalType, OrgId, UserId};
-    let org = OrgId::from_uuid(DEMO_ORG);
-    let user = UserId::from_uuid(SEED_USER);
+    use hub_domain::{CountryCode, LegalType};
+    let (org, user) = (DEMO_ORG, SEED_USER);
     let mut tx = pool.begin().await?;
     if b::lock_org(&mut tx, org).await?.is_some() {
         return Ok(());
@@ -91,7 +94,7 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     b::insert_payment(
         &mut tx,
         &b::NewPayment {
-            id: uuid::Uuid::now_v7(),
+            id: hub_domain::PaymentId::new(),
             org_id: org,
             invoice_id: Some(inv.id),
             amount_minor: paid,

@@ -12,7 +12,7 @@ use crate::{
 };
 use actix_web::{http::StatusCode, web, HttpRequest, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::{Currency, MinorUnits, OrgId};
+use hub_domain::{ClaimId, Currency, InvoiceId, MinorUnits, OrgId, PaymentId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
@@ -20,21 +20,20 @@ use service_kit::{
     idempotency, outbox, page, ApiError, ApiResult,
 };
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 pub const REFERENCE_MAX: usize = 200;
 pub const NOTE_MAX: usize = 1000;
 
 /// Money received, as a payment records it.
 pub struct Received<'a> {
-    pub invoice_id: Option<Uuid>,
+    pub invoice_id: Option<InvoiceId>,
     pub amount_minor: i64,
     pub currency: Currency,
     pub method: Method,
     pub reference: &'a str,
     pub received_at: time::Date,
     pub note: &'a str,
-    pub claim_id: Option<Uuid>,
+    pub claim_id: Option<ClaimId>,
     /// Staff confirm it is another transfer than a payment with the same
     /// reference, amount, currency and day (else 409 naming that payment).
     pub confirm_duplicate: bool,
@@ -73,7 +72,7 @@ pub async fn record_in(
     org: OrgId,
     billed: &Billed,
     r: Received<'_>,
-) -> ApiResult<Uuid> {
+) -> ApiResult<PaymentId> {
     let mut applied = 0;
     let mut invoice = None;
     if let Some(id) = r.invoice_id {
@@ -125,7 +124,7 @@ pub async fn record_in(
             r.currency, billed.currency
         )));
     }
-    let id = Uuid::now_v7();
+    let id = PaymentId::new();
     let wallet_transaction_id = if rest > 0 {
         let m = ledger::wallet_move(
             state,
@@ -183,7 +182,7 @@ pub async fn record_in(
 
 /// The organization's invoice `id`, locked, that a payment may go to: 404 for
 /// another organization's, 422 for a proforma, 409 when void.
-async fn payable(tx: &mut PgConnection, org: OrgId, id: Uuid) -> ApiResult<Invoice> {
+async fn payable(tx: &mut PgConnection, org: OrgId, id: InvoiceId) -> ApiResult<Invoice> {
     let doc = store::lock_invoice(tx, id)
         .await?
         .filter(|d| d.org_id == org)
@@ -214,7 +213,7 @@ pub struct NewPayment {
     received_at: String,
     #[serde(default)]
     note: String,
-    invoice_id: Option<Uuid>,
+    invoice_id: Option<InvoiceId>,
     #[serde(default)]
     confirm_duplicate: bool,
     #[serde(default)]
@@ -291,7 +290,7 @@ pub struct FromWallet {
 pub async fn pay_from_wallet(
     caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<InvoiceId>,
     req: HttpRequest,
     body: web::Json<FromWallet>,
 ) -> ApiResult<HttpResponse> {
@@ -379,7 +378,7 @@ pub async fn page_of(
     Ok(page::respond(
         rows,
         limit,
-        |p| (p.created_at, p.id),
+        |p| (p.created_at, p.id.as_uuid()),
         |c| format!("{base}?limit={limit}&cursor={c}"),
     ))
 }

@@ -7,8 +7,7 @@ use super::{Distributor, OrgRow, StaffMember};
 use hub_domain::{DistributorId, KycStatus, LegalType, OrgId, UserId};
 use service_kit::{ApiError, ApiResult, OnConstraint};
 use sqlx::PgConnection;
-use time::{Date, OffsetDateTime};
-use uuid::Uuid;
+use time::Date;
 
 /// The entities `id` names (every one when None) that `observer` observes
 /// (no filter when None), oldest first, each with the countries routed to it.
@@ -30,7 +29,7 @@ pub async fn select(
                    (SELECT s.distributor_id FROM distributor_staff s WHERE s.user_id = $2))
             ORDER BY d.created_at, d.id"#,
         id as Option<DistributorId>,
-        observer.map(|u| u.as_uuid()),
+        observer as Option<UserId>,
     )
     .fetch_all(conn)
     .await
@@ -241,7 +240,7 @@ pub async fn remove_staff(
 pub async fn organizations(
     conn: &mut PgConnection,
     id: DistributorId,
-    after: Option<(OffsetDateTime, Uuid)>,
+    after: Option<service_kit::page::After>,
     limit: i64,
 ) -> sqlx::Result<Vec<OrgRow>> {
     let (at, after_id) = after.unzip();

@@ -9,7 +9,7 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::OrgCreated;
-use hub_domain::{Capability, CountryCode, KycStatus, LegalType, OrgId};
+use hub_domain::{Capability, CountryCode, DistributorId, KycStatus, LegalType, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -18,7 +18,6 @@ use service_kit::{
 };
 use sqlx::PgConnection;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 pub const NAME_MAX: usize = 200;
 
@@ -28,7 +27,7 @@ pub struct Organization {
     pub name: String,
     pub legal_type: LegalType,
     pub country: String,
-    pub distributor_entity_id: Uuid,
+    pub distributor_entity_id: DistributorId,
     pub distributor_entity: String,
     pub kyc_status: KycStatus,
     pub kyc_tier: i32,
@@ -107,7 +106,7 @@ async fn within_quota_and_routed(
     tx: &mut PgConnection,
     caller: &Caller,
     country: CountryCode,
-) -> ApiResult<(Uuid, String)> {
+) -> ApiResult<(DistributorId, String)> {
     store::lock_creations_of(&mut *tx, caller.user_id()).await?;
     let quota = state.orgs.max_created_per_day;
     if store::created_today(&mut *tx, caller.user_id()).await? >= quota {
@@ -284,7 +283,7 @@ pub async fn lookup(
     if q.is_empty() || q.chars().count() > 200 {
         return Err(ApiError::bad_request("q must be 1 to 200 characters"));
     }
-    let id = uuid::Uuid::parse_str(q).ok();
+    let id = q.parse::<OrgId>().ok();
     let pattern = format!(
         "{}%",
         q.to_lowercase()
