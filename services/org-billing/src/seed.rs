@@ -33,7 +33,7 @@ const SEED_USER: hub_domain::UserId = hub_domain::UserId::from_uuid(uuid::Uuid::
 /// Once: nothing happens when the demo organization exists.
 pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     use crate::billing::{documents::documents, model::Kind, store as b};
-    use hub_domain::{CountryCode, LegalType};
+    use hub_domain::{CountryCode, LegalType, MinorUnits};
     let (org, user) = (DEMO_ORG, SEED_USER);
     let mut tx = pool.begin().await?;
     if b::lock_org(&mut tx, org).await?.is_some() {
@@ -43,8 +43,6 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     let Some((distributor, currency)) = crate::orgs::store::route(&mut tx, country).await? else {
         anyhow::bail!("billing examples: no distributor entity covers TR (seed.distributors)");
     };
-    let currency = hub_domain::Currency::parse(&currency)
-        .ok_or_else(|| anyhow::anyhow!("billing examples: the TR entity's currency {currency}"))?;
     crate::orgs::store::insert(
         &mut tx,
         &crate::orgs::store::NewOrg {
@@ -53,7 +51,7 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             legal_type: LegalType::Corporate,
             country,
             distributor_id: distributor,
-            currency: currency.as_str(),
+            currency,
             creator: user,
         },
     )
@@ -70,8 +68,8 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             description,
             brand: "Servers",
             qty: 1,
-            unit_minor: amount,
-            amount_minor: amount,
+            unit_minor: MinorUnits(amount),
+            amount_minor: MinorUnits(amount),
             currency,
             source: crate::billing::model::Source::Staff,
             source_ref: None,
@@ -89,7 +87,7 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     b::issue(&mut tx, &invoice, now, 14).await?;
     b::issue(&mut tx, &proforma, now, 14).await?;
     let inv = &invoice[0];
-    let paid = 100_000;
+    let paid = MinorUnits(100_000);
     b::add_paid(&mut tx, inv.id, paid).await?;
     b::insert_payment(
         &mut tx,
@@ -116,7 +114,9 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
         &b::NewClaim {
             org_id: org,
             invoice_id: Some(inv.id),
-            amount_minor: inv.subtotal_minor - paid,
+            amount_minor: inv.subtotal_minor.checked_sub(paid).ok_or_else(|| {
+                anyhow::anyhow!("billing examples: the invoice is below the payment")
+            })?,
             currency,
             reference: "EFT demo 0002",
             note: "the rest of the October invoice",

@@ -9,7 +9,7 @@ use super::{
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::{ChargeId, OrgId};
+use hub_domain::{ChargeId, MinorUnits, OrgId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
@@ -56,7 +56,7 @@ pub struct NewCharge {
     description: String,
     brand: String,
     #[serde(deserialize_with = "hub_domain::integer::exact")]
-    amount_minor: i64,
+    amount_minor: MinorUnits,
 }
 
 /// POST /v1/admin/organizations/{id}/charges (staff): a pending charge in the

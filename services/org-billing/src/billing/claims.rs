@@ -10,7 +10,7 @@ use super::{
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::{Capability, ClaimId, InvoiceId, OrgId};
+use hub_domain::{Capability, ClaimId, Currency, InvoiceId, MinorUnits, OrgId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
@@ -26,8 +26,8 @@ pub const REVIEW_NOTES_MAX: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub struct NewClaim {
     #[serde(deserialize_with = "hub_domain::integer::exact")]
-    amount_minor: i64,
-    currency: String,
+    amount_minor: MinorUnits,
+    currency: Currency,
     reference: String,
     #[serde(default)]
     note: String,
@@ -49,7 +49,7 @@ pub async fn create(
     let org = path.into_inner();
     caller.require(org, Capability::FinanceRead)?;
     let amount = super::amount("amount_minor", body.amount_minor)?;
-    let currency = super::currency(&body.currency)?;
+    let currency = body.currency;
     let reference = super::text("reference", &body.reference, REFERENCE_MAX, true)?;
     let note = super::text("note", &body.note, NOTE_MAX, false)?;
     let mut tx = state.pool.begin().await?;

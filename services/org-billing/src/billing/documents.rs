@@ -10,7 +10,7 @@ use super::{
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::{AuditAction, AuditRecorded};
-use hub_domain::{ChargeId, DistributorId, InvoiceId, OrgId, RunId, UserId};
+use hub_domain::{ChargeId, DistributorId, InvoiceId, MinorUnits, OrgId, RunId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -47,7 +47,7 @@ pub fn documents(
                 kind,
                 currency: c.currency,
                 charges: Vec::new(),
-                subtotal_minor: 0,
+                subtotal_minor: MinorUnits::ZERO,
                 run_id,
                 created_by,
             });
@@ -300,7 +300,7 @@ pub async fn void(
     if doc.voided_at.is_some() {
         return Err(ApiError::conflict("the document is already void"));
     }
-    if doc.paid_minor > 0 {
+    if doc.paid_minor.is_positive() {
         return Err(ApiError::conflict(
             "a document with payments applied cannot be voided",
         ));

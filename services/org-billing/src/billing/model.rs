@@ -2,7 +2,9 @@
 //! currency of a charge and what a payment was applied to), and the values a
 //! request names: document kinds, statuses, payment methods, periods.
 
-use hub_domain::{ChargeId, ClaimId, Currency, DistributorId, InvoiceId, OrgId, PaymentId, RunId};
+use hub_domain::{
+    ChargeId, ClaimId, Currency, DistributorId, InvoiceId, MinorUnits, OrgId, PaymentId, RunId,
+};
 use serde::Serialize;
 use service_kit::{ApiError, ApiResult};
 use time::OffsetDateTime;
@@ -16,8 +18,8 @@ pub struct Charge {
     pub description: String,
     pub brand: String,
     pub qty: i32,
-    pub unit_minor: i64,
-    pub amount_minor: i64,
+    pub unit_minor: MinorUnits,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub status: ChargeStatus,
     pub source: Source,
@@ -39,10 +41,10 @@ pub struct Invoice {
     pub kind: Kind,
     pub status: InvoiceStatus,
     pub currency: Currency,
-    pub subtotal_minor: i64,
-    pub tax_minor: i64,
-    pub total_minor: i64,
-    pub paid_minor: i64,
+    pub subtotal_minor: MinorUnits,
+    pub tax_minor: MinorUnits,
+    pub total_minor: MinorUnits,
+    pub paid_minor: MinorUnits,
     #[serde(with = "time::serde::rfc3339")]
     pub issued_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -65,8 +67,8 @@ pub struct InvoiceLine {
     pub description: String,
     pub brand: String,
     pub qty: i32,
-    pub unit_minor: i64,
-    pub amount_minor: i64,
+    pub unit_minor: MinorUnits,
+    pub amount_minor: MinorUnits,
 }
 
 /// Money received. `applied_minor` paid the invoice; the rest
@@ -77,14 +79,14 @@ pub struct Payment {
     pub org_id: OrgId,
     pub invoice_id: Option<InvoiceId>,
     pub invoice_number: Option<String>,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub method: Method,
     pub reference: String,
     /// `YYYY-MM-DD`.
     pub received_at: String,
     pub note: String,
-    pub applied_minor: i64,
+    pub applied_minor: MinorUnits,
     pub wallet_transaction_id: Option<i64>,
     pub claim_id: Option<ClaimId>,
     #[serde(with = "time::serde::rfc3339")]
@@ -99,7 +101,7 @@ pub struct PaymentClaim {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub org_name: Option<String>,
     pub invoice_id: Option<InvoiceId>,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub reference: String,
     pub note: String,

@@ -8,7 +8,8 @@ use super::model::{
     PaymentClaim, Source,
 };
 use hub_domain::{
-    ChargeId, ClaimId, Currency, DistributorId, InvoiceId, OrgId, PaymentId, RunId, UserId,
+    ChargeId, ClaimId, Currency, DistributorId, InvoiceId, MinorUnits, OrgId, PaymentId, RunId,
+    UserId,
 };
 use service_kit::page::After;
 use sqlx::{PgConnection, PgPool};
@@ -51,8 +52,8 @@ pub struct NewCharge<'a> {
     pub description: &'a str,
     pub brand: &'a str,
     pub qty: i32,
-    pub unit_minor: i64,
-    pub amount_minor: i64,
+    pub unit_minor: MinorUnits,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub source: Source,
     /// Usage charges: the usage period it bills (`usage:<id>`); a second
@@ -74,16 +75,16 @@ pub async fn insert_charge(
                                 currency, source, source_ref, period, created_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
            ON CONFLICT (source_ref) DO NOTHING
-           RETURNING id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                     amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+           RETURNING id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                     amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
                   source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at"#,
         ChargeId::new() as ChargeId,
         c.org_id as OrgId,
         c.description,
         c.brand,
         c.qty,
-        c.unit_minor,
-        c.amount_minor,
+        c.unit_minor as MinorUnits,
+        c.amount_minor as MinorUnits,
         c.currency as Currency,
         c.source as Source,
         c.source_ref,
@@ -105,8 +106,8 @@ pub async fn charges_of(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         Charge,
-        r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                  amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+        r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                  amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
                   source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at
              FROM charges
             WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
@@ -128,8 +129,8 @@ pub async fn waive(conn: &mut PgConnection, id: ChargeId) -> sqlx::Result<Option
     sqlx::query_as!(
         Charge,
         r#"UPDATE charges SET status = 'waived' WHERE id = $1 AND status = 'pending'
-           RETURNING id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                     amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+           RETURNING id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                     amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
                   source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at"#,
         id as ChargeId,
     )
@@ -160,8 +161,8 @@ pub async fn lock_charges(
         None => {
             sqlx::query_as!(
                 Charge,
-                r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                          amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+                r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                          amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
                   source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at
                      FROM charges WHERE org_id = $1 AND status = 'pending'
                     ORDER BY created_at, id LIMIT $2 FOR UPDATE"#,
@@ -174,8 +175,8 @@ pub async fn lock_charges(
         Some(ids) => {
             sqlx::query_as!(
                 Charge,
-                r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                          amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+                r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                          amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
                   source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at
                      FROM charges WHERE org_id = $1 AND id = ANY($2)
                     ORDER BY created_at, id FOR UPDATE"#,
@@ -195,8 +196,8 @@ pub async fn lock_charges_of(
 ) -> sqlx::Result<Vec<Charge>> {
     sqlx::query_as!(
         Charge,
-        r#"SELECT c.id AS "id: ChargeId", c.org_id AS "org_id: OrgId", c.description, c.brand, c.qty, c.unit_minor,
-                  c.amount_minor, c.currency AS "currency: Currency", c.status AS "status: ChargeStatus",
+        r#"SELECT c.id AS "id: ChargeId", c.org_id AS "org_id: OrgId", c.description, c.brand, c.qty, c.unit_minor AS "unit_minor: MinorUnits",
+                  c.amount_minor AS "amount_minor: MinorUnits", c.currency AS "currency: Currency", c.status AS "status: ChargeStatus",
                   c.source AS "source: Source", c.period, c.invoice_id AS "invoice_id: InvoiceId", c.created_at
              FROM invoice_lines l JOIN charges c ON c.id = l.charge_id
             WHERE l.invoice_id = $1 ORDER BY l.position FOR UPDATE OF c"#,
@@ -228,7 +229,7 @@ pub struct NewDocument {
     pub kind: Kind,
     pub currency: Currency,
     pub charges: Vec<Charge>,
-    pub subtotal_minor: i64,
+    pub subtotal_minor: MinorUnits,
     pub run_id: Option<RunId>,
     pub created_by: Option<UserId>,
 }
@@ -298,7 +299,7 @@ pub async fn issue(
         &docs.iter().map(|d| d.kind).collect::<Vec<_>>() as &[Kind],
         &numbers,
         &docs.iter().map(|d| d.currency).collect::<Vec<_>>() as &[Currency],
-        &docs.iter().map(|d| d.subtotal_minor).collect::<Vec<_>>(),
+        &docs.iter().map(|d| d.subtotal_minor).collect::<Vec<_>>() as &[MinorUnits],
         issued_at,
         due_at,
         &docs.iter().map(|d| d.run_id).collect::<Vec<_>>() as &[Option<RunId>],
@@ -334,8 +335,8 @@ pub async fn issue(
         &desc as &[&str],
         &brand as &[&str],
         &qty,
-        &unit,
-        &amount,
+        &unit as &[MinorUnits],
+        &amount as &[MinorUnits],
     )
     .execute(&mut *conn)
     .await?;
@@ -360,7 +361,7 @@ pub async fn invoice(
     sqlx::query_as!(
         Invoice,
         r#"SELECT id AS "id: InvoiceId", org_id AS "org_id: OrgId", distributor_id AS "distributor_id: DistributorId", number, kind AS "kind: Kind",
-                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor AS "subtotal_minor: MinorUnits", tax_minor AS "tax_minor: MinorUnits", total_minor AS "total_minor: MinorUnits", paid_minor AS "paid_minor: MinorUnits", issued_at, due_at,
                   paid_at, voided_at, legal_document_url, converted_to AS "converted_to: InvoiceId", run_id AS "run_id: RunId"
              FROM invoices WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2)"#,
         id as InvoiceId,
@@ -375,7 +376,7 @@ pub async fn lock_invoice(conn: &mut PgConnection, id: InvoiceId) -> sqlx::Resul
     sqlx::query_as!(
         Invoice,
         r#"SELECT id AS "id: InvoiceId", org_id AS "org_id: OrgId", distributor_id AS "distributor_id: DistributorId", number, kind AS "kind: Kind",
-                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor AS "subtotal_minor: MinorUnits", tax_minor AS "tax_minor: MinorUnits", total_minor AS "total_minor: MinorUnits", paid_minor AS "paid_minor: MinorUnits", issued_at, due_at,
                   paid_at, voided_at, legal_document_url, converted_to AS "converted_to: InvoiceId", run_id AS "run_id: RunId"
              FROM invoices WHERE id = $1 FOR UPDATE"#,
         id as InvoiceId,
@@ -397,8 +398,8 @@ pub async fn invoice_org(conn: &mut PgConnection, id: InvoiceId) -> sqlx::Result
 pub async fn lines(pool: &PgPool, invoice: InvoiceId) -> sqlx::Result<Vec<InvoiceLine>> {
     sqlx::query_as!(
         InvoiceLine,
-        r#"SELECT position, charge_id AS "charge_id: ChargeId", description, brand, qty, unit_minor,
-                  amount_minor
+        r#"SELECT position, charge_id AS "charge_id: ChargeId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                  amount_minor AS "amount_minor: MinorUnits"
              FROM invoice_lines WHERE invoice_id = $1 ORDER BY position"#,
         invoice as InvoiceId,
     )
@@ -436,7 +437,7 @@ pub async fn invoices(
     sqlx::query_as!(
         Invoice,
         r#"SELECT id AS "id: InvoiceId", org_id AS "org_id: OrgId", distributor_id AS "distributor_id: DistributorId", number, kind AS "kind: Kind",
-                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor AS "subtotal_minor: MinorUnits", tax_minor AS "tax_minor: MinorUnits", total_minor AS "total_minor: MinorUnits", paid_minor AS "paid_minor: MinorUnits", issued_at, due_at,
                   paid_at, voided_at, legal_document_url, converted_to AS "converted_to: InvoiceId", run_id AS "run_id: RunId"
              FROM invoices
             WHERE ($1::uuid IS NULL OR org_id = $1) AND ($2::uuid IS NULL OR distributor_id = $2)
@@ -489,12 +490,16 @@ pub async fn set_legal_document(
 
 /// Apply `amount` to a locked document's paid_minor (the caller checked it
 /// fits); paid_at is set when that pays it in full.
-pub async fn add_paid(conn: &mut PgConnection, id: InvoiceId, amount: i64) -> sqlx::Result<()> {
+pub async fn add_paid(
+    conn: &mut PgConnection,
+    id: InvoiceId,
+    amount: MinorUnits,
+) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE invoices SET paid_minor = paid_minor + $2, \
          paid_at = CASE WHEN paid_minor + $2 = total_minor THEN now() ELSE NULL END WHERE id = $1",
         id as InvoiceId,
-        amount,
+        amount as MinorUnits,
     )
     .execute(conn)
     .await?;
@@ -507,13 +512,13 @@ pub struct NewPayment<'a> {
     pub id: PaymentId,
     pub org_id: OrgId,
     pub invoice_id: Option<InvoiceId>,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub method: Method,
     pub reference: &'a str,
     pub received_at: time::Date,
     pub note: &'a str,
-    pub applied_minor: i64,
+    pub applied_minor: MinorUnits,
     pub wallet_transaction_id: Option<i64>,
     pub claim_id: Option<ClaimId>,
     /// Staff confirmed it is another transfer than the payment with the same
@@ -528,7 +533,7 @@ pub async fn duplicate_payment(
     conn: &mut PgConnection,
     org: OrgId,
     reference: &str,
-    amount: i64,
+    amount: MinorUnits,
     currency: Currency,
     received_at: Option<time::Date>,
 ) -> sqlx::Result<Option<PaymentId>> {
@@ -539,7 +544,7 @@ pub async fn duplicate_payment(
             ORDER BY created_at, id LIMIT 1"#,
         org as OrgId,
         reference,
-        amount,
+        amount as MinorUnits,
         currency as Currency,
         received_at,
     )
@@ -556,13 +561,13 @@ pub async fn insert_payment(conn: &mut PgConnection, p: &NewPayment<'_>) -> sqlx
         p.id as PaymentId,
         p.org_id as OrgId,
         p.invoice_id as Option<InvoiceId>,
-        p.amount_minor,
+        p.amount_minor as MinorUnits,
         p.currency as Currency,
         p.method as Method,
         p.reference,
         p.received_at,
         p.note,
-        p.applied_minor,
+        p.applied_minor as MinorUnits,
         p.wallet_transaction_id,
         p.claim_id as Option<ClaimId>,
         p.created_by as UserId,
@@ -577,8 +582,8 @@ pub async fn payment(conn: &mut PgConnection, id: PaymentId) -> sqlx::Result<Pay
     sqlx::query_as!(
         Payment,
         r#"SELECT p.id AS "id: PaymentId", p.org_id AS "org_id: OrgId", p.invoice_id AS "invoice_id: InvoiceId", i.number AS "invoice_number?",
-                  p.amount_minor, p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
-                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor,
+                  p.amount_minor AS "amount_minor: MinorUnits", p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
+                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor AS "applied_minor: MinorUnits",
                   p.wallet_transaction_id, p.claim_id AS "claim_id: ClaimId", p.created_at
              FROM payments p LEFT JOIN invoices i ON i.id = p.invoice_id WHERE p.id = $1"#,
         id as PaymentId,
@@ -599,8 +604,8 @@ pub async fn payments(
     sqlx::query_as!(
         Payment,
         r#"SELECT p.id AS "id: PaymentId", p.org_id AS "org_id: OrgId", p.invoice_id AS "invoice_id: InvoiceId", i.number AS "invoice_number?",
-                  p.amount_minor, p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
-                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor,
+                  p.amount_minor AS "amount_minor: MinorUnits", p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
+                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor AS "applied_minor: MinorUnits",
                   p.wallet_transaction_id, p.claim_id AS "claim_id: ClaimId", p.created_at
              FROM payments p LEFT JOIN invoices i ON i.id = p.invoice_id
             WHERE ($1::uuid IS NULL OR p.org_id = $1)
@@ -622,7 +627,7 @@ pub async fn insert_settlement(
     conn: &mut PgConnection,
     invoice: InvoiceId,
     org: OrgId,
-    amount: i64,
+    amount: MinorUnits,
     wallet_transaction_id: i64,
     by: UserId,
 ) -> sqlx::Result<()> {
@@ -633,7 +638,7 @@ pub async fn insert_settlement(
         uuid::Uuid::now_v7(),
         invoice as InvoiceId,
         org as OrgId,
-        amount,
+        amount as MinorUnits,
         wallet_transaction_id,
         by as UserId,
     )
@@ -647,7 +652,7 @@ pub async fn insert_settlement(
 pub struct NewClaim<'a> {
     pub org_id: OrgId,
     pub invoice_id: Option<InvoiceId>,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub reference: &'a str,
     pub note: &'a str,
@@ -670,13 +675,13 @@ pub async fn insert_claim(conn: &mut PgConnection, c: &NewClaim<'_>) -> sqlx::Re
                                        note, created_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
            RETURNING id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId",
-                     amount_minor, currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
+                     amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
                   review_notes, payment_id AS "payment_id: PaymentId",
                      created_at, reviewed_at, NULL::uuid AS "duplicate_of: ClaimId""#,
         ClaimId::new() as ClaimId,
         c.org_id as OrgId,
         c.invoice_id as Option<InvoiceId>,
-        c.amount_minor,
+        c.amount_minor as MinorUnits,
         c.currency as Currency,
         c.reference,
         c.note,
@@ -695,7 +700,7 @@ pub async fn claims_of(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         PaymentClaim,
-        r#"SELECT id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor,
+        r#"SELECT id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor AS "amount_minor: MinorUnits",
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
                   review_notes, payment_id AS "payment_id: PaymentId", created_at,
                   reviewed_at, NULL::uuid AS "duplicate_of: ClaimId"
@@ -719,7 +724,7 @@ pub async fn claim_queue(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<PaymentC
     sqlx::query_as!(
         PaymentClaim,
         r#"SELECT c.id AS "id: ClaimId", c.org_id AS "org_id: OrgId", o.name AS "org_name?", c.invoice_id AS "invoice_id: InvoiceId",
-                  c.amount_minor, c.currency AS "currency: Currency", c.reference, c.note,
+                  c.amount_minor AS "amount_minor: MinorUnits", c.currency AS "currency: Currency", c.reference, c.note,
                   c.status AS "status: ClaimStatus", c.review_notes,
                   c.payment_id AS "payment_id: PaymentId", c.created_at, c.reviewed_at,
                   (SELECT d.id FROM payment_claims d
@@ -750,7 +755,7 @@ pub async fn lock_claim(
 ) -> sqlx::Result<Option<PaymentClaim>> {
     sqlx::query_as!(
         PaymentClaim,
-        r#"SELECT id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor,
+        r#"SELECT id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor AS "amount_minor: MinorUnits",
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
                   review_notes, payment_id AS "payment_id: PaymentId", created_at,
                   reviewed_at, NULL::uuid AS "duplicate_of: ClaimId"
@@ -777,7 +782,7 @@ pub async fn decide_claim(
         r#"UPDATE payment_claims SET status = $2, review_notes = $3, payment_id = $4,
                   reviewed_by = $5, reviewed_at = now(), duplicate_confirmed = $6
             WHERE id = $1
-        RETURNING id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor,
+        RETURNING id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor AS "amount_minor: MinorUnits",
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
                   review_notes, payment_id AS "payment_id: PaymentId", created_at,
                   reviewed_at, NULL::uuid AS "duplicate_of: ClaimId""#,
@@ -806,7 +811,7 @@ pub async fn duplicate_claim(
         c.org_id as OrgId,
         c.id as ClaimId,
         c.reference,
-        c.amount_minor,
+        c.amount_minor as MinorUnits,
         c.currency as Currency,
     )
     .fetch_optional(conn)
@@ -917,8 +922,8 @@ pub async fn lock_run_charges(
 ) -> sqlx::Result<Vec<Charge>> {
     sqlx::query_as!(
         Charge,
-        r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                  amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
+        r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                  amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
                   source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at
              FROM charges
             WHERE org_id = ANY($2) AND period = $1 AND status = 'pending' AND source = 'usage'

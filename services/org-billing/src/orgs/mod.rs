@@ -9,7 +9,9 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::OrgCreated;
-use hub_domain::{Capability, CountryCode, DistributorId, KycStatus, LegalType, OrgId};
+use hub_domain::{
+    Capability, CountryCode, Currency, DistributorId, KycStatus, LegalType, MinorUnits, OrgId,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -69,12 +71,12 @@ pub async fn create(
             legal_type,
             country,
             distributor_id: currency.0,
-            currency: &currency.1,
+            currency: currency.1,
             creator: caller.user_id(),
         },
     )
     .await?;
-    announce_created(&state, &mut tx, &caller, org_id, name, country, &currency.1).await?;
+    announce_created(&state, &mut tx, &caller, org_id, name, country, currency.1).await?;
     let org = store::one(&mut tx, org_id).await?;
     state.outbox.commit(tx).await?;
     state.make_creator_owner(&caller, org_id).await;
@@ -106,7 +108,7 @@ async fn within_quota_and_routed(
     tx: &mut PgConnection,
     caller: &Caller,
     country: CountryCode,
-) -> ApiResult<(DistributorId, String)> {
+) -> ApiResult<(DistributorId, Currency)> {
     store::lock_creations_of(&mut *tx, caller.user_id()).await?;
     let quota = state.orgs.max_created_per_day;
     if store::created_today(&mut *tx, caller.user_id()).await? >= quota {
@@ -128,7 +130,7 @@ async fn announce_created(
     org_id: OrgId,
     name: &str,
     country: CountryCode,
-    currency: &str,
+    currency: Currency,
 ) -> ApiResult<()> {
     outbox::enqueue(
         &mut *tx,
@@ -179,8 +181,8 @@ struct Detail {
     status: hub_domain::OrgStatus,
     members: i64,
     assets: i64,
-    wallet_currency: Option<String>,
-    wallet_balance_minor: Option<i64>,
+    wallet_currency: Option<Currency>,
+    wallet_balance_minor: Option<MinorUnits>,
     tokens: i64,
     legal_name: String,
     tax_id: String,

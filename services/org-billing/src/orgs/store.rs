@@ -6,7 +6,8 @@
 use super::{status::WithStatus, Organization};
 use event_contracts::views::FoundOrganization;
 use hub_domain::{
-    CountryCode, Currency, DistributorId, KycStatus, LegalType, OrgId, OrgStatus, UserId,
+    CountryCode, Currency, DistributorId, KycStatus, LegalType, MinorUnits, OrgId, OrgStatus,
+    UserId,
 };
 use service_kit::{ApiError, ApiResult};
 use sqlx::{PgConnection, PgPool};
@@ -97,9 +98,9 @@ pub async fn created_today(conn: &mut PgConnection, user: UserId) -> sqlx::Resul
 pub async fn route(
     conn: &mut PgConnection,
     country: CountryCode,
-) -> sqlx::Result<Option<(DistributorId, String)>> {
+) -> sqlx::Result<Option<(DistributorId, Currency)>> {
     Ok(sqlx::query!(
-        r#"SELECT d.id AS "id: DistributorId", d.currency
+        r#"SELECT d.id AS "id: DistributorId", d.currency AS "currency: Currency"
              FROM distributor_coverage c JOIN distributors d ON d.id = c.distributor_id
             WHERE c.country = $1"#,
         country.as_str(),
@@ -116,7 +117,7 @@ pub struct NewOrg<'a> {
     pub legal_type: LegalType,
     pub country: CountryCode,
     pub distributor_id: DistributorId,
-    pub currency: &'a str,
+    pub currency: Currency,
     pub creator: UserId,
 }
 
@@ -138,7 +139,7 @@ pub async fn insert(conn: &mut PgConnection, o: &NewOrg<'_>) -> sqlx::Result<()>
     sqlx::query!(
         "INSERT INTO wallets (org_id, currency) VALUES ($1, $2)",
         o.id as OrgId,
-        o.currency,
+        o.currency as Currency,
     )
     .execute(&mut *conn)
     .await?;
@@ -220,8 +221,8 @@ pub struct DetailRow {
     pub status: OrgStatus,
     pub members: i64,
     pub assets: i64,
-    pub wallet_currency: String,
-    pub wallet_balance_minor: i64,
+    pub wallet_currency: Currency,
+    pub wallet_balance_minor: MinorUnits,
     pub tokens: i64,
     /// Sealed (crate::kyc); NULL until verified.
     pub legal_identity: Option<Vec<u8>>,
@@ -237,7 +238,8 @@ pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailR
                   o.distributor_id AS "distributor_entity_id: DistributorId", d.name AS distributor_entity,
                   o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier,
                   o.status AS "status: OrgStatus", o.legal_identity, o.kyc_locked, o.kyc_verified_at,
-                  w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor,
+                  w.currency AS "wallet_currency: Currency",
+                  w.balance_minor AS "wallet_balance_minor: MinorUnits",
                   t.balance AS tokens,
                   (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS "members!",
                   (SELECT count(*) FROM org_assets a WHERE a.org_id = o.id) AS "assets!"
