@@ -20,7 +20,7 @@
 //! it. Errors name the entry (`skus[2] "vps-small": ...`).
 
 use crate::{CountryCode, Currency};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
@@ -65,12 +65,14 @@ pub struct Distributor {
     pub id: Uuid,
     pub name: String,
     /// Where the entity is established (ISO 3166-1 alpha-2).
-    pub country: String,
+    #[serde(deserialize_with = "country")]
+    pub country: CountryCode,
     pub legal_name: String,
     /// The wallet currency of the organizations it serves.
-    pub currency: String,
+    pub currency: Currency,
     /// Countries routed to it; each country at most once in a catalog.
-    pub covers: Vec<String>,
+    #[serde(deserialize_with = "covers")]
+    pub covers: Vec<CountryCode>,
     #[serde(default)]
     pub tax_id: Option<String>,
     #[serde(default)]
@@ -105,7 +107,7 @@ pub struct Sku {
     pub sla_hours: Option<i32>,
     #[serde(deserialize_with = "crate::integer::exact")]
     pub monthly_price_minor: i64,
-    pub currency: String,
+    pub currency: Currency,
     #[serde(default)]
     pub badges: Option<Vec<String>>,
     #[serde(default, deserialize_with = "crate::integer::option")]
@@ -124,8 +126,44 @@ impl Catalog {
                 "the catalog is larger than {MAX_FILE_BYTES} bytes"
             )));
         }
-        let c: Catalog = serde_json::from_slice(json)
+        // The document's shape first, then each entry on its own, so that a
+        // value serde refuses (an unknown currency, a country that is not a
+        // code) is named by its entry like the rules of `validate`.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Entries {
+            #[serde(default)]
+            distributors: Vec<serde_json::Value>,
+            #[serde(default)]
+            skus: Vec<serde_json::Value>,
+        }
+        let raw: Entries = serde_json::from_slice(json)
             .map_err(|e| CatalogError(format!("the catalog is not valid: {e}")))?;
+        let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(shown);
+        let distributors = raw
+            .distributors
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                Distributor::deserialize(&v).map_err(|e| {
+                    let id = v.get("id").and_then(|x| x.as_str()).unwrap_or("?");
+                    let name = text(&v, "name").unwrap_or_default();
+                    CatalogError(format!("distributors[{i}] {id} ({name}): {e}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let skus = raw
+            .skus
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                Sku::deserialize(&v).map_err(|e| {
+                    let id = text(&v, "id").unwrap_or_else(|| "?".into());
+                    CatalogError(format!("skus[{i}] {id}: {e}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let c = Catalog { distributors, skus };
         c.validate()?;
         Ok(c)
     }
@@ -150,7 +188,7 @@ impl Catalog {
         }
         let mut ids = HashSet::new();
         // country -> the entry that covers it first
-        let mut covered: HashMap<&str, String> = HashMap::new();
+        let mut covered: HashMap<CountryCode, String> = HashMap::new();
         for (i, d) in self.distributors.iter().enumerate() {
             let entry = format!("distributors[{i}] {} ({})", d.id, shown(&d.name));
             let fail = |m: String| CatalogError(format!("{entry}: {m}"));
@@ -159,7 +197,7 @@ impl Catalog {
                 return Err(fail("the id is listed twice".into()));
             }
             for c in &d.covers {
-                if let Some(other) = covered.insert(c.as_str(), entry.clone()) {
+                if let Some(other) = covered.insert(*c, entry.clone()) {
                     return Err(fail(if other == entry {
                         format!("covers lists {c} twice")
                     } else {
@@ -191,13 +229,8 @@ impl Distributor {
     pub fn validate(&self) -> Result<(), String> {
         check_name("name", &self.name)?;
         check_name("legal_name", &self.legal_name)?;
-        check_country("country", &self.country)?;
-        check_currency(&self.currency)?;
         if self.covers.is_empty() {
             return Err("covers must list at least one country".into());
-        }
-        for c in &self.covers {
-            check_country("covers", c)?;
         }
         for (field, v, max) in [
             ("tax_id", &self.tax_id, TEXT_MAX),
@@ -228,7 +261,6 @@ impl Sku {
         check_name("name", &self.name)?;
         check_fulfilment(&self.fulfilment, self.sla_hours)?;
         check_price(self.monthly_price_minor)?;
-        check_currency(&self.currency)?;
         if let Some(b) = &self.badges {
             check_badges(b)?;
         }
@@ -279,18 +311,32 @@ pub fn check_text(field: &str, v: &str, max: usize) -> Result<(), String> {
 }
 
 pub fn check_country(field: &str, v: &str) -> Result<(), String> {
-    CountryCode::parse(v).map(|_| ()).map_err(|_| {
-        format!(
-            "{field}: {} is not an ISO 3166-1 alpha-2 code (two upper-case letters)",
-            shown(v)
-        )
-    })
+    CountryCode::parse(v)
+        .map(|_| ())
+        .map_err(|_| country_error(field, v))
 }
 
-pub fn check_currency(v: &str) -> Result<(), String> {
-    Currency::parse(v)
-        .map(|_| ())
-        .ok_or_else(|| format!("currency must be one of TRY, EUR, USD (not {})", shown(v)))
+/// A `country` field: an ISO 3166-1 alpha-2 code, or an error naming it.
+fn country<'de, D: Deserializer<'de>>(d: D) -> Result<CountryCode, D::Error> {
+    let v = String::deserialize(d)?;
+    CountryCode::parse(&v).map_err(|_| serde::de::Error::custom(country_error("country", &v)))
+}
+
+/// A `covers` field: ISO 3166-1 alpha-2 codes, or an error naming the field.
+fn covers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<CountryCode>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|v| {
+            CountryCode::parse(v).map_err(|_| serde::de::Error::custom(country_error("covers", v)))
+        })
+        .collect()
+}
+
+fn country_error(field: &str, v: &str) -> String {
+    format!(
+        "{field}: {} is not an ISO 3166-1 alpha-2 code (two upper-case letters)",
+        shown(v)
+    )
 }
 
 /// `api` without an SLA, or `manual` with 1 to [`SLA_HOURS_MAX`] hours.
@@ -411,7 +457,7 @@ mod tests {
         assert!(c
             .distributors
             .iter()
-            .any(|d| d.covers.iter().any(|k| k == "DE")));
+            .any(|d| d.covers.iter().any(|k| k.as_str() == "DE")));
         assert!(c.skus.iter().any(|s| s.fulfilment == "api"));
     }
 

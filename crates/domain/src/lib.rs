@@ -21,6 +21,8 @@ pub use ids::{
     InviteId, InvoiceId, MaintenanceId, OrgId, PaymentId, ProjectId, RunId, ServerId, SessionId,
     StagedActionId, SubmissionId, UserId,
 };
-pub use money::{CountryCode, CountryError, Currency, KycStatus, LegalType, MinorUnits, MAX_MINOR};
+pub use money::{
+    CountryCode, CountryError, Currency, CurrencyError, KycStatus, LegalType, MinorUnits, MAX_MINOR,
+};
 pub use service::ServiceName;
 pub use text::TextEnum;

@@ -3,7 +3,10 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// A currency of the API. On the wire and in Postgres its ISO 4217 code;
+/// deserializing anything else fails with [`CurrencyError`]'s message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum Currency {
     TRY,
     EUR,
@@ -40,6 +43,21 @@ impl Currency {
     }
 }
 
+/// Why a currency code was refused: it names the codes and the value given.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("currency must be one of TRY, EUR, USD (not {0:?})")]
+pub struct CurrencyError(pub String);
+
+impl TryFrom<String> for Currency {
+    type Error = CurrencyError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Currency::parse(&s).ok_or_else(|| {
+            let shown: String = s.chars().take(64).collect();
+            CurrencyError(shown)
+        })
+    }
+}
+
 impl fmt::Display for Currency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -62,11 +80,35 @@ pub const MAX_MINOR: i64 = 1_000_000_000_000;
 pub struct MinorUnits(pub i64);
 
 impl MinorUnits {
+    pub const ZERO: MinorUnits = MinorUnits(0);
+
     pub fn checked_add(self, other: MinorUnits) -> Option<MinorUnits> {
         self.0.checked_add(other.0).map(MinorUnits)
     }
+    pub fn checked_sub(self, other: MinorUnits) -> Option<MinorUnits> {
+        self.0.checked_sub(other.0).map(MinorUnits)
+    }
+    pub fn checked_neg(self) -> Option<MinorUnits> {
+        self.0.checked_neg().map(MinorUnits)
+    }
     pub fn is_negative(self) -> bool {
         self.0 < 0
+    }
+    pub fn is_positive(self) -> bool {
+        self.0 > 0
+    }
+}
+
+impl From<i64> for MinorUnits {
+    fn from(v: i64) -> Self {
+        MinorUnits(v)
+    }
+}
+
+/// The integer count, as on the wire (`12345`), not a decimal amount.
+impl fmt::Display for MinorUnits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
     }
 }
 
@@ -226,6 +268,18 @@ mod tests {
             Some(MinorUnits(-2))
         );
         assert!(MinorUnits(-1).is_negative());
+        assert_eq!(MinorUnits(i64::MIN).checked_sub(MinorUnits(1)), None);
+        assert_eq!(
+            MinorUnits(5).checked_sub(MinorUnits(7)),
+            Some(MinorUnits(-2))
+        );
+        assert_eq!(MinorUnits(i64::MIN).checked_neg(), None);
+        assert_eq!(MinorUnits(7).checked_neg(), Some(MinorUnits(-7)));
+        assert!(MinorUnits(1).is_positive());
+        assert!(!MinorUnits::ZERO.is_positive() && !MinorUnits::ZERO.is_negative());
+        assert_eq!(MinorUnits::from(42), MinorUnits(42));
+        assert_eq!(MinorUnits(-1234).to_string(), "-1234");
+        assert_eq!(serde_json::to_string(&MinorUnits(9)).ok(), Some("9".into()));
     }
 
     #[test]
@@ -234,6 +288,27 @@ mod tests {
             assert_eq!(Currency::parse(c.as_str()), Some(c));
         }
         assert_eq!(Currency::parse("try"), None);
+    }
+
+    #[test]
+    fn currencies_are_their_codes_on_the_wire_and_others_are_refused_by_name() {
+        for c in [Currency::TRY, Currency::EUR, Currency::USD] {
+            let wire = serde_json::to_string(&c).expect("serializes");
+            assert_eq!(wire, format!("\"{c}\""));
+            assert_eq!(serde_json::from_str::<Currency>(&wire).ok(), Some(c));
+        }
+        for bad in ["GBP", "try", "", "EUR "] {
+            let wire = serde_json::to_string(bad).expect("serializes");
+            let e = serde_json::from_str::<Currency>(&wire)
+                .expect_err(bad)
+                .to_string();
+            assert_eq!(
+                e,
+                format!("currency must be one of TRY, EUR, USD (not {bad:?})"),
+                "{bad}"
+            );
+        }
+        assert!(serde_json::from_str::<Currency>("7").is_err());
     }
 }
 

@@ -43,9 +43,9 @@ pub async fn apply(
                 $sql,
                 $d.id,
                 $d.name.trim(),
-                &$d.country,
+                $d.country.as_str(),
                 $d.legal_name.trim(),
-                &$d.currency,
+                $d.currency as hub_domain::Currency,
                 $d.tax_id.as_deref(),
                 $d.address.as_deref(),
                 $d.bank_name.as_deref(),
@@ -110,7 +110,7 @@ pub async fn apply(
                        ON CONFLICT (country) DO UPDATE SET distributor_id = EXCLUDED.distributor_id
                        WHERE distributor_coverage.distributor_id IS DISTINCT FROM EXCLUDED.distributor_id
                        RETURNING (xmax = 0) AS "inserted!""#,
-                    country,
+                    country.as_str(),
                     d.id,
                 )
                 .fetch_optional(&mut *tx)
@@ -118,7 +118,7 @@ pub async fn apply(
                 Mode::Missing => sqlx::query_scalar!(
                     r#"INSERT INTO distributor_coverage (country, distributor_id) VALUES ($1, $2)
                        ON CONFLICT (country) DO NOTHING RETURNING (xmax = 0) AS "inserted!""#,
-                    country,
+                    country.as_str(),
                     d.id,
                 )
                 .fetch_optional(&mut *tx)

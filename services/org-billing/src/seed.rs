@@ -18,9 +18,13 @@ pub async fn distributors(pool: &PgPool) -> anyhow::Result<()> {
 }
 
 /// The demo organization of the billing examples (`seed.billing_examples`).
-pub const DEMO_ORG: uuid::Uuid = uuid::Uuid::from_u128(0x0de0_0000_0000_4000_8000_0000_0000_0b11);
+pub const DEMO_ORG: hub_domain::OrgId = hub_domain::OrgId::from_uuid(uuid::Uuid::from_u128(
+    0x0de0_0000_0000_4000_8000_0000_0000_0b11,
+));
 /// Who "created" the examples (no such user signs in).
-const SEED_USER: uuid::Uuid = uuid::Uuid::from_u128(0x0de0_0000_0000_4000_8000_0000_0000_5eed);
+const SEED_USER: hub_domain::UserId = hub_domain::UserId::from_uuid(uuid::Uuid::from_u128(
+    0x0de0_0000_0000_4000_8000_0000_0000_5eed,
+));
 
 /// Billing examples for `make run` (`seed.billing_examples`, dev only): a
 /// demo organization (Turkey's entity, readable by staff) with a paid-in-part
@@ -29,9 +33,8 @@ const SEED_USER: uuid::Uuid = uuid::Uuid::from_u128(0x0de0_0000_0000_4000_8000_0
 /// Once: nothing happens when the demo organization exists.
 pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     use crate::billing::{documents::documents, model::Kind, store as b};
-    use hub_domain::{CountryCode, LegalType, OrgId, UserId};
-    let org = OrgId::from_uuid(DEMO_ORG);
-    let user = UserId::from_uuid(SEED_USER);
+    use hub_domain::{CountryCode, LegalType, MinorUnits};
+    let (org, user) = (DEMO_ORG, SEED_USER);
     let mut tx = pool.begin().await?;
     if b::lock_org(&mut tx, org).await?.is_some() {
         return Ok(());
@@ -40,8 +43,6 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     let Some((distributor, currency)) = crate::orgs::store::route(&mut tx, country).await? else {
         anyhow::bail!("billing examples: no distributor entity covers TR (seed.distributors)");
     };
-    let currency = hub_domain::Currency::parse(&currency)
-        .ok_or_else(|| anyhow::anyhow!("billing examples: the TR entity's currency {currency}"))?;
     crate::orgs::store::insert(
         &mut tx,
         &crate::orgs::store::NewOrg {
@@ -50,7 +51,7 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             legal_type: LegalType::Corporate,
             country,
             distributor_id: distributor,
-            currency: currency.as_str(),
+            currency,
             creator: user,
         },
     )
@@ -67,8 +68,8 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
             description,
             brand: "Servers",
             qty: 1,
-            unit_minor: amount,
-            amount_minor: amount,
+            unit_minor: MinorUnits(amount),
+            amount_minor: MinorUnits(amount),
             currency,
             source: crate::billing::model::Source::Staff,
             source_ref: None,
@@ -86,12 +87,12 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
     b::issue(&mut tx, &invoice, now, 14).await?;
     b::issue(&mut tx, &proforma, now, 14).await?;
     let inv = &invoice[0];
-    let paid = 100_000;
+    let paid = MinorUnits(100_000);
     b::add_paid(&mut tx, inv.id, paid).await?;
     b::insert_payment(
         &mut tx,
         &b::NewPayment {
-            id: uuid::Uuid::now_v7(),
+            id: hub_domain::PaymentId::new(),
             org_id: org,
             invoice_id: Some(inv.id),
             amount_minor: paid,
@@ -113,7 +114,9 @@ pub async fn billing_examples(pool: &PgPool) -> anyhow::Result<()> {
         &b::NewClaim {
             org_id: org,
             invoice_id: Some(inv.id),
-            amount_minor: inv.subtotal_minor - paid,
+            amount_minor: inv.subtotal_minor.checked_sub(paid).ok_or_else(|| {
+                anyhow::anyhow!("billing examples: the invoice is below the payment")
+            })?,
             currency,
             reference: "EFT demo 0002",
             note: "the rest of the October invoice",

@@ -15,7 +15,7 @@ use crate::billing::{
     store,
 };
 use event_contracts::{billable_hours, AuditAction, ProductEvent, UsageRecorded, USAGE_SUBJECT};
-use hub_domain::OrgId;
+use hub_domain::{ChargeId, OrgId};
 use serde_json::json;
 use service_kit::{
     nats::{self, Durable, RawMessage},
@@ -26,7 +26,6 @@ use sqlx::PgPool;
 use std::time::Duration;
 use time::{format_description::FormatItem, macros::format_description, OffsetDateTime};
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 /// Turns server-product's usage into charges.
 pub const CONSUMER: Durable = Durable::raw("org-billing-usage", USAGE_SUBJECT);
@@ -64,7 +63,7 @@ pub fn spawn(
 /// What became of one usage event.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Charged(Uuid),
+    Charged(ChargeId),
     /// Its charge exists already (a redelivery, a replay).
     AlreadyCharged,
     /// No such organization here: logged, no charge.
@@ -105,8 +104,8 @@ pub async fn on_recorded(usage: &Usage, m: &RawMessage) -> anyhow::Result<Outcom
         description: &description,
         brand: &usage.brand,
         qty: u.qty,
-        unit_minor: u.unit_minor.0,
-        amount_minor: u.amount_minor.0,
+        unit_minor: u.unit_minor,
+        amount_minor: u.amount_minor,
         currency: u.currency,
         source: Source::Usage,
         source_ref: Some(&source_ref),
@@ -163,6 +162,7 @@ mod tests {
     use super::*;
     use hub_domain::{Currency, MinorUnits};
     use time::macros::datetime;
+    use uuid::Uuid;
 
     #[test]
     fn the_description_names_server_plan_span_and_hours() {

@@ -38,8 +38,8 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
             if let Some(f) = fixed {
                 let (fulfilment, currency) = (f.fulfilment, f.currency);
                 for (field, stored, declared) in [
-                    ("fulfilment", &fulfilment, &s.fulfilment),
-                    ("currency", &currency, &s.currency),
+                    ("fulfilment", &fulfilment, s.fulfilment.as_str()),
+                    ("currency", &currency, s.currency.as_str()),
                 ] {
                     anyhow::ensure!(
                         stored == declared,
@@ -72,7 +72,7 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
                 s.sla_hours,
                 s.badges.as_deref(),
                 s.monthly_price_minor,
-                &s.currency,
+                s.currency as hub_domain::Currency,
                 s.position,
                 s.listed,
             )
@@ -89,7 +89,7 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
                 s.sla_hours,
                 s.badges.as_deref(),
                 s.monthly_price_minor,
-                &s.currency,
+                s.currency as hub_domain::Currency,
                 s.position,
                 s.listed,
             )

@@ -96,7 +96,7 @@ pub async fn create(conn: &mut PgConnection, s: &Declared) -> Result<AdminSku, E
         s.sla_hours,
         s.badges.as_deref(),
         s.monthly_price_minor,
-        &s.currency,
+        s.currency as Currency,
         s.position,
         s.listed,
     )

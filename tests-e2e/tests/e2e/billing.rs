@@ -418,6 +418,17 @@ async fn payments_apply_partially_exactly_and_over_and_the_rest_reaches_the_wall
     // A currency mismatch is refused and changes nothing.
     let r = pay(&s, &staff, &org, payment(7_000, "EUR", Some(&inv))).await;
     assert_eq!(r.status, 422, "{:?}", r.body);
+    // A currency the API does not know is a 400 naming the codes, not a 500
+    // and not a default.
+    for unknown in ["GBP", "try", ""] {
+        let r = pay(&s, &staff, &org, payment(7_000, unknown, Some(&inv))).await;
+        assert_eq!(r.status, 400, "{unknown}: {:?}", r.body);
+        assert!(
+            r.error().contains("currency must be one of TRY, EUR, USD"),
+            "{unknown}: {:?}",
+            r.body
+        );
+    }
     // Paid exactly: paid, with paid_at; a paid invoice cannot be voided.
     let r = pay(&s, &staff, &org, payment(7_000, "TRY", Some(&inv))).await;
     assert_eq!(r.body["applied_minor"], 7_000);
@@ -718,6 +729,19 @@ async fn claims_are_approved_once_or_rejected_with_notes_the_customer_sees() {
         .await
         .status,
         400
+    );
+    let unknown = claim(
+        &finance,
+        json!({"amount_minor": 9_000, "currency": "GBP", "reference": "EFT 1"}),
+    )
+    .await;
+    assert_eq!(unknown.status, 400, "{:?}", unknown.body);
+    assert!(
+        unknown
+            .error()
+            .contains("currency must be one of TRY, EUR, USD (not \"GBP\")"),
+        "{:?}",
+        unknown.body
     );
     let first = claim(&finance, body.clone()).await;
     assert_eq!(

@@ -9,14 +9,13 @@ use super::{
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::OrgId;
+use hub_domain::{ChargeId, MinorUnits, OrgId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
     assertion::{Caller, StaffCaller},
     outbox, page, ApiError, ApiResult,
 };
-use uuid::Uuid;
 
 pub const DESCRIPTION_MAX: usize = 500;
 pub const BRAND_MAX: usize = 100;
@@ -46,7 +45,7 @@ pub async fn list(
     Ok(page::respond(
         rows,
         limit,
-        |c| (c.created_at, c.id),
+        |c| (c.created_at, c.id.as_uuid()),
         |c| format!("/v1/organizations/{org}/charges?limit={limit}{s}&cursor={c}"),
     ))
 }
@@ -57,7 +56,7 @@ pub struct NewCharge {
     description: String,
     brand: String,
     #[serde(deserialize_with = "hub_domain::integer::exact")]
-    amount_minor: i64,
+    amount_minor: MinorUnits,
 }
 
 /// POST /v1/admin/organizations/{id}/charges (staff): a pending charge in the
@@ -118,7 +117,7 @@ pub async fn create(
 pub async fn waive(
     caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<ChargeId>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     let mut tx = state.pool.begin().await?;

@@ -10,7 +10,7 @@ use super::{
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::{Capability, OrgId};
+use hub_domain::{Capability, ClaimId, Currency, InvoiceId, MinorUnits, OrgId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
@@ -19,7 +19,6 @@ use service_kit::{
 };
 use sqlx::PgConnection;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 pub const REVIEW_NOTES_MAX: usize = 1000;
 
@@ -27,12 +26,12 @@ pub const REVIEW_NOTES_MAX: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub struct NewClaim {
     #[serde(deserialize_with = "hub_domain::integer::exact")]
-    amount_minor: i64,
-    currency: String,
+    amount_minor: MinorUnits,
+    currency: Currency,
     reference: String,
     #[serde(default)]
     note: String,
-    invoice_id: Option<Uuid>,
+    invoice_id: Option<InvoiceId>,
 }
 
 /// POST /v1/organizations/{id}/payment-claims (owner or finance): 201
@@ -50,7 +49,7 @@ pub async fn create(
     let org = path.into_inner();
     caller.require(org, Capability::FinanceRead)?;
     let amount = super::amount("amount_minor", body.amount_minor)?;
-    let currency = super::currency(&body.currency)?;
+    let currency = body.currency;
     let reference = super::text("reference", &body.reference, REFERENCE_MAX, true)?;
     let note = super::text("note", &body.note, NOTE_MAX, false)?;
     let mut tx = state.pool.begin().await?;
@@ -135,7 +134,7 @@ pub async fn list(
     Ok(page::respond(
         rows,
         limit,
-        |c| (c.created_at, c.id),
+        |c| (c.created_at, c.id.as_uuid()),
         |c| format!("/v1/organizations/{org}/payment-claims?limit={limit}&cursor={c}"),
     ))
 }
@@ -159,7 +158,7 @@ pub async fn queue(
 
 /// Lock claim `id` (its organization first): 404 when there is none, 409 when
 /// it was already decided.
-async fn pending(tx: &mut PgConnection, id: Uuid) -> ApiResult<(PaymentClaim, store::Billed)> {
+async fn pending(tx: &mut PgConnection, id: ClaimId) -> ApiResult<(PaymentClaim, store::Billed)> {
     let org = store::claim_org(tx, id).await?.ok_or(ApiError::NotFound)?;
     let billed = store::lock_org(tx, org).await?.ok_or(ApiError::NotFound)?;
     let claim = store::lock_claim(tx, id).await?.ok_or(ApiError::NotFound)?;
@@ -199,7 +198,7 @@ pub struct Approval {
 pub async fn approve(
     caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<ClaimId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
@@ -288,7 +287,7 @@ pub struct Rejection {
 pub async fn reject(
     caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<ClaimId>,
     body: web::Json<Rejection>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();

@@ -10,7 +10,7 @@ use super::{
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::{AuditAction, AuditRecorded};
-use hub_domain::{OrgId, UserId};
+use hub_domain::{ChargeId, DistributorId, InvoiceId, MinorUnits, OrgId, RunId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -19,7 +19,6 @@ use service_kit::{
 };
 use sqlx::PgConnection;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 pub const URL_MAX: usize = 2048;
 
@@ -29,9 +28,9 @@ pub const URL_MAX: usize = 2048;
 pub fn documents(
     charges: Vec<Charge>,
     kind: Kind,
-    distributor_of: impl Fn(OrgId) -> Option<Uuid>,
+    distributor_of: impl Fn(OrgId) -> Option<DistributorId>,
     max_lines: usize,
-    run_id: Option<Uuid>,
+    run_id: Option<RunId>,
     created_by: Option<UserId>,
 ) -> Result<Vec<NewDocument>, ApiError> {
     let mut docs: Vec<NewDocument> = Vec::new();
@@ -42,13 +41,13 @@ pub fn documents(
         if !same {
             let distributor_id = distributor_of(c.org_id).ok_or(ApiError::NotFound)?;
             docs.push(NewDocument {
-                id: Uuid::now_v7(),
+                id: InvoiceId::new(),
                 org_id: c.org_id,
                 distributor_id,
                 kind,
                 currency: c.currency,
                 charges: Vec::new(),
-                subtotal_minor: 0,
+                subtotal_minor: MinorUnits::ZERO,
                 run_id,
                 created_by,
             });
@@ -91,7 +90,7 @@ pub fn issued_events(
 pub struct IssueBody {
     /// Exactly these charges (pending, of this organization); absent: all
     /// the organization's pending charges (the oldest `billing.max_lines`).
-    charge_ids: Option<Vec<Uuid>>,
+    charge_ids: Option<Vec<ChargeId>>,
 }
 
 /// POST /v1/admin/organizations/{id}/proformas (staff): 201 Invoice kind
@@ -199,7 +198,7 @@ async fn issue(
 
 /// Lock the organization of document `id`, then the document: None when
 /// there is no such document.
-pub async fn lock(conn: &mut PgConnection, id: Uuid) -> ApiResult<Invoice> {
+pub async fn lock(conn: &mut PgConnection, id: InvoiceId) -> ApiResult<Invoice> {
     let org = store::invoice_org(&mut *conn, id)
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -214,7 +213,7 @@ pub async fn lock(conn: &mut PgConnection, id: Uuid) -> ApiResult<Invoice> {
 struct Converted {
     #[serde(flatten)]
     invoice: Invoice,
-    converted_from: Uuid,
+    converted_from: InvoiceId,
 }
 
 /// POST /v1/admin/invoices/{invoice_id}/convert (staff): a proforma becomes a
@@ -225,7 +224,7 @@ struct Converted {
 pub async fn convert(
     caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<InvoiceId>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     let mut tx = state.pool.begin().await?;
@@ -293,7 +292,7 @@ pub async fn convert(
 pub async fn void(
     caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<InvoiceId>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
     let mut tx = state.pool.begin().await?;
@@ -301,7 +300,7 @@ pub async fn void(
     if doc.voided_at.is_some() {
         return Err(ApiError::conflict("the document is already void"));
     }
-    if doc.paid_minor > 0 {
+    if doc.paid_minor.is_positive() {
         return Err(ApiError::conflict(
             "a document with payments applied cannot be voided",
         ));
@@ -342,7 +341,7 @@ pub struct Update {
 pub async fn update(
     caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<InvoiceId>,
     body: web::Json<Update>,
 ) -> ApiResult<HttpResponse> {
     let id = path.into_inner();
@@ -456,7 +455,7 @@ pub async fn page_of(
     Ok(page::respond(
         rows,
         limit,
-        |i| (i.issued_at, i.id),
+        |i| (i.issued_at, i.id.as_uuid()),
         |c| format!("{base}?limit={limit}{filters}&cursor={c}"),
     ))
 }
@@ -492,7 +491,7 @@ async fn of_org(
     state: &AppState,
     caller: &Caller,
     org: OrgId,
-    id: Uuid,
+    id: InvoiceId,
 ) -> ApiResult<(Invoice, Vec<super::model::InvoiceLine>)> {
     super::authorize_reader(caller, org)?;
     let doc = store::invoice(&mut *state.pool.acquire().await?, id, Some(org))
@@ -508,7 +507,7 @@ async fn of_org(
 pub async fn detail(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(OrgId, Uuid)>,
+    path: web::Path<(OrgId, InvoiceId)>,
 ) -> ApiResult<HttpResponse> {
     let (org, id) = path.into_inner();
     let (invoice, lines) = of_org(&state, &caller, org, id).await?;
@@ -521,7 +520,7 @@ pub async fn detail(
 pub async fn html(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(OrgId, Uuid)>,
+    path: web::Path<(OrgId, InvoiceId)>,
 ) -> ApiResult<HttpResponse> {
     let (org, id) = path.into_inner();
     let (invoice, lines) = of_org(&state, &caller, org, id).await?;

@@ -5,6 +5,7 @@ use super::{
     model::{Invoice, InvoiceLine},
     store::Parties,
 };
+use hub_domain::{Currency, MinorUnits};
 use std::fmt::Write;
 
 /// `s` safe in HTML text and attribute values.
@@ -25,9 +26,9 @@ pub fn escape(s: &str) -> String {
 
 /// Minor units as a decimal amount with its currency (`1234.50 EUR`); the
 /// three currencies of the API all have two decimals.
-pub fn money(minor: i64, currency: &str) -> String {
-    let sign = if minor < 0 { "-" } else { "" };
-    let m = minor.unsigned_abs();
+pub fn money(minor: MinorUnits, currency: Currency) -> String {
+    let sign = if minor.is_negative() { "-" } else { "" };
+    let m = minor.0.unsigned_abs();
     format!("{sign}{}.{:02} {currency}", m / 100, m % 100)
 }
 
@@ -42,7 +43,7 @@ pub fn render(doc: &Invoice, lines: &[InvoiceLine], p: &Parties) -> String {
         "Invoice"
     };
     let e = escape;
-    let cur = doc.currency.as_str();
+    let cur = doc.currency;
     let mut rows = String::new();
     for l in lines {
         let _ = write!(
@@ -112,9 +113,12 @@ mod tests {
 
     #[test]
     fn amounts_read_as_decimals() {
-        assert_eq!(money(123_450, "EUR"), "1234.50 EUR");
-        assert_eq!(money(5, "TRY"), "0.05 TRY");
-        assert_eq!(money(-100, "USD"), "-1.00 USD");
-        assert_eq!(money(i64::MIN, "USD"), "-92233720368547758.08 USD");
+        assert_eq!(money(MinorUnits(123_450), Currency::EUR), "1234.50 EUR");
+        assert_eq!(money(MinorUnits(5), Currency::TRY), "0.05 TRY");
+        assert_eq!(money(MinorUnits(-100), Currency::USD), "-1.00 USD");
+        assert_eq!(
+            money(MinorUnits(i64::MIN), Currency::USD),
+            "-92233720368547758.08 USD"
+        );
     }
 }

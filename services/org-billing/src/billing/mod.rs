@@ -20,7 +20,7 @@ pub mod runs;
 pub mod store;
 
 use crate::state::AppState;
-use hub_domain::{Capability, OrgId};
+use hub_domain::{Capability, MinorUnits, OrgId};
 use service_kit::{assertion::Caller, page, ApiError, ApiResult};
 
 /// The largest single charge, payment or claim, in minor units
@@ -68,19 +68,13 @@ pub fn text(field: &str, value: &str, max: usize, required: bool) -> ApiResult<S
 }
 
 /// A positive amount of at most [`MAX_AMOUNT`] minor units.
-pub fn amount(field: &str, v: i64) -> ApiResult<i64> {
-    if v <= 0 || v > MAX_AMOUNT {
+pub fn amount(field: &str, v: MinorUnits) -> ApiResult<MinorUnits> {
+    if !v.is_positive() || v > MinorUnits(MAX_AMOUNT) {
         return Err(ApiError::BadRequest(format!(
             "{field} must be a positive integer of at most {MAX_AMOUNT}"
         )));
     }
     Ok(v)
-}
-
-/// A currency code of the API (TRY, EUR, USD).
-pub fn currency(v: &str) -> ApiResult<hub_domain::Currency> {
-    hub_domain::Currency::parse(v)
-        .ok_or_else(|| ApiError::bad_request("currency must be TRY, EUR or USD"))
 }
 
 /// A list's `limit` (default and maximum from `[billing]`) and `cursor`.

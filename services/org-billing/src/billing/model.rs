@@ -2,30 +2,32 @@
 //! currency of a charge and what a payment was applied to), and the values a
 //! request names: document kinds, statuses, payment methods, periods.
 
-use hub_domain::{Currency, OrgId, TextEnum};
+use hub_domain::{
+    ChargeId, ClaimId, Currency, DistributorId, InvoiceId, MinorUnits, OrgId, PaymentId, RunId,
+    TextEnum,
+};
 use serde::Serialize;
 use service_kit::{ApiError, ApiResult};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// Something an organization owes: `pending`, `quoted` (on a proforma),
 /// `invoiced` (final) or `waived` (final).
 #[derive(Debug, Clone, Serialize)]
 pub struct Charge {
-    pub id: Uuid,
+    pub id: ChargeId,
     pub org_id: OrgId,
     pub description: String,
     pub brand: String,
     pub qty: i32,
-    pub unit_minor: i64,
-    pub amount_minor: i64,
+    pub unit_minor: MinorUnits,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub status: ChargeStatus,
     pub source: Source,
     /// Usage charges: the month a billing run invoices them in.
     pub period: Option<String>,
     /// The proforma or invoice holding it.
-    pub invoice_id: Option<Uuid>,
+    pub invoice_id: Option<InvoiceId>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
@@ -33,17 +35,17 @@ pub struct Charge {
 /// An issued invoice or proforma; `status` is derived by Postgres.
 #[derive(Debug, Clone, Serialize)]
 pub struct Invoice {
-    pub id: Uuid,
+    pub id: InvoiceId,
     pub org_id: OrgId,
-    pub distributor_id: Uuid,
+    pub distributor_id: DistributorId,
     pub number: String,
     pub kind: Kind,
     pub status: InvoiceStatus,
     pub currency: Currency,
-    pub subtotal_minor: i64,
-    pub tax_minor: i64,
-    pub total_minor: i64,
-    pub paid_minor: i64,
+    pub subtotal_minor: MinorUnits,
+    pub tax_minor: MinorUnits,
+    pub total_minor: MinorUnits,
+    pub paid_minor: MinorUnits,
     #[serde(with = "time::serde::rfc3339")]
     pub issued_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -54,59 +56,59 @@ pub struct Invoice {
     pub voided_at: Option<OffsetDateTime>,
     pub legal_document_url: Option<String>,
     /// A converted proforma: the invoice made from it.
-    pub converted_to: Option<Uuid>,
+    pub converted_to: Option<InvoiceId>,
     /// The billing run that issued it, if one did.
-    pub run_id: Option<Uuid>,
+    pub run_id: Option<RunId>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct InvoiceLine {
     pub position: i32,
-    pub charge_id: Option<Uuid>,
+    pub charge_id: Option<ChargeId>,
     pub description: String,
     pub brand: String,
     pub qty: i32,
-    pub unit_minor: i64,
-    pub amount_minor: i64,
+    pub unit_minor: MinorUnits,
+    pub amount_minor: MinorUnits,
 }
 
 /// Money received. `applied_minor` paid the invoice; the rest
 /// (`amount_minor - applied_minor`) was credited to the wallet.
 #[derive(Debug, Clone, Serialize)]
 pub struct Payment {
-    pub id: Uuid,
+    pub id: PaymentId,
     pub org_id: OrgId,
-    pub invoice_id: Option<Uuid>,
+    pub invoice_id: Option<InvoiceId>,
     pub invoice_number: Option<String>,
-    pub amount_minor: i64,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub method: Method,
     pub reference: String,
     /// `YYYY-MM-DD`.
     pub received_at: String,
     pub note: String,
-    pub applied_minor: i64,
+    pub applied_minor: MinorUnits,
     pub wallet_transaction_id: Option<i64>,
-    pub claim_id: Option<Uuid>,
+    pub claim_id: Option<ClaimId>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PaymentClaim {
-    pub id: Uuid,
+    pub id: ClaimId,
     pub org_id: OrgId,
     /// Only in the staff queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub org_name: Option<String>,
-    pub invoice_id: Option<Uuid>,
-    pub amount_minor: i64,
+    pub invoice_id: Option<InvoiceId>,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub reference: String,
     pub note: String,
     pub status: ClaimStatus,
     pub review_notes: String,
-    pub payment_id: Option<Uuid>,
+    pub payment_id: Option<PaymentId>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -114,7 +116,7 @@ pub struct PaymentClaim {
     /// Only in the staff queue, when there is one: another claim of the
     /// organization with the same reference, amount and currency.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub duplicate_of: Option<Uuid>,
+    pub duplicate_of: Option<ClaimId>,
 }
 
 /// A request field holding a [`TextEnum`]'s name: 400 naming the values

@@ -12,7 +12,7 @@ use crate::{
 };
 use actix_web::{http::StatusCode, web, HttpRequest, HttpResponse};
 use event_contracts::AuditAction;
-use hub_domain::{Currency, MinorUnits, OrgId};
+use hub_domain::{ClaimId, Currency, InvoiceId, MinorUnits, OrgId, PaymentId};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
@@ -20,21 +20,20 @@ use service_kit::{
     idempotency, outbox, page, ApiError, ApiResult,
 };
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 pub const REFERENCE_MAX: usize = 200;
 pub const NOTE_MAX: usize = 1000;
 
 /// Money received, as a payment records it.
 pub struct Received<'a> {
-    pub invoice_id: Option<Uuid>,
-    pub amount_minor: i64,
+    pub invoice_id: Option<InvoiceId>,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub method: Method,
     pub reference: &'a str,
     pub received_at: time::Date,
     pub note: &'a str,
-    pub claim_id: Option<Uuid>,
+    pub claim_id: Option<ClaimId>,
     /// Staff confirm it is another transfer than a payment with the same
     /// reference, amount, currency and day (else 409 naming that payment).
     pub confirm_duplicate: bool,
@@ -73,8 +72,8 @@ pub async fn record_in(
     org: OrgId,
     billed: &Billed,
     r: Received<'_>,
-) -> ApiResult<Uuid> {
-    let mut applied = 0;
+) -> ApiResult<PaymentId> {
+    let mut applied = MinorUnits::ZERO;
     let mut invoice = None;
     if let Some(id) = r.invoice_id {
         let doc = payable(tx, org, id).await?;
@@ -84,10 +83,10 @@ pub async fn record_in(
                 r.currency, doc.currency
             )));
         }
-        let owed = doc.total_minor - doc.paid_minor;
+        let owed = owed(&doc)?;
         applied = r.amount_minor.min(owed);
         if applied < r.amount_minor && !r.credit_remainder {
-            return Err(ApiError::Conflict(if owed == 0 {
+            return Err(ApiError::Conflict(if owed == MinorUnits::ZERO {
                 format!(
                     "the invoice is {}: set credit_remainder to credit the payment to the wallet",
                     doc.status
@@ -97,13 +96,13 @@ pub async fn record_in(
                     "the invoice still owes {owed}, less than {}: set credit_remainder to credit \
                      the remaining {} to the wallet",
                     r.amount_minor,
-                    r.amount_minor - owed
+                    less(r.amount_minor, owed)?
                 )
             }));
         }
         invoice = Some(doc);
     }
-    let rest = r.amount_minor - applied;
+    let rest = less(r.amount_minor, applied)?;
     let duplicate_of = store::duplicate_payment(
         tx,
         org,
@@ -119,19 +118,19 @@ pub async fn record_in(
              set confirm_duplicate if this is another transfer"
         )));
     }
-    if rest > 0 && billed.currency != r.currency {
+    if rest.is_positive() && billed.currency != r.currency {
         return Err(ApiError::Unprocessable(format!(
             "the payment is in {} but the wallet, which receives what no invoice takes, is in {}",
             r.currency, billed.currency
         )));
     }
-    let id = Uuid::now_v7();
-    let wallet_transaction_id = if rest > 0 {
+    let id = PaymentId::new();
+    let wallet_transaction_id = if rest.is_positive() {
         let m = ledger::wallet::move_of(
             state,
             caller,
             org,
-            MinorUnits(rest),
+            rest,
             EntryKind::Payment,
             format!("payment {id}"),
         )?;
@@ -142,7 +141,7 @@ pub async fn record_in(
     } else {
         None
     };
-    if let Some(doc) = invoice.as_ref().filter(|_| applied > 0) {
+    if let Some(doc) = invoice.as_ref().filter(|_| applied.is_positive()) {
         store::add_paid(tx, doc.id, applied).await?;
     }
     store::insert_payment(
@@ -181,9 +180,21 @@ pub async fn record_in(
     Ok(id)
 }
 
+/// What document `doc` still owes: its total less what is paid (checked).
+fn owed(doc: &Invoice) -> ApiResult<MinorUnits> {
+    less(doc.total_minor, doc.paid_minor)
+}
+
+/// `a - b`, or 500 when it overflows (amounts are bounded where they enter,
+/// so it never does).
+fn less(a: MinorUnits, b: MinorUnits) -> ApiResult<MinorUnits> {
+    a.checked_sub(b)
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("{a} - {b} overflows")))
+}
+
 /// The organization's invoice `id`, locked, that a payment may go to: 404 for
 /// another organization's, 422 for a proforma, 409 when void.
-async fn payable(tx: &mut PgConnection, org: OrgId, id: Uuid) -> ApiResult<Invoice> {
+async fn payable(tx: &mut PgConnection, org: OrgId, id: InvoiceId) -> ApiResult<Invoice> {
     let doc = store::lock_invoice(tx, id)
         .await?
         .filter(|d| d.org_id == org)
@@ -205,8 +216,8 @@ async fn payable(tx: &mut PgConnection, org: OrgId, id: Uuid) -> ApiResult<Invoi
 #[serde(deny_unknown_fields)]
 pub struct NewPayment {
     #[serde(deserialize_with = "hub_domain::integer::exact")]
-    amount_minor: i64,
-    currency: String,
+    amount_minor: MinorUnits,
+    currency: Currency,
     method: String,
     #[serde(default)]
     reference: String,
@@ -214,7 +225,7 @@ pub struct NewPayment {
     received_at: String,
     #[serde(default)]
     note: String,
-    invoice_id: Option<Uuid>,
+    invoice_id: Option<InvoiceId>,
     #[serde(default)]
     confirm_duplicate: bool,
     #[serde(default)]
@@ -236,7 +247,7 @@ pub async fn record(
 ) -> ApiResult<HttpResponse> {
     let org = path.into_inner();
     let amount = super::amount("amount_minor", body.amount_minor)?;
-    let currency = super::currency(&body.currency)?;
+    let currency = body.currency;
     let method = Method::param("method", Some(&body.method))?.unwrap_or(Method::Other);
     let reference = super::text("reference", &body.reference, REFERENCE_MAX, false)?;
     let note = super::text("note", &body.note, NOTE_MAX, false)?;
@@ -281,7 +292,7 @@ pub async fn record(
 #[serde(deny_unknown_fields)]
 pub struct FromWallet {
     #[serde(deserialize_with = "hub_domain::integer::exact")]
-    amount_minor: i64,
+    amount_minor: MinorUnits,
 }
 
 /// POST /v1/admin/invoices/{invoice_id}/pay-from-wallet (staff): debit the
@@ -291,7 +302,7 @@ pub struct FromWallet {
 pub async fn pay_from_wallet(
     caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<InvoiceId>,
     req: HttpRequest,
     body: web::Json<FromWallet>,
 ) -> ApiResult<HttpResponse> {
@@ -319,7 +330,7 @@ pub async fn pay_from_wallet(
                 doc.currency, billed.currency
             )));
         }
-        let owed = doc.total_minor - doc.paid_minor;
+        let owed = owed(&doc)?;
         if amount > owed {
             return Err(ApiError::Unprocessable(format!(
                 "amount_minor is more than the {owed} the invoice still owes"
@@ -329,7 +340,9 @@ pub async fn pay_from_wallet(
             &state,
             &caller,
             org,
-            MinorUnits(-amount),
+            amount
+                .checked_neg()
+                .ok_or_else(|| ApiError::internal(anyhow::anyhow!("-{amount} overflows")))?,
             EntryKind::InvoicePayment,
             format!("invoice {}", doc.number),
         )?;
@@ -379,7 +392,7 @@ pub async fn page_of(
     Ok(page::respond(
         rows,
         limit,
-        |p| (p.created_at, p.id),
+        |p| (p.created_at, p.id.as_uuid()),
         |c| format!("{base}?limit={limit}&cursor={c}"),
     ))
 }

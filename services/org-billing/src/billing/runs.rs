@@ -19,6 +19,7 @@ use super::{
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
+use hub_domain::RunId;
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
@@ -27,13 +28,12 @@ use service_kit::{
 };
 use std::collections::HashMap;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// Work run `id` (of `period`) until nothing of it is left that no other
 /// replica holds; returns how many invoices this call issued.
 pub async fn work(
     state: &AppState,
-    id: Uuid,
+    id: RunId,
     period: &str,
     actor: Option<&Caller>,
 ) -> anyhow::Result<usize> {
@@ -146,7 +146,7 @@ pub async fn start(
 pub async fn get(
     _caller: StaffCaller,
     state: web::Data<AppState>,
-    path: web::Path<Uuid>,
+    path: web::Path<RunId>,
 ) -> ApiResult<HttpResponse> {
     let run = store::run(&state.pool, path.into_inner())
         .await?

@@ -7,16 +7,18 @@ use super::model::{
     Charge, ChargeStatus, ClaimStatus, Invoice, InvoiceLine, InvoiceStatus, Kind, Method, Payment,
     PaymentClaim, Source,
 };
-use hub_domain::{Currency, DistributorId, OrgId, UserId};
+use hub_domain::{
+    ChargeId, ClaimId, Currency, DistributorId, InvoiceId, MinorUnits, OrgId, PaymentId, RunId,
+    UserId,
+};
 use service_kit::page::After;
 use sqlx::{PgConnection, PgPool};
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// What billing needs of an organization: its entity and wallet currency.
 pub struct Billed {
-    pub distributor_id: Uuid,
+    pub distributor_id: DistributorId,
     pub currency: Currency,
 }
 
@@ -25,7 +27,7 @@ pub struct Billed {
 pub async fn lock_org(conn: &mut PgConnection, org: OrgId) -> sqlx::Result<Option<Billed>> {
     sqlx::query_as!(
         Billed,
-        r#"SELECT o.distributor_id, w.currency AS "currency: Currency" FROM organizations o
+        r#"SELECT o.distributor_id AS "distributor_id: DistributorId", w.currency AS "currency: Currency" FROM organizations o
          JOIN wallets w ON w.org_id = o.id WHERE o.id = $1 FOR NO KEY UPDATE OF o"#,
         org as OrgId,
     )
@@ -50,8 +52,8 @@ pub struct NewCharge<'a> {
     pub description: &'a str,
     pub brand: &'a str,
     pub qty: i32,
-    pub unit_minor: i64,
-    pub amount_minor: i64,
+    pub unit_minor: MinorUnits,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub source: Source,
     /// Usage charges: the usage period it bills (`usage:<id>`); a second
@@ -73,21 +75,21 @@ pub async fn insert_charge(
                                 currency, source, source_ref, period, created_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
            ON CONFLICT (source_ref) DO NOTHING
-           RETURNING id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                     amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
-                  source AS "source: Source", period, invoice_id, created_at"#,
-        Uuid::now_v7(),
+           RETURNING id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                     amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at"#,
+        ChargeId::new() as ChargeId,
         c.org_id as OrgId,
         c.description,
         c.brand,
         c.qty,
-        c.unit_minor,
-        c.amount_minor,
+        c.unit_minor as MinorUnits,
+        c.amount_minor as MinorUnits,
         c.currency as Currency,
         c.source as Source,
         c.source_ref,
         c.period,
-        c.created_by.map(|u| u.as_uuid()),
+        c.created_by as Option<UserId>,
     )
     .fetch_optional(conn)
     .await
@@ -104,9 +106,9 @@ pub async fn charges_of(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         Charge,
-        r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                  amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
-                  source AS "source: Source", period, invoice_id, created_at
+        r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                  amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at
              FROM charges
             WHERE org_id = $1 AND ($2::text IS NULL OR status = $2)
               AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
@@ -123,24 +125,24 @@ pub async fn charges_of(
 
 /// Waive a pending charge: the charge as it is now, or None when it is not
 /// pending (or not there: [`charge_org`] tells which).
-pub async fn waive(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Charge>> {
+pub async fn waive(conn: &mut PgConnection, id: ChargeId) -> sqlx::Result<Option<Charge>> {
     sqlx::query_as!(
         Charge,
         r#"UPDATE charges SET status = 'waived' WHERE id = $1 AND status = 'pending'
-           RETURNING id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                     amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
-                  source AS "source: Source", period, invoice_id, created_at"#,
-        id,
+           RETURNING id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                     amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at"#,
+        id as ChargeId,
     )
     .fetch_optional(conn)
     .await
 }
 
 /// The organization a charge belongs to.
-pub async fn charge_org(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<OrgId>> {
+pub async fn charge_org(conn: &mut PgConnection, id: ChargeId) -> sqlx::Result<Option<OrgId>> {
     sqlx::query_scalar!(
         r#"SELECT org_id AS "o: OrgId" FROM charges WHERE id = $1"#,
-        id
+        id as ChargeId
     )
     .fetch_optional(conn)
     .await
@@ -152,16 +154,16 @@ pub async fn charge_org(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
 pub async fn lock_charges(
     conn: &mut PgConnection,
     org: OrgId,
-    ids: Option<&[Uuid]>,
+    ids: Option<&[ChargeId]>,
     max: i64,
 ) -> sqlx::Result<Vec<Charge>> {
     match ids {
         None => {
             sqlx::query_as!(
                 Charge,
-                r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                          amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
-                  source AS "source: Source", period, invoice_id, created_at
+                r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                          amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at
                      FROM charges WHERE org_id = $1 AND status = 'pending'
                     ORDER BY created_at, id LIMIT $2 FOR UPDATE"#,
                 org as OrgId,
@@ -173,13 +175,13 @@ pub async fn lock_charges(
         Some(ids) => {
             sqlx::query_as!(
                 Charge,
-                r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                          amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
-                  source AS "source: Source", period, invoice_id, created_at
+                r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                          amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at
                      FROM charges WHERE org_id = $1 AND id = ANY($2)
                     ORDER BY created_at, id FOR UPDATE"#,
                 org as OrgId,
-                ids,
+                ids as &[ChargeId],
             )
             .fetch_all(conn)
             .await
@@ -188,26 +190,29 @@ pub async fn lock_charges(
 }
 
 /// The charges on document `invoice`, locked, in line order.
-pub async fn lock_charges_of(conn: &mut PgConnection, invoice: Uuid) -> sqlx::Result<Vec<Charge>> {
+pub async fn lock_charges_of(
+    conn: &mut PgConnection,
+    invoice: InvoiceId,
+) -> sqlx::Result<Vec<Charge>> {
     sqlx::query_as!(
         Charge,
-        r#"SELECT c.id, c.org_id AS "org_id: OrgId", c.description, c.brand, c.qty, c.unit_minor,
-                  c.amount_minor, c.currency AS "currency: Currency", c.status AS "status: ChargeStatus",
-                  c.source AS "source: Source", c.period, c.invoice_id, c.created_at
+        r#"SELECT c.id AS "id: ChargeId", c.org_id AS "org_id: OrgId", c.description, c.brand, c.qty, c.unit_minor AS "unit_minor: MinorUnits",
+                  c.amount_minor AS "amount_minor: MinorUnits", c.currency AS "currency: Currency", c.status AS "status: ChargeStatus",
+                  c.source AS "source: Source", c.period, c.invoice_id AS "invoice_id: InvoiceId", c.created_at
              FROM invoice_lines l JOIN charges c ON c.id = l.charge_id
             WHERE l.invoice_id = $1 ORDER BY l.position FOR UPDATE OF c"#,
-        invoice,
+        invoice as InvoiceId,
     )
     .fetch_all(conn)
     .await
 }
 
 /// A voided proforma's charges go back to pending.
-pub async fn release_quoted(conn: &mut PgConnection, invoice: Uuid) -> sqlx::Result<u64> {
+pub async fn release_quoted(conn: &mut PgConnection, invoice: InvoiceId) -> sqlx::Result<u64> {
     Ok(sqlx::query!(
         "UPDATE charges SET status = 'pending', invoice_id = NULL \
          WHERE invoice_id = $1 AND status = 'quoted'",
-        invoice,
+        invoice as InvoiceId,
     )
     .execute(conn)
     .await?
@@ -218,14 +223,14 @@ pub async fn release_quoted(conn: &mut PgConnection, invoice: Uuid) -> sqlx::Res
 
 /// A document to issue from `charges` (its lines, in order).
 pub struct NewDocument {
-    pub id: Uuid,
+    pub id: InvoiceId,
     pub org_id: OrgId,
-    pub distributor_id: Uuid,
+    pub distributor_id: DistributorId,
     pub kind: Kind,
     pub currency: Currency,
     pub charges: Vec<Charge>,
-    pub subtotal_minor: i64,
-    pub run_id: Option<Uuid>,
+    pub subtotal_minor: MinorUnits,
+    pub run_id: Option<RunId>,
     pub created_by: Option<UserId>,
 }
 
@@ -234,7 +239,7 @@ pub struct NewDocument {
 /// the numbers back, so numbers have no gaps.
 async fn take_numbers(
     conn: &mut PgConnection,
-    distributor: Uuid,
+    distributor: DistributorId,
     kind: Kind,
     year: i32,
     n: i64,
@@ -243,7 +248,7 @@ async fn take_numbers(
         "INSERT INTO document_counters (distributor_id, kind, year, last) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (distributor_id, kind, year) \
          DO UPDATE SET last = document_counters.last + EXCLUDED.last RETURNING last",
-        distributor,
+        distributor as DistributorId,
         kind as Kind,
         year,
         n,
@@ -265,7 +270,7 @@ pub async fn issue(
     due_days: i64,
 ) -> sqlx::Result<Vec<String>> {
     let year = issued_at.year();
-    let mut counters: BTreeMap<(Uuid, Kind), Vec<usize>> = BTreeMap::new();
+    let mut counters: BTreeMap<(DistributorId, Kind), Vec<usize>> = BTreeMap::new();
     for (i, d) in docs.iter().enumerate() {
         counters
             .entry((d.distributor_id, d.kind))
@@ -288,20 +293,17 @@ pub async fn issue(
              FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[],
                          $7::bigint[], $10::uuid[], $11::uuid[])
                   AS d(id, org, dist, kind, number, currency, subtotal, run, by)"#,
-        &docs.iter().map(|d| d.id).collect::<Vec<_>>(),
-        &docs.iter().map(|d| d.org_id.as_uuid()).collect::<Vec<_>>(),
-        &docs.iter().map(|d| d.distributor_id).collect::<Vec<_>>(),
+        &docs.iter().map(|d| d.id).collect::<Vec<_>>() as &[InvoiceId],
+        &docs.iter().map(|d| d.org_id).collect::<Vec<_>>() as &[OrgId],
+        &docs.iter().map(|d| d.distributor_id).collect::<Vec<_>>() as &[DistributorId],
         &docs.iter().map(|d| d.kind).collect::<Vec<_>>() as &[Kind],
         &numbers,
         &docs.iter().map(|d| d.currency).collect::<Vec<_>>() as &[Currency],
-        &docs.iter().map(|d| d.subtotal_minor).collect::<Vec<_>>(),
+        &docs.iter().map(|d| d.subtotal_minor).collect::<Vec<_>>() as &[MinorUnits],
         issued_at,
         due_at,
-        &docs.iter().map(|d| d.run_id).collect::<Vec<_>>() as &[Option<Uuid>],
-        &docs
-            .iter()
-            .map(|d| d.created_by.map(|u| u.as_uuid()))
-            .collect::<Vec<_>>() as &[Option<Uuid>],
+        &docs.iter().map(|d| d.run_id).collect::<Vec<_>>() as &[Option<RunId>],
+        &docs.iter().map(|d| d.created_by).collect::<Vec<_>>() as &[Option<UserId>],
     )
     .execute(&mut *conn)
     .await?;
@@ -327,22 +329,22 @@ pub async fn issue(
                                       unit_minor, amount_minor)
            SELECT * FROM unnest($1::uuid[], $2::int[], $3::uuid[], $4::text[], $5::text[],
                                 $6::int[], $7::bigint[], $8::bigint[])"#,
-        &inv,
+        &inv as &[InvoiceId],
         &pos,
-        &charge,
+        &charge as &[ChargeId],
         &desc as &[&str],
         &brand as &[&str],
         &qty,
-        &unit,
-        &amount,
+        &unit as &[MinorUnits],
+        &amount as &[MinorUnits],
     )
     .execute(&mut *conn)
     .await?;
     sqlx::query!(
         "UPDATE charges c SET status = u.status, invoice_id = u.inv \
          FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(id, inv, status) WHERE c.id = u.id",
-        &charge,
-        &inv,
+        &charge as &[ChargeId],
+        &inv as &[InvoiceId],
         &status as &[ChargeStatus],
     )
     .execute(&mut *conn)
@@ -353,52 +355,53 @@ pub async fn issue(
 /// A document (of `org`, when given: another organization's is None).
 pub async fn invoice(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: InvoiceId,
     org: Option<OrgId>,
 ) -> sqlx::Result<Option<Invoice>> {
     sqlx::query_as!(
         Invoice,
-        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind AS "kind: Kind",
-                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
-                  paid_at, voided_at, legal_document_url, converted_to, run_id
+        r#"SELECT id AS "id: InvoiceId", org_id AS "org_id: OrgId", distributor_id AS "distributor_id: DistributorId", number, kind AS "kind: Kind",
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor AS "subtotal_minor: MinorUnits", tax_minor AS "tax_minor: MinorUnits", total_minor AS "total_minor: MinorUnits", paid_minor AS "paid_minor: MinorUnits", issued_at, due_at,
+                  paid_at, voided_at, legal_document_url, converted_to AS "converted_to: InvoiceId", run_id AS "run_id: RunId"
              FROM invoices WHERE id = $1 AND ($2::uuid IS NULL OR org_id = $2)"#,
-        id,
-        org.map(|o| o.as_uuid()),
+        id as InvoiceId,
+        org as Option<OrgId>,
     )
     .fetch_optional(conn)
     .await
 }
 
 /// The document, locked for the rest of the transaction.
-pub async fn lock_invoice(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Invoice>> {
+pub async fn lock_invoice(conn: &mut PgConnection, id: InvoiceId) -> sqlx::Result<Option<Invoice>> {
     sqlx::query_as!(
         Invoice,
-        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind AS "kind: Kind",
-                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
-                  paid_at, voided_at, legal_document_url, converted_to, run_id
+        r#"SELECT id AS "id: InvoiceId", org_id AS "org_id: OrgId", distributor_id AS "distributor_id: DistributorId", number, kind AS "kind: Kind",
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor AS "subtotal_minor: MinorUnits", tax_minor AS "tax_minor: MinorUnits", total_minor AS "total_minor: MinorUnits", paid_minor AS "paid_minor: MinorUnits", issued_at, due_at,
+                  paid_at, voided_at, legal_document_url, converted_to AS "converted_to: InvoiceId", run_id AS "run_id: RunId"
              FROM invoices WHERE id = $1 FOR UPDATE"#,
-        id,
+        id as InvoiceId,
     )
     .fetch_optional(conn)
     .await
 }
 
 /// Which organization a document belongs to (to lock it first).
-pub async fn invoice_org(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<OrgId>> {
+pub async fn invoice_org(conn: &mut PgConnection, id: InvoiceId) -> sqlx::Result<Option<OrgId>> {
     sqlx::query_scalar!(
         r#"SELECT org_id AS "o: OrgId" FROM invoices WHERE id = $1"#,
-        id
+        id as InvoiceId
     )
     .fetch_optional(conn)
     .await
 }
 
-pub async fn lines(pool: &PgPool, invoice: Uuid) -> sqlx::Result<Vec<InvoiceLine>> {
+pub async fn lines(pool: &PgPool, invoice: InvoiceId) -> sqlx::Result<Vec<InvoiceLine>> {
     sqlx::query_as!(
         InvoiceLine,
-        "SELECT position, charge_id, description, brand, qty, unit_minor, amount_minor \
-         FROM invoice_lines WHERE invoice_id = $1 ORDER BY position",
-        invoice,
+        r#"SELECT position, charge_id AS "charge_id: ChargeId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                  amount_minor AS "amount_minor: MinorUnits"
+             FROM invoice_lines WHERE invoice_id = $1 ORDER BY position"#,
+        invoice as InvoiceId,
     )
     .fetch_all(pool)
     .await
@@ -412,10 +415,10 @@ pub enum Owner {
 }
 
 impl Owner {
-    fn split(self) -> (Option<Uuid>, Option<Uuid>) {
+    fn split(self) -> (Option<OrgId>, Option<DistributorId>) {
         match self {
-            Owner::Org(o) => (Some(o.as_uuid()), None),
-            Owner::Distributor(d) => (None, Some(d.as_uuid())),
+            Owner::Org(o) => (Some(o), None),
+            Owner::Distributor(d) => (None, Some(d)),
         }
     }
 }
@@ -433,16 +436,16 @@ pub async fn invoices(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         Invoice,
-        r#"SELECT id, org_id AS "org_id: OrgId", distributor_id, number, kind AS "kind: Kind",
-                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor, tax_minor, total_minor, paid_minor, issued_at, due_at,
-                  paid_at, voided_at, legal_document_url, converted_to, run_id
+        r#"SELECT id AS "id: InvoiceId", org_id AS "org_id: OrgId", distributor_id AS "distributor_id: DistributorId", number, kind AS "kind: Kind",
+                  status AS "status!: InvoiceStatus", currency AS "currency: Currency", subtotal_minor AS "subtotal_minor: MinorUnits", tax_minor AS "tax_minor: MinorUnits", total_minor AS "total_minor: MinorUnits", paid_minor AS "paid_minor: MinorUnits", issued_at, due_at,
+                  paid_at, voided_at, legal_document_url, converted_to AS "converted_to: InvoiceId", run_id AS "run_id: RunId"
              FROM invoices
             WHERE ($1::uuid IS NULL OR org_id = $1) AND ($2::uuid IS NULL OR distributor_id = $2)
               AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR status = $4)
               AND ($5::timestamptz IS NULL OR (issued_at, id) < ($5, $6))
             ORDER BY issued_at DESC, id DESC LIMIT $7"#,
-        org,
-        dist,
+        org as Option<OrgId>,
+        dist as Option<DistributorId>,
         kind as Option<Kind>,
         status as Option<InvoiceStatus>,
         at,
@@ -457,13 +460,13 @@ pub async fn invoices(
 /// refuses otherwise); `converted_to` when a conversion voids a proforma.
 pub async fn void(
     conn: &mut PgConnection,
-    id: Uuid,
-    converted_to: Option<Uuid>,
+    id: InvoiceId,
+    converted_to: Option<InvoiceId>,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE invoices SET voided_at = now(), converted_to = $2 WHERE id = $1",
-        id,
-        converted_to,
+        id as InvoiceId,
+        converted_to as Option<InvoiceId>,
     )
     .execute(conn)
     .await?;
@@ -472,12 +475,12 @@ pub async fn void(
 
 pub async fn set_legal_document(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: InvoiceId,
     url: Option<&str>,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE invoices SET legal_document_url = $2 WHERE id = $1",
-        id,
+        id as InvoiceId,
         url
     )
     .execute(conn)
@@ -487,12 +490,16 @@ pub async fn set_legal_document(
 
 /// Apply `amount` to a locked document's paid_minor (the caller checked it
 /// fits); paid_at is set when that pays it in full.
-pub async fn add_paid(conn: &mut PgConnection, id: Uuid, amount: i64) -> sqlx::Result<()> {
+pub async fn add_paid(
+    conn: &mut PgConnection,
+    id: InvoiceId,
+    amount: MinorUnits,
+) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE invoices SET paid_minor = paid_minor + $2, \
          paid_at = CASE WHEN paid_minor + $2 = total_minor THEN now() ELSE NULL END WHERE id = $1",
-        id,
-        amount,
+        id as InvoiceId,
+        amount as MinorUnits,
     )
     .execute(conn)
     .await?;
@@ -502,18 +509,18 @@ pub async fn add_paid(conn: &mut PgConnection, id: Uuid, amount: i64) -> sqlx::R
 // ---- payments --------------------------------------------------------------
 
 pub struct NewPayment<'a> {
-    pub id: Uuid,
+    pub id: PaymentId,
     pub org_id: OrgId,
-    pub invoice_id: Option<Uuid>,
-    pub amount_minor: i64,
+    pub invoice_id: Option<InvoiceId>,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub method: Method,
     pub reference: &'a str,
     pub received_at: time::Date,
     pub note: &'a str,
-    pub applied_minor: i64,
+    pub applied_minor: MinorUnits,
     pub wallet_transaction_id: Option<i64>,
-    pub claim_id: Option<Uuid>,
+    pub claim_id: Option<ClaimId>,
     /// Staff confirmed it is another transfer than the payment with the same
     /// (reference, amount, currency, day): it leaves `payments_one_transfer`.
     pub duplicate_confirmed: bool,
@@ -526,17 +533,18 @@ pub async fn duplicate_payment(
     conn: &mut PgConnection,
     org: OrgId,
     reference: &str,
-    amount: i64,
+    amount: MinorUnits,
     currency: Currency,
     received_at: Option<time::Date>,
-) -> sqlx::Result<Option<Uuid>> {
+) -> sqlx::Result<Option<PaymentId>> {
     sqlx::query_scalar!(
-        "SELECT id FROM payments WHERE org_id = $1 AND lower(reference) = lower($2) \
-            AND amount_minor = $3 AND currency = $4 AND ($5::date IS NULL OR received_at = $5) \
-          ORDER BY created_at, id LIMIT 1",
+        r#"SELECT id AS "id: PaymentId" FROM payments
+            WHERE org_id = $1 AND lower(reference) = lower($2)
+              AND amount_minor = $3 AND currency = $4 AND ($5::date IS NULL OR received_at = $5)
+            ORDER BY created_at, id LIMIT 1"#,
         org as OrgId,
         reference,
-        amount,
+        amount as MinorUnits,
         currency as Currency,
         received_at,
     )
@@ -550,18 +558,18 @@ pub async fn insert_payment(conn: &mut PgConnection, p: &NewPayment<'_>) -> sqlx
                                received_at, note, applied_minor, wallet_transaction_id, claim_id, \
                                created_by, duplicate_confirmed) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-        p.id,
+        p.id as PaymentId,
         p.org_id as OrgId,
-        p.invoice_id,
-        p.amount_minor,
+        p.invoice_id as Option<InvoiceId>,
+        p.amount_minor as MinorUnits,
         p.currency as Currency,
         p.method as Method,
         p.reference,
         p.received_at,
         p.note,
-        p.applied_minor,
+        p.applied_minor as MinorUnits,
         p.wallet_transaction_id,
-        p.claim_id,
+        p.claim_id as Option<ClaimId>,
         p.created_by as UserId,
         p.duplicate_confirmed,
     )
@@ -570,15 +578,15 @@ pub async fn insert_payment(conn: &mut PgConnection, p: &NewPayment<'_>) -> sqlx
     Ok(())
 }
 
-pub async fn payment(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Payment> {
+pub async fn payment(conn: &mut PgConnection, id: PaymentId) -> sqlx::Result<Payment> {
     sqlx::query_as!(
         Payment,
-        r#"SELECT p.id, p.org_id AS "org_id: OrgId", p.invoice_id, i.number AS "invoice_number?",
-                  p.amount_minor, p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
-                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor,
-                  p.wallet_transaction_id, p.claim_id, p.created_at
+        r#"SELECT p.id AS "id: PaymentId", p.org_id AS "org_id: OrgId", p.invoice_id AS "invoice_id: InvoiceId", i.number AS "invoice_number?",
+                  p.amount_minor AS "amount_minor: MinorUnits", p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
+                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor AS "applied_minor: MinorUnits",
+                  p.wallet_transaction_id, p.claim_id AS "claim_id: ClaimId", p.created_at
              FROM payments p LEFT JOIN invoices i ON i.id = p.invoice_id WHERE p.id = $1"#,
-        id,
+        id as PaymentId,
     )
     .fetch_one(conn)
     .await
@@ -595,18 +603,18 @@ pub async fn payments(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         Payment,
-        r#"SELECT p.id, p.org_id AS "org_id: OrgId", p.invoice_id, i.number AS "invoice_number?",
-                  p.amount_minor, p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
-                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor,
-                  p.wallet_transaction_id, p.claim_id, p.created_at
+        r#"SELECT p.id AS "id: PaymentId", p.org_id AS "org_id: OrgId", p.invoice_id AS "invoice_id: InvoiceId", i.number AS "invoice_number?",
+                  p.amount_minor AS "amount_minor: MinorUnits", p.currency AS "currency: Currency", p.method AS "method: Method", p.reference,
+                  to_char(p.received_at, 'YYYY-MM-DD') AS "received_at!", p.note, p.applied_minor AS "applied_minor: MinorUnits",
+                  p.wallet_transaction_id, p.claim_id AS "claim_id: ClaimId", p.created_at
              FROM payments p LEFT JOIN invoices i ON i.id = p.invoice_id
             WHERE ($1::uuid IS NULL OR p.org_id = $1)
               AND ($2::uuid IS NULL OR p.org_id IN
                      (SELECT o.id FROM organizations o WHERE o.distributor_id = $2))
               AND ($3::timestamptz IS NULL OR (p.created_at, p.id) < ($3, $4))
             ORDER BY p.created_at DESC, p.id DESC LIMIT $5"#,
-        org,
-        dist,
+        org as Option<OrgId>,
+        dist as Option<DistributorId>,
         at,
         id,
         limit,
@@ -617,9 +625,9 @@ pub async fn payments(
 
 pub async fn insert_settlement(
     conn: &mut PgConnection,
-    invoice: Uuid,
+    invoice: InvoiceId,
     org: OrgId,
-    amount: i64,
+    amount: MinorUnits,
     wallet_transaction_id: i64,
     by: UserId,
 ) -> sqlx::Result<()> {
@@ -627,10 +635,10 @@ pub async fn insert_settlement(
         "INSERT INTO wallet_settlements (id, invoice_id, org_id, amount_minor, \
                                          wallet_transaction_id, created_by) \
          VALUES ($1, $2, $3, $4, $5, $6)",
-        Uuid::now_v7(),
-        invoice,
+        uuid::Uuid::now_v7(),
+        invoice as InvoiceId,
         org as OrgId,
-        amount,
+        amount as MinorUnits,
         wallet_transaction_id,
         by as UserId,
     )
@@ -643,8 +651,8 @@ pub async fn insert_settlement(
 
 pub struct NewClaim<'a> {
     pub org_id: OrgId,
-    pub invoice_id: Option<Uuid>,
-    pub amount_minor: i64,
+    pub invoice_id: Option<InvoiceId>,
+    pub amount_minor: MinorUnits,
     pub currency: Currency,
     pub reference: &'a str,
     pub note: &'a str,
@@ -666,14 +674,14 @@ pub async fn insert_claim(conn: &mut PgConnection, c: &NewClaim<'_>) -> sqlx::Re
         r#"INSERT INTO payment_claims (id, org_id, invoice_id, amount_minor, currency, reference,
                                        note, created_by)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-           RETURNING id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id,
-                     amount_minor, currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
-                  review_notes, payment_id,
-                     created_at, reviewed_at, NULL::uuid AS duplicate_of"#,
-        Uuid::now_v7(),
+           RETURNING id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId",
+                     amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
+                  review_notes, payment_id AS "payment_id: PaymentId",
+                     created_at, reviewed_at, NULL::uuid AS "duplicate_of: ClaimId""#,
+        ClaimId::new() as ClaimId,
         c.org_id as OrgId,
-        c.invoice_id,
-        c.amount_minor,
+        c.invoice_id as Option<InvoiceId>,
+        c.amount_minor as MinorUnits,
         c.currency as Currency,
         c.reference,
         c.note,
@@ -692,10 +700,10 @@ pub async fn claims_of(
     let (at, id) = after.unzip();
     sqlx::query_as!(
         PaymentClaim,
-        r#"SELECT id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
+        r#"SELECT id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor AS "amount_minor: MinorUnits",
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
-                  review_notes, payment_id, created_at,
-                  reviewed_at, NULL::uuid AS duplicate_of
+                  review_notes, payment_id AS "payment_id: PaymentId", created_at,
+                  reviewed_at, NULL::uuid AS "duplicate_of: ClaimId"
              FROM payment_claims WHERE org_id = $1
               AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
             ORDER BY created_at DESC, id DESC LIMIT $4"#,
@@ -715,15 +723,15 @@ pub async fn claims_of(
 pub async fn claim_queue(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<PaymentClaim>> {
     sqlx::query_as!(
         PaymentClaim,
-        r#"SELECT c.id, c.org_id AS "org_id: OrgId", o.name AS "org_name?", c.invoice_id,
-                  c.amount_minor, c.currency AS "currency: Currency", c.reference, c.note,
+        r#"SELECT c.id AS "id: ClaimId", c.org_id AS "org_id: OrgId", o.name AS "org_name?", c.invoice_id AS "invoice_id: InvoiceId",
+                  c.amount_minor AS "amount_minor: MinorUnits", c.currency AS "currency: Currency", c.reference, c.note,
                   c.status AS "status: ClaimStatus", c.review_notes,
-                  c.payment_id, c.created_at, c.reviewed_at,
+                  c.payment_id AS "payment_id: PaymentId", c.created_at, c.reviewed_at,
                   (SELECT d.id FROM payment_claims d
                     WHERE d.org_id = c.org_id AND d.id <> c.id AND d.status <> 'rejected'
                       AND lower(d.reference) = lower(c.reference)
                       AND d.amount_minor = c.amount_minor AND d.currency = c.currency
-                    ORDER BY d.status = 'approved' DESC, d.created_at, d.id LIMIT 1) AS duplicate_of
+                    ORDER BY d.status = 'approved' DESC, d.created_at, d.id LIMIT 1) AS "duplicate_of: ClaimId"
              FROM payment_claims c JOIN organizations o ON o.id = c.org_id
             WHERE c.status = 'pending' ORDER BY c.created_at, c.id LIMIT $1"#,
         limit,
@@ -732,24 +740,27 @@ pub async fn claim_queue(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<PaymentC
     .await
 }
 
-pub async fn claim_org(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<OrgId>> {
+pub async fn claim_org(conn: &mut PgConnection, id: ClaimId) -> sqlx::Result<Option<OrgId>> {
     sqlx::query_scalar!(
         r#"SELECT org_id AS "o: OrgId" FROM payment_claims WHERE id = $1"#,
-        id
+        id as ClaimId
     )
     .fetch_optional(conn)
     .await
 }
 
-pub async fn lock_claim(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<PaymentClaim>> {
+pub async fn lock_claim(
+    conn: &mut PgConnection,
+    id: ClaimId,
+) -> sqlx::Result<Option<PaymentClaim>> {
     sqlx::query_as!(
         PaymentClaim,
-        r#"SELECT id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
+        r#"SELECT id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor AS "amount_minor: MinorUnits",
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
-                  review_notes, payment_id, created_at,
-                  reviewed_at, NULL::uuid AS duplicate_of
+                  review_notes, payment_id AS "payment_id: PaymentId", created_at,
+                  reviewed_at, NULL::uuid AS "duplicate_of: ClaimId"
              FROM payment_claims WHERE id = $1 FOR UPDATE"#,
-        id,
+        id as ClaimId,
     )
     .fetch_optional(conn)
     .await
@@ -759,10 +770,10 @@ pub async fn lock_claim(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
 /// or rejected with notes. The claim as it is now.
 pub async fn decide_claim(
     conn: &mut PgConnection,
-    id: Uuid,
+    id: ClaimId,
     status: ClaimStatus,
     review_notes: &str,
-    payment_id: Option<Uuid>,
+    payment_id: Option<PaymentId>,
     duplicate_confirmed: bool,
     by: UserId,
 ) -> sqlx::Result<PaymentClaim> {
@@ -771,14 +782,14 @@ pub async fn decide_claim(
         r#"UPDATE payment_claims SET status = $2, review_notes = $3, payment_id = $4,
                   reviewed_by = $5, reviewed_at = now(), duplicate_confirmed = $6
             WHERE id = $1
-        RETURNING id, org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id, amount_minor,
+        RETURNING id AS "id: ClaimId", org_id AS "org_id: OrgId", NULL::text AS org_name, invoice_id AS "invoice_id: InvoiceId", amount_minor AS "amount_minor: MinorUnits",
                   currency AS "currency: Currency", reference, note, status AS "status: ClaimStatus",
-                  review_notes, payment_id, created_at,
-                  reviewed_at, NULL::uuid AS duplicate_of"#,
-        id,
+                  review_notes, payment_id AS "payment_id: PaymentId", created_at,
+                  reviewed_at, NULL::uuid AS "duplicate_of: ClaimId""#,
+        id as ClaimId,
         status as ClaimStatus,
         review_notes,
-        payment_id,
+        payment_id as Option<PaymentId>,
         by as UserId,
         duplicate_confirmed,
     )
@@ -791,15 +802,16 @@ pub async fn decide_claim(
 pub async fn duplicate_claim(
     conn: &mut PgConnection,
     c: &PaymentClaim,
-) -> sqlx::Result<Option<Uuid>> {
+) -> sqlx::Result<Option<ClaimId>> {
     sqlx::query_scalar!(
-        "SELECT id FROM payment_claims WHERE org_id = $1 AND id <> $2 AND status = 'approved' \
-            AND lower(reference) = lower($3) AND amount_minor = $4 AND currency = $5 \
-          ORDER BY created_at, id LIMIT 1",
+        r#"SELECT id AS "id: ClaimId" FROM payment_claims
+            WHERE org_id = $1 AND id <> $2 AND status = 'approved'
+              AND lower(reference) = lower($3) AND amount_minor = $4 AND currency = $5
+            ORDER BY created_at, id LIMIT 1"#,
         c.org_id as OrgId,
-        c.id,
+        c.id as ClaimId,
         c.reference,
-        c.amount_minor,
+        c.amount_minor as MinorUnits,
         c.currency as Currency,
     )
     .fetch_optional(conn)
@@ -811,7 +823,7 @@ pub async fn duplicate_claim(
 /// A billing run with its counts (read from the invoices it issued).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Run {
-    pub id: Uuid,
+    pub id: RunId,
     pub period: String,
     pub status: String,
     pub organizations: i64,
@@ -830,11 +842,11 @@ pub struct Run {
 }
 
 /// Create the run of `period`, or find it: `(id, created)`.
-pub async fn start_run(pool: &PgPool, period: &str, by: UserId) -> sqlx::Result<(Uuid, bool)> {
+pub async fn start_run(pool: &PgPool, period: &str, by: UserId) -> sqlx::Result<(RunId, bool)> {
     let created = sqlx::query_scalar!(
-        "INSERT INTO billing_runs (id, period, started_by) VALUES ($1, $2, $3) \
-         ON CONFLICT (period) DO NOTHING RETURNING id",
-        Uuid::now_v7(),
+        r#"INSERT INTO billing_runs (id, period, started_by) VALUES ($1, $2, $3)
+           ON CONFLICT (period) DO NOTHING RETURNING id AS "id: RunId""#,
+        RunId::new() as RunId,
         period,
         by as UserId,
     )
@@ -843,16 +855,19 @@ pub async fn start_run(pool: &PgPool, period: &str, by: UserId) -> sqlx::Result<
     if let Some(id) = created {
         return Ok((id, true));
     }
-    let id = sqlx::query_scalar!("SELECT id FROM billing_runs WHERE period = $1", period)
-        .fetch_one(pool)
-        .await?;
+    let id = sqlx::query_scalar!(
+        r#"SELECT id AS "id: RunId" FROM billing_runs WHERE period = $1"#,
+        period
+    )
+    .fetch_one(pool)
+    .await?;
     Ok((id, false))
 }
 
-pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Run>> {
+pub async fn run(pool: &PgPool, id: RunId) -> sqlx::Result<Option<Run>> {
     sqlx::query_as!(
         Run,
-        r#"SELECT r.id, r.period, r.status, r.started_at, r.finished_at,
+        r#"SELECT r.id AS "id: RunId", r.period, r.status, r.started_at, r.finished_at,
                   (SELECT count(DISTINCT org_id) FROM invoices WHERE run_id = r.id) AS "organizations!",
                   (SELECT count(*) FROM invoices WHERE run_id = r.id) AS "invoices!",
                   (SELECT count(*) FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id
@@ -864,7 +879,7 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Run>> {
                                              ORDER BY f.org_id), '[]'::jsonb)
                      FROM billing_run_failures f WHERE f.run_id = r.id) AS "failed!"
              FROM billing_runs r WHERE r.id = $1"#,
-        id,
+        id as RunId,
     )
     .fetch_optional(pool)
     .await
@@ -875,12 +890,13 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Run>> {
 /// `(org, distributor)`, in id order.
 pub async fn lock_run_orgs(
     conn: &mut PgConnection,
-    run: Uuid,
+    run: RunId,
     period: &str,
     max: i64,
-) -> sqlx::Result<Vec<(OrgId, Uuid)>> {
+) -> sqlx::Result<Vec<(OrgId, DistributorId)>> {
     Ok(sqlx::query!(
-        r#"SELECT o.id AS "id: OrgId", o.distributor_id FROM organizations o
+        r#"SELECT o.id AS "id: OrgId", o.distributor_id AS "distributor_id: DistributorId"
+             FROM organizations o
             WHERE o.id IN (SELECT DISTINCT org_id FROM charges
                             WHERE period = $1 AND status = 'pending' AND source = 'usage')
               AND NOT EXISTS (SELECT 1 FROM billing_run_failures f
@@ -888,7 +904,7 @@ pub async fn lock_run_orgs(
             ORDER BY o.id LIMIT $2 FOR NO KEY UPDATE OF o SKIP LOCKED"#,
         period,
         max,
-        run,
+        run as RunId,
     )
     .fetch_all(conn)
     .await?
@@ -906,9 +922,9 @@ pub async fn lock_run_charges(
 ) -> sqlx::Result<Vec<Charge>> {
     sqlx::query_as!(
         Charge,
-        r#"SELECT id, org_id AS "org_id: OrgId", description, brand, qty, unit_minor,
-                  amount_minor, currency AS "currency: Currency", status AS "status: ChargeStatus",
-                  source AS "source: Source", period, invoice_id, created_at
+        r#"SELECT id AS "id: ChargeId", org_id AS "org_id: OrgId", description, brand, qty, unit_minor AS "unit_minor: MinorUnits",
+                  amount_minor AS "amount_minor: MinorUnits", currency AS "currency: Currency", status AS "status: ChargeStatus",
+                  source AS "source: Source", period, invoice_id AS "invoice_id: InvoiceId", created_at
              FROM charges
             WHERE org_id = ANY($2) AND period = $1 AND status = 'pending' AND source = 'usage'
             ORDER BY org_id, currency, created_at, id FOR UPDATE"#,
@@ -923,15 +939,15 @@ pub async fn lock_run_charges(
 /// caller's transaction: the run skips them from now on.
 pub async fn fail_run_orgs(
     conn: &mut PgConnection,
-    run: Uuid,
+    run: RunId,
     orgs: &[(OrgId, String)],
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO billing_run_failures (run_id, org_id, error) \
          SELECT $1, o, e FROM unnest($2::uuid[], $3::text[]) AS f(o, e) \
          ON CONFLICT (run_id, org_id) DO UPDATE SET error = EXCLUDED.error, failed_at = now()",
-        run,
-        &orgs.iter().map(|(o, _)| o.as_uuid()).collect::<Vec<_>>(),
+        run as RunId,
+        &orgs.iter().map(|(o, _)| *o).collect::<Vec<_>>() as &[OrgId],
         &orgs.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>(),
     )
     .execute(conn)
@@ -941,23 +957,26 @@ pub async fn fail_run_orgs(
 
 /// Forget the organizations run `run` failed on, so working it tries them
 /// again.
-pub async fn clear_run_failures(pool: &PgPool, run: Uuid) -> sqlx::Result<()> {
-    sqlx::query!("DELETE FROM billing_run_failures WHERE run_id = $1", run)
-        .execute(pool)
-        .await?;
+pub async fn clear_run_failures(pool: &PgPool, run: RunId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "DELETE FROM billing_run_failures WHERE run_id = $1",
+        run as RunId
+    )
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
 /// Mark the run done once nothing of its period is left to invoice but the
 /// charges of the organizations it failed on.
-pub async fn finish_run(pool: &PgPool, id: Uuid, period: &str) -> sqlx::Result<()> {
+pub async fn finish_run(pool: &PgPool, id: RunId, period: &str) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE billing_runs SET status = 'done', finished_at = now() \
           WHERE id = $1 AND status = 'running' AND NOT EXISTS \
             (SELECT 1 FROM charges c WHERE c.period = $2 AND c.status = 'pending' \
                 AND c.source = 'usage' AND NOT EXISTS \
                   (SELECT 1 FROM billing_run_failures f WHERE f.run_id = $1 AND f.org_id = c.org_id))",
-        id,
+        id as RunId,
         period,
     )
     .execute(pool)
@@ -966,15 +985,15 @@ pub async fn finish_run(pool: &PgPool, id: Uuid, period: &str) -> sqlx::Result<(
 }
 
 /// Runs left running (a replica stopped mid-run): `(id, period)`.
-pub async fn running_runs(pool: &PgPool) -> sqlx::Result<Vec<(Uuid, String)>> {
-    Ok(
-        sqlx::query!("SELECT id, period FROM billing_runs WHERE status = 'running'")
-            .fetch_all(pool)
-            .await?
-            .into_iter()
-            .map(|r| (r.id, r.period))
-            .collect(),
+pub async fn running_runs(pool: &PgPool) -> sqlx::Result<Vec<(RunId, String)>> {
+    Ok(sqlx::query!(
+        r#"SELECT id AS "id: RunId", period FROM billing_runs WHERE status = 'running'"#
     )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.period))
+    .collect())
 }
 
 /// Who a document is from and to, for its preview.
@@ -989,7 +1008,7 @@ pub struct Parties {
     pub bank_swift: String,
 }
 
-pub async fn parties(pool: &PgPool, invoice: Uuid) -> sqlx::Result<Parties> {
+pub async fn parties(pool: &PgPool, invoice: InvoiceId) -> sqlx::Result<Parties> {
     sqlx::query_as!(
         Parties,
         "SELECT o.name AS org_name, d.name AS issuer_name, d.legal_name AS issuer_legal_name, \
@@ -997,7 +1016,7 @@ pub async fn parties(pool: &PgPool, invoice: Uuid) -> sqlx::Result<Parties> {
                 d.bank_swift \
            FROM invoices i JOIN organizations o ON o.id = i.org_id \
            JOIN distributors d ON d.id = i.distributor_id WHERE i.id = $1",
-        invoice,
+        invoice as InvoiceId,
     )
     .fetch_one(pool)
     .await

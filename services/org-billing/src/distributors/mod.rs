@@ -23,7 +23,9 @@ pub mod store;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::{internal::UserByEmail, AuditAction};
-use hub_domain::{catalog, Currency, DistributorId, Email, KycStatus, LegalType, OrgId, UserId};
+use hub_domain::{
+    catalog, Currency, DistributorId, Email, KycStatus, LegalType, MinorUnits, OrgId, UserId,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -54,7 +56,7 @@ pub struct Distributor {
     /// The entity's share of its collected (paid) invoice totals, in percent.
     pub profit_pct: f64,
     /// The wallet currency of the organizations routed to it.
-    pub currency: String,
+    pub currency: Currency,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     pub covers: Vec<String>,
@@ -180,9 +182,18 @@ fn country(v: &str) -> ApiResult<String> {
     Ok(v.to_owned())
 }
 
-fn currency(v: &str) -> ApiResult<String> {
-    catalog::check_currency(v).map_err(ApiError::BadRequest)?;
-    Ok(v.to_owned())
+/// 409 when `given` is not the entity's `fixed` value of `field`.
+fn restated<T: PartialEq + std::fmt::Display>(
+    field: &str,
+    given: Option<&T>,
+    fixed: &T,
+) -> ApiResult<()> {
+    if given.is_some_and(|g| g != fixed) {
+        return Err(ApiError::Conflict(format!(
+            "{field} is fixed once a distributor entity is created (it is {fixed})"
+        )));
+    }
+    Ok(())
 }
 
 /// The optional text fields of an entity, with their limits.
@@ -205,7 +216,7 @@ pub struct Create {
     /// Absent or null: the interface's rule for the country (TRY for TR, EUR
     /// otherwise).
     #[serde(default)]
-    currency: Option<String>,
+    currency: Option<Currency>,
     #[serde(default)]
     tax_id: Option<String>,
     #[serde(default)]
@@ -290,10 +301,9 @@ pub async fn create(
 ) -> ApiResult<HttpResponse> {
     let b = body.into_inner();
     let country = country(&b.country)?;
-    let currency = match b.currency.as_deref() {
-        Some(c) => currency(c)?,
-        None => Currency::default_for_country(&country).as_str().to_owned(),
-    };
+    let currency = b
+        .currency
+        .unwrap_or_else(|| Currency::default_for_country(&country));
     let f = fields(
         Some(b.name.as_str()),
         Some(b.legal_name.as_str()),
@@ -315,7 +325,7 @@ pub async fn create(
         name: f.name.as_deref().unwrap_or_default(),
         country: &country,
         legal_name: f.legal_name.as_deref().unwrap_or_default(),
-        currency: &currency,
+        currency,
         tax_id: f.text(0).unwrap_or_default(),
         address: f.text(1).unwrap_or_default(),
         bank_name: f.text(2).unwrap_or_default(),
@@ -363,7 +373,7 @@ pub struct Patch {
     profit_pct: Option<f64>,
     /// Fixed once created: accepted only when equal to the entity's.
     country: Option<String>,
-    currency: Option<String>,
+    currency: Option<Currency>,
 }
 
 /// What changed from `before` to `after`: the fields' names, and profit_pct's
@@ -420,7 +430,6 @@ pub async fn update(
     let p: Patch = serde_json::from_value(serde_json::Value::Object(body))
         .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))?;
     let given_country = p.country.as_deref().map(country).transpose()?;
-    let given_currency = p.currency.as_deref().map(currency).transpose()?;
     let f = fields(
         p.name.as_deref(),
         p.legal_name.as_deref(),
@@ -438,16 +447,8 @@ pub async fn update(
     )?;
     let mut tx = state.pool.begin().await?;
     let (fixed_country, fixed_currency) = store::lock(&mut tx, id).await?;
-    for (field, given, fixed) in [
-        ("country", &given_country, &fixed_country),
-        ("currency", &given_currency, &fixed_currency),
-    ] {
-        if given.as_ref().is_some_and(|g| g != fixed) {
-            return Err(ApiError::Conflict(format!(
-                "{field} is fixed once a distributor entity is created (it is {fixed})"
-            )));
-        }
-    }
+    restated("country", given_country.as_ref(), &fixed_country)?;
+    restated("currency", p.currency.as_ref(), &fixed_currency)?;
     let before = store::one(&mut tx, id).await?.ok_or(ApiError::NotFound)?;
     store::update(&mut tx, id, &f.change()).await?;
     let after = store::one(&mut tx, id).await?.ok_or(ApiError::NotFound)?;
@@ -660,17 +661,19 @@ fn parse_month(s: &str) -> ApiResult<Date> {
 
 #[derive(Serialize)]
 struct CurrencyReport {
-    currency: String,
+    currency: Currency,
     paid_invoices: i64,
-    paid_total_minor: i64,
-    share_minor: i64,
+    paid_total_minor: MinorUnits,
+    share_minor: MinorUnits,
 }
 
 /// floor(total * hundredths / 10000): the share of `total` at `hundredths`
 /// hundredths of a percent.
-fn share(total: i64, hundredths: i64) -> ApiResult<i64> {
-    let s = (i128::from(total) * i128::from(hundredths)).div_euclid(10_000);
-    i64::try_from(s).map_err(|_| ApiError::internal(anyhow::anyhow!("share overflows: {s}")))
+fn share(total: MinorUnits, hundredths: i64) -> ApiResult<MinorUnits> {
+    let s = (i128::from(total.0) * i128::from(hundredths)).div_euclid(10_000);
+    i64::try_from(s)
+        .map(MinorUnits)
+        .map_err(|_| ApiError::internal(anyhow::anyhow!("share overflows: {s}")))
 }
 
 /// GET /v1/distributors/{id}/report?month=YYYY-MM (staff, or an observer of
@@ -749,9 +752,10 @@ mod tests {
 
     #[test]
     fn the_share_is_floored() {
-        assert_eq!(share(999, 1250).ok(), Some(124)); // 124.875
-        assert_eq!(share(100_000, 3333).ok(), Some(33_330));
-        assert_eq!(share(i64::MAX, 10000).ok(), Some(i64::MAX));
-        assert_eq!(share(7, 0).ok(), Some(0));
+        let share = |t, h| share(MinorUnits(t), h).ok().map(|s| s.0);
+        assert_eq!(share(999, 1250), Some(124)); // 124.875
+        assert_eq!(share(100_000, 3333), Some(33_330));
+        assert_eq!(share(i64::MAX, 10000), Some(i64::MAX));
+        assert_eq!(share(7, 0), Some(0));
     }
 }

@@ -4,11 +4,10 @@
 //! connection (or a transaction): the handler decides the transaction's bounds.
 
 use super::{Distributor, OrgRow, StaffMember};
-use hub_domain::{DistributorId, KycStatus, LegalType, OrgId, UserId};
+use hub_domain::{Currency, DistributorId, KycStatus, LegalType, MinorUnits, OrgId, UserId};
 use service_kit::{ApiError, ApiResult, OnConstraint};
 use sqlx::PgConnection;
-use time::{Date, OffsetDateTime};
-use uuid::Uuid;
+use time::Date;
 
 /// The entities `id` names (every one when None) that `observer` observes
 /// (no filter when None), oldest first, each with the countries routed to it.
@@ -21,7 +20,7 @@ pub async fn select(
         Distributor,
         r#"SELECT d.id AS "id: DistributorId", d.name, d.country::text AS "country!", d.legal_name, d.tax_id, d.address,
                   d.bank_name, d.bank_iban, d.bank_swift, d.contact_phone, d.contact_email, d.notes,
-                  d.profit_pct::float8 AS "profit_pct!", d.currency, d.created_at,
+                  d.profit_pct::float8 AS "profit_pct!", d.currency AS "currency: Currency", d.created_at,
                   ARRAY(SELECT c.country::text FROM distributor_coverage c
                          WHERE c.distributor_id = d.id ORDER BY c.country) AS "covers!"
              FROM distributors d
@@ -30,7 +29,7 @@ pub async fn select(
                    (SELECT s.distributor_id FROM distributor_staff s WHERE s.user_id = $2))
             ORDER BY d.created_at, d.id"#,
         id as Option<DistributorId>,
-        observer.map(|u| u.as_uuid()),
+        observer as Option<UserId>,
     )
     .fetch_all(conn)
     .await
@@ -65,7 +64,7 @@ pub struct NewDistributor<'a> {
     pub name: &'a str,
     pub country: &'a str,
     pub legal_name: &'a str,
-    pub currency: &'a str,
+    pub currency: Currency,
     pub tax_id: &'a str,
     pub address: &'a str,
     pub bank_name: &'a str,
@@ -87,7 +86,7 @@ pub async fn insert(conn: &mut PgConnection, d: &NewDistributor<'_>) -> sqlx::Re
         d.name,
         d.country,
         d.legal_name,
-        d.currency,
+        d.currency as Currency,
         d.tax_id,
         d.address,
         d.bank_name,
@@ -123,9 +122,10 @@ pub async fn cover_if_uncovered(
 
 /// The entity's fixed fields (country, currency), its row locked until the
 /// transaction ends; 404 when it does not exist.
-pub async fn lock(conn: &mut PgConnection, id: DistributorId) -> ApiResult<(String, String)> {
+pub async fn lock(conn: &mut PgConnection, id: DistributorId) -> ApiResult<(String, Currency)> {
     let r = sqlx::query!(
-        r#"SELECT country::text AS "country!", currency FROM distributors WHERE id = $1 FOR UPDATE"#,
+        r#"SELECT country::text AS "country!", currency AS "currency: Currency"
+             FROM distributors WHERE id = $1 FOR UPDATE"#,
         id as DistributorId,
     )
     .fetch_optional(conn)
@@ -241,7 +241,7 @@ pub async fn remove_staff(
 pub async fn organizations(
     conn: &mut PgConnection,
     id: DistributorId,
-    after: Option<(OffsetDateTime, Uuid)>,
+    after: Option<service_kit::page::After>,
     limit: i64,
 ) -> sqlx::Result<Vec<OrgRow>> {
     let (at, after_id) = after.unzip();
@@ -266,9 +266,9 @@ pub async fn organizations(
 
 /// One currency's paid invoices of a month.
 pub struct Paid {
-    pub currency: String,
+    pub currency: Currency,
     pub invoices: i64,
-    pub total_minor: i64,
+    pub total_minor: MinorUnits,
 }
 
 /// Per currency, the entity's invoices (kind `invoice`, not void) paid in
@@ -280,7 +280,8 @@ pub async fn paid_in_month(
 ) -> sqlx::Result<Vec<Paid>> {
     sqlx::query_as!(
         Paid,
-        r#"SELECT currency, count(*) AS "invoices!", sum(total_minor)::bigint AS "total_minor!"
+        r#"SELECT currency AS "currency: Currency", count(*) AS "invoices!",
+                  sum(total_minor)::bigint AS "total_minor!: MinorUnits"
              FROM invoices
             WHERE distributor_id = $1 AND kind = 'invoice' AND voided_at IS NULL
               AND paid_at >= ($2::date)::timestamp AT TIME ZONE 'UTC'

@@ -12,7 +12,7 @@ pub use model::Organization;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::OrgCreated;
-use hub_domain::{Capability, CountryCode, LegalType, OrgId};
+use hub_domain::{Capability, CountryCode, Currency, DistributorId, LegalType, MinorUnits, OrgId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -21,7 +21,6 @@ use service_kit::{
 };
 use sqlx::PgConnection;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 pub const NAME_MAX: usize = 200;
 
@@ -61,12 +60,12 @@ pub async fn create(
             legal_type,
             country,
             distributor_id: currency.0,
-            currency: &currency.1,
+            currency: currency.1,
             creator: caller.user_id(),
         },
     )
     .await?;
-    announce_created(&state, &mut tx, &caller, org_id, name, country, &currency.1).await?;
+    announce_created(&state, &mut tx, &caller, org_id, name, country, currency.1).await?;
     let org = store::one(&mut tx, org_id).await?;
     state.outbox.commit(tx).await?;
     state.make_creator_owner(&caller, org_id).await;
@@ -98,7 +97,7 @@ async fn within_quota_and_routed(
     tx: &mut PgConnection,
     caller: &Caller,
     country: CountryCode,
-) -> ApiResult<(Uuid, String)> {
+) -> ApiResult<(DistributorId, Currency)> {
     store::lock_creations_of(&mut *tx, caller.user_id()).await?;
     let quota = state.orgs.max_created_per_day;
     if store::created_today(&mut *tx, caller.user_id()).await? >= quota {
@@ -120,7 +119,7 @@ async fn announce_created(
     org_id: OrgId,
     name: &str,
     country: CountryCode,
-    currency: &str,
+    currency: Currency,
 ) -> ApiResult<()> {
     outbox::enqueue(
         &mut *tx,
@@ -171,8 +170,8 @@ struct Detail {
     status: hub_domain::OrgStatus,
     members: i64,
     assets: i64,
-    wallet_currency: Option<String>,
-    wallet_balance_minor: Option<i64>,
+    wallet_currency: Option<Currency>,
+    wallet_balance_minor: Option<MinorUnits>,
     tokens: i64,
     legal_name: String,
     tax_id: String,
@@ -275,7 +274,7 @@ pub async fn lookup(
     if q.is_empty() || q.chars().count() > 200 {
         return Err(ApiError::bad_request("q must be 1 to 200 characters"));
     }
-    let id = uuid::Uuid::parse_str(q).ok();
+    let id = q.parse::<OrgId>().ok();
     let pattern = format!(
         "{}%",
         q.to_lowercase()

@@ -1,9 +1,8 @@
 //! An organization as the API shows it, and with its status as staff see it.
 
-use hub_domain::{KycStatus, LegalType, OrgId, OrgStatus};
+use hub_domain::{DistributorId, KycStatus, LegalType, OrgId, OrgStatus};
 use serde::Serialize;
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 /// The spec's Organization.
 #[derive(Serialize)]
@@ -12,7 +11,7 @@ pub struct Organization {
     pub name: String,
     pub legal_type: LegalType,
     pub country: String,
-    pub distributor_entity_id: Uuid,
+    pub distributor_entity_id: DistributorId,
     pub distributor_entity: String,
     pub kyc_status: KycStatus,
     pub kyc_tier: i32,

@@ -5,16 +5,18 @@
 
 use super::model::{Organization, WithStatus};
 use event_contracts::views::FoundOrganization;
-use hub_domain::{CountryCode, Currency, KycStatus, LegalType, OrgId, OrgStatus, UserId};
+use hub_domain::{
+    CountryCode, Currency, DistributorId, KycStatus, LegalType, MinorUnits, OrgId, OrgStatus,
+    UserId,
+};
 use service_kit::{ApiError, ApiResult};
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
 // The Organization columns are written out in each query (`o` organizations,
 // `d` its distributor): `o.id AS "id: OrgId", o.name,
 // o.legal_type AS "legal_type: LegalType", o.country::text AS "country!",
-// o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+// o.distributor_id AS "distributor_entity_id: DistributorId", d.name AS distributor_entity,
 // o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier`. The text-backed enums
 // decode straight into the domain types (a value outside one is an error).
 
@@ -96,10 +98,11 @@ pub async fn created_today(conn: &mut PgConnection, user: UserId) -> sqlx::Resul
 pub async fn route(
     conn: &mut PgConnection,
     country: CountryCode,
-) -> sqlx::Result<Option<(Uuid, String)>> {
+) -> sqlx::Result<Option<(DistributorId, Currency)>> {
     Ok(sqlx::query!(
-        "SELECT d.id, d.currency FROM distributor_coverage c JOIN distributors d ON d.id = c.distributor_id \
-         WHERE c.country = $1",
+        r#"SELECT d.id AS "id: DistributorId", d.currency AS "currency: Currency"
+             FROM distributor_coverage c JOIN distributors d ON d.id = c.distributor_id
+            WHERE c.country = $1"#,
         country.as_str(),
     )
     .fetch_optional(conn)
@@ -113,8 +116,8 @@ pub struct NewOrg<'a> {
     pub name: &'a str,
     pub legal_type: LegalType,
     pub country: CountryCode,
-    pub distributor_id: Uuid,
-    pub currency: &'a str,
+    pub distributor_id: DistributorId,
+    pub currency: Currency,
     pub creator: UserId,
 }
 
@@ -128,7 +131,7 @@ pub async fn insert(conn: &mut PgConnection, o: &NewOrg<'_>) -> sqlx::Result<()>
         o.name,
         o.legal_type as LegalType,
         o.country.as_str(),
-        o.distributor_id,
+        o.distributor_id as DistributorId,
         o.creator as UserId,
     )
     .execute(&mut *conn)
@@ -136,7 +139,7 @@ pub async fn insert(conn: &mut PgConnection, o: &NewOrg<'_>) -> sqlx::Result<()>
     sqlx::query!(
         "INSERT INTO wallets (org_id, currency) VALUES ($1, $2)",
         o.id as OrgId,
-        o.currency,
+        o.currency as Currency,
     )
     .execute(&mut *conn)
     .await?;
@@ -162,7 +165,7 @@ pub async fn one(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<Organiz
         Organization,
         r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
                   o.country::text AS "country!",
-                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.distributor_id AS "distributor_entity_id: DistributorId", d.name AS distributor_entity,
                   o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier
              FROM organizations o JOIN distributors d ON d.id = o.distributor_id
             WHERE o.id = $1"#,
@@ -178,7 +181,7 @@ pub async fn of_member(pool: &PgPool, user: UserId) -> sqlx::Result<Vec<Organiza
         Organization,
         r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
                   o.country::text AS "country!",
-                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.distributor_id AS "distributor_entity_id: DistributorId", d.name AS distributor_entity,
                   o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier
              FROM organizations o JOIN distributors d ON d.id = o.distributor_id
             WHERE o.id IN (SELECT org_id FROM org_members WHERE user_id = $1)
@@ -195,7 +198,7 @@ pub async fn by_ids(pool: &PgPool, ids: &[OrgId]) -> sqlx::Result<Vec<Organizati
         Organization,
         r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
                   o.country::text AS "country!",
-                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.distributor_id AS "distributor_entity_id: DistributorId", d.name AS distributor_entity,
                   o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier
              FROM organizations o JOIN distributors d ON d.id = o.distributor_id
             WHERE o.id = ANY($1) ORDER BY o.created_at, o.id"#,
@@ -211,15 +214,15 @@ pub struct DetailRow {
     pub name: String,
     pub legal_type: LegalType,
     pub country: String,
-    pub distributor_entity_id: Uuid,
+    pub distributor_entity_id: DistributorId,
     pub distributor_entity: String,
     pub kyc_status: KycStatus,
     pub kyc_tier: i32,
     pub status: OrgStatus,
     pub members: i64,
     pub assets: i64,
-    pub wallet_currency: String,
-    pub wallet_balance_minor: i64,
+    pub wallet_currency: Currency,
+    pub wallet_balance_minor: MinorUnits,
     pub tokens: i64,
     /// Sealed (crate::kyc); NULL until verified.
     pub legal_identity: Option<Vec<u8>>,
@@ -232,10 +235,11 @@ pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailR
         DetailRow,
         r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
                   o.country::text AS "country!",
-                  o.distributor_id AS distributor_entity_id, d.name AS distributor_entity,
+                  o.distributor_id AS "distributor_entity_id: DistributorId", d.name AS distributor_entity,
                   o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier,
                   o.status AS "status: OrgStatus", o.legal_identity, o.kyc_locked, o.kyc_verified_at,
-                  w.currency AS wallet_currency, w.balance_minor AS wallet_balance_minor,
+                  w.currency AS "wallet_currency: Currency",
+                  w.balance_minor AS "wallet_balance_minor: MinorUnits",
                   t.balance AS tokens,
                   (SELECT count(*) FROM org_members m WHERE m.org_id = o.id) AS "members!",
                   (SELECT count(*) FROM org_assets a WHERE a.org_id = o.id) AS "assets!"
@@ -305,7 +309,7 @@ pub async fn profile(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<Profil
 }
 
 /// The organization with id `id` (with its wallet's currency), if any.
-pub async fn find_by_id(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<FoundOrganization>> {
+pub async fn find_by_id(pool: &PgPool, id: OrgId) -> sqlx::Result<Vec<FoundOrganization>> {
     sqlx::query_as!(
         FoundOrganization,
         r#"SELECT o.id AS "id: OrgId", o.name, o.legal_type AS "legal_type: LegalType",
@@ -314,7 +318,7 @@ pub async fn find_by_id(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<FoundOrgani
                   w.currency AS "wallet_currency?: Currency"
              FROM organizations o LEFT JOIN wallets w ON w.org_id = o.id
             WHERE o.id = $1"#,
-        id,
+        id as OrgId,
     )
     .fetch_all(pool)
     .await
