@@ -3,6 +3,7 @@
 //! in Postgres, a delivery log, secret rotation, manual redelivery and the
 //! SSRF guard ([`ssrf`]). Owns the Postgres schema `webhook_dispatcher`.
 
+mod attempts;
 pub mod fanout;
 mod orgs;
 mod routes;
