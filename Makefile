@@ -25,6 +25,7 @@ build:
 # Every list of the services agrees with crates/stack's SERVICES (scripts/services_check.py).
 lint: deps
 	cargo fmt --all -- --check
+	scripts/module_cycles.py --self-test
 	scripts/module_cycles.py
 	scripts/settings_doc.py --check
 	scripts/openapi_check.sh

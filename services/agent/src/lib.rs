@@ -59,46 +59,47 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 /// Config in, running server out: migrate, connect, consume activity, run
 /// the nightly curation, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
-    let cancel = rt.cancel.clone();
-    let mut f = Foundation::start(
-        Parts {
-            name: "agent",
-            audience: SERVICE,
-            schema: SCHEMA,
-            migrator: &MIGRATOR,
-            database: &settings.database,
-            nats: &settings.nats,
-            assertion: &settings.assertion,
-            relay: settings.jobs.clone(),
-        },
-        &rt,
-    )
-    .await?;
-    let pool = f.pool.clone();
+    let mut f = Foundation::start(parts(&settings), &rt).await?;
     let (journal, journal_tasks) = journal::Journal::spawn(
-        pool.clone(),
+        f.pool.clone(),
         settings.agent.journal_writers,
         settings.agent.journal_batch,
-        cancel.clone(),
+        rt.cancel.clone(),
         f.metrics.commits(),
     );
     f.tasks.extend(journal_tasks);
-    let state = web::Data::new(state::AppState {
-        pool: pool.clone(),
+    let state = web::Data::new(app_state(&settings, &f, &rt, journal)?);
+    f.tasks.push(consume_activity(&settings, &f, &rt));
+    f.tasks.push(spawn_curation(&settings, &state, &rt));
+    f.serve(&settings.http, state, configure)
+}
+
+/// What the kit's foundation (database, NATS, relay, assertions) needs.
+fn parts(settings: &Settings) -> Parts<'_> {
+    Parts {
+        name: "agent",
+        audience: SERVICE,
+        schema: SCHEMA,
+        migrator: &MIGRATOR,
+        database: &settings.database,
+        nats: &settings.nats,
+        assertion: &settings.assertion,
+        relay: settings.jobs.clone(),
+    }
+}
+
+fn app_state(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+    journal: journal::Journal,
+) -> anyhow::Result<state::AppState> {
+    Ok(state::AppState {
+        pool: f.pool.clone(),
         outbox: f.outbox.clone(),
         naming: settings.nats.naming(),
         journal,
-        peers: state::Peers {
-            identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
-            org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing, &settings.tls)?,
-            kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
-            server_product: Peer::new(
-                SERVICE,
-                "server_product",
-                &settings.server_product,
-                &settings.tls,
-            )?,
-        },
+        peers: peers(settings)?,
         model: settings.model.clone(),
         agent: settings.agent.clone(),
         curation: settings.curation.clone(),
@@ -110,34 +111,63 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
             .connect_timeout(Duration::from_secs(3))
             .build()?,
         clock: rt.clock.clone(),
-        attempt_lease: staged::attempt_lease(&settings),
+        attempt_lease: staged::attempt_lease(settings),
         model_metrics: metrics::ModelMetrics::new(&f.metrics),
-    });
-    let activity_pool = pool.clone();
-    f.tasks
-        .push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
-            f.js.clone(),
-            settings.nats.clone(),
-            ACTIVITY_CONSUMER,
-            256,
-            Duration::from_millis(20),
-            cancel.clone(),
-            move |envs| {
-                let pool = activity_pool.clone();
-                async move { memory::store_activity(&pool, envs).await }
-            },
-        ));
+    })
+}
+
+/// The services the operations call, as the caller.
+fn peers(settings: &Settings) -> anyhow::Result<state::Peers> {
+    Ok(state::Peers {
+        identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
+        org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing, &settings.tls)?,
+        kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
+        server_product: Peer::new(
+            SERVICE,
+            "server_product",
+            &settings.server_product,
+            &settings.tls,
+        )?,
+    })
+}
+
+/// Every service's audit events, kept as the users' activity (memory).
+fn consume_activity(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
+    let pool = f.pool.clone();
+    nats::spawn_batch_consumer::<AuditRecorded, _, _>(
+        f.js.clone(),
+        settings.nats.clone(),
+        ACTIVITY_CONSUMER,
+        256,
+        Duration::from_millis(20),
+        rt.cancel.clone(),
+        move |envs| {
+            let pool = pool.clone();
+            async move { memory::store_activity(&pool, envs).await }
+        },
+    )
+}
+
+/// The memory curation, every `curation.interval_secs`.
+fn spawn_curation(
+    settings: &Settings,
+    state: &web::Data<state::AppState>,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
     let nightly = state.clone();
-    f.tasks.push(service_kit::shutdown::spawn_periodic(
+    service_kit::shutdown::spawn_periodic(
         "agent-curation",
         Duration::from_secs(settings.curation.interval_secs),
-        cancel.clone(),
+        rt.cancel.clone(),
         move || {
             let state = nightly.clone();
             async move { memory::scheduled_pass(&state).await }
         },
-    ));
-    f.serve(&settings.http, state, configure)
+    )
 }
 
 /// The agent, described once: its binary, the one-process stack and the test

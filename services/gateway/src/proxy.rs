@@ -335,6 +335,13 @@ async fn read_body(mut payload: web::Payload, limit: usize) -> Result<Bytes, Htt
     Ok(buf.freeze())
 }
 
+/// A step's refusal: the response to answer with instead of going on (boxed:
+/// an `HttpResponse` is large and the steps return it only to stop).
+type Refusal = Box<HttpResponse>;
+
+/// The catch-all handler: every step below either hands on what the next one
+/// needs or is the answer (a refusal, the cached `/v1/auth/me`, or the
+/// service's response).
 pub async fn handle(
     req: HttpRequest,
     payload: web::Payload,
@@ -342,87 +349,158 @@ pub async fn handle(
     host: web::Data<HostKind>,
     client: web::Data<reqwest::Client>,
 ) -> HttpResponse {
+    proxy(&req, payload, &gw, host.product, &client)
+        .await
+        .unwrap_or_else(|refused| *refused)
+}
+
+/// Route, resolve the caller, sign, forward: [`handle`]'s steps in order.
+async fn proxy(
+    req: &HttpRequest,
+    payload: web::Payload,
+    gw: &Gateway,
+    product_host: bool,
+    client: &reqwest::Client,
+) -> Result<HttpResponse, Refusal> {
     let method = req.method().clone();
+    let target = route(req, gw, product_host)?;
+    let (service, path) = (target.service, target.path);
+    let request_id = request_id(req);
+    let client_addr = client_addr(req, gw);
+    check_content_length(req, gw.max_body_bytes)?;
+    let resolved = caller(req, gw, client, path, client_addr, &request_id).await?;
+    if let Some(answer) = auth_me_from_cache(req, path, resolved.as_deref()) {
+        return Ok(answer);
+    }
+    let (Some(base), Some(minter)) = (gw.upstream(service), gw.minters.get(service)) else {
+        return Err(json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available").into());
+    };
+    let body = read_body(payload, gw.max_body_bytes).await?;
+    let mut headers = forwarded_headers(req);
+    let url = forward_url(base, path, req.query_string())?;
+    let idempotency_key = idempotency_key(req)?;
+    let facts = RequestFacts {
+        method: method.as_str(),
+        path_and_query: &path_and_query(&url),
+        body: &body,
+        idempotency_key,
+        ip: &client_addr.map(|i| i.to_string()).unwrap_or_default(),
+        request_id: &request_id,
+        deadline_ms: Some(deadline_ms(gw.upstream_timeout)),
+    };
+    sign(gw, minter, resolved.as_deref(), &url, &facts, &mut headers);
+    let resp = forward(client, gw, service, &method, url, headers, body).await?;
+    Ok(answer(gw, service, resp).await)
+}
+
+/// Canonical path, route and method: the target service and the path to
+/// forward, or the refusal (400, 404, 405).
+fn route<'a>(
+    req: &'a HttpRequest,
+    gw: &'a Gateway,
+    product_host: bool,
+) -> Result<routing::Target<'a>, Refusal> {
     // A path the gateway serves itself (the probes), with another method.
-    if let Some(resp) = service_kit::methods::not_allowed(&req) {
-        return resp;
+    if let Some(resp) = service_kit::methods::not_allowed(req) {
+        return Err(resp.into());
     }
     // One spelling of the path before anything reads it (routing included).
     if let Err(e) = service_kit::path::check(req.path()) {
-        return json_error(StatusCode::BAD_REQUEST, e.message());
+        return Err(json_error(StatusCode::BAD_REQUEST, e.message()).into());
     }
-    let Some(target) = gw.router.route(host.product, req.path()) else {
-        return json_error(StatusCode::NOT_FOUND, "no such route");
+    let Some(target) = gw.router.route(product_host, req.path()) else {
+        return Err(json_error(StatusCode::NOT_FOUND, "no such route").into());
     };
-    let (service, path) = (target.service, target.path);
-    if let Some(name) = hub_domain::ServiceName::parse(service) {
+    if let Some(name) = hub_domain::ServiceName::parse(target.service) {
         req.extensions_mut()
             .insert(service_kit::http::RouteLabel(name.as_str()));
     }
     // Only the methods the route forwards, before anything else reads the
     // request (the credential check included: public paths too).
-    if !target.methods.serves(&method) {
-        return method_not_allowed(target.methods);
+    if !target.methods.serves(req.method()) {
+        return Err(method_not_allowed(target.methods).into());
     }
-    let request_id = req
-        .extensions()
+    Ok(target)
+}
+
+/// The request's id (set by the request-id middleware), or a new one.
+fn request_id(req: &HttpRequest) -> String {
+    req.extensions()
         .get::<RequestId>()
         .map(|r| r.0.clone())
-        .unwrap_or_else(|| Uuid::new_v4().to_string());
+        .unwrap_or_else(|| Uuid::new_v4().to_string())
+}
+
+/// The client's address, through the trusted proxies' `X-Forwarded-For`.
+fn client_addr(req: &HttpRequest, gw: &Gateway) -> Option<IpAddr> {
     let forwarded: Vec<&str> = req
         .headers()
         .get_all("x-forwarded-for")
         .filter_map(|v| v.to_str().ok())
         .collect();
-    let client_addr = gw
-        .trusted
-        .client_addr(req.peer_addr().map(|a| a.ip()), &forwarded);
+    gw.trusted
+        .client_addr(req.peer_addr().map(|a| a.ip()), &forwarded)
+}
 
+/// 413 when the declared body is over the limit (before reading any of it).
+fn check_content_length(req: &HttpRequest, max: usize) -> Result<(), Refusal> {
     if let Some(len) = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
     {
-        if len > gw.max_body_bytes {
-            return json_error(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
+        if len > max {
+            return Err(json_error(StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into());
         }
     }
+    Ok(())
+}
 
-    // Public endpoints pass without a token; everything else needs one.
-    let resolved = if gw.router.is_public(method.as_str(), path) {
-        None
-    } else {
-        let token = match bearer(&req) {
-            Ok(t) => t,
-            Err(m) => return json_error(StatusCode::UNAUTHORIZED, m),
-        };
-        match gw.resolve(&client, token, client_addr, &request_id).await {
-            Ok(r) => Some(r),
-            Err(ResolveError::Unauthorized(m)) => return json_error(StatusCode::UNAUTHORIZED, m),
-            Err(ResolveError::Unavailable) => return unreachable_identity(),
-        }
-    };
-
-    // The hottest path of the platform is answered here, from the cache.
-    if method == actix_web::http::Method::GET && path == "/v1/auth/me" {
-        if let Some(r) = &resolved {
-            req.extensions_mut()
-                .insert(service_kit::http::RouteLabel("/v1/auth/me"));
-            return HttpResponse::Ok()
-                .content_type("application/json")
-                .body(r.body.clone());
-        }
+/// The caller: none on public endpoints; everything else needs a bearer that
+/// resolves (401 otherwise, 503 when identity cannot say).
+async fn caller(
+    req: &HttpRequest,
+    gw: &Gateway,
+    client: &reqwest::Client,
+    path: &str,
+    client_addr: Option<IpAddr>,
+    request_id: &str,
+) -> Result<Option<Arc<Resolved>>, Refusal> {
+    if gw.router.is_public(req.method().as_str(), path) {
+        return Ok(None);
     }
+    let token = bearer(req).map_err(|m| json_error(StatusCode::UNAUTHORIZED, m))?;
+    match gw.resolve(client, token, client_addr, request_id).await {
+        Ok(r) => Ok(Some(r)),
+        Err(ResolveError::Unauthorized(m)) => Err(json_error(StatusCode::UNAUTHORIZED, m).into()),
+        Err(ResolveError::Unavailable) => Err(unreachable_identity().into()),
+    }
+}
 
-    let (Some(base), Some(minter)) = (gw.upstream(service), gw.minters.get(service)) else {
-        return json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available");
-    };
-    let body = match read_body(payload, gw.max_body_bytes).await {
-        Ok(b) => b,
-        Err(resp) => return resp,
-    };
+/// The hottest path of the platform, answered here from the cache: `GET
+/// /v1/auth/me` with a resolved caller.
+fn auth_me_from_cache(
+    req: &HttpRequest,
+    path: &str,
+    resolved: Option<&Resolved>,
+) -> Option<HttpResponse> {
+    if req.method() != actix_web::http::Method::GET || path != "/v1/auth/me" {
+        return None;
+    }
+    let r = resolved?;
+    req.extensions_mut()
+        .insert(service_kit::http::RouteLabel("/v1/auth/me"));
+    Some(
+        HttpResponse::Ok()
+            .content_type("application/json")
+            .body(r.body.clone()),
+    )
+}
 
+/// The client's headers to forward: hop-by-hop, credential and reserved ones
+/// dropped, the trace context the gateway's own.
+fn forwarded_headers(req: &HttpRequest) -> reqwest::header::HeaderMap {
     let mut headers = reqwest::header::HeaderMap::with_capacity(req.headers().len() + 4);
     // With tracing on, the service's span is a child of the gateway's (itself
     // the client's child when one came): the client's own context stays here.
@@ -443,30 +521,59 @@ pub async fn handle(
         }
     }
     headers.extend(context);
-    // The URL as it will be sent: its path is the routed path byte for byte
-    // (else 400), its query as the parser normalized it; the assertion binds
-    // exactly what the service will receive.
-    let url = match routing::forward_url(base, path, req.query_string()) {
-        Ok(url) => url,
-        Err(e) => return json_error(StatusCode::BAD_REQUEST, e.message()),
-    };
-    let path_and_query = match url.query() {
+    headers
+}
+
+/// The URL as it will be sent: its path is the routed path byte for byte
+/// (else 400), its query as the parser normalized it; the assertion binds
+/// exactly what the service will receive.
+fn forward_url(base: &str, path: &str, query: &str) -> Result<reqwest::Url, Refusal> {
+    routing::forward_url(base, path, query)
+        .map_err(|e| json_error(StatusCode::BAD_REQUEST, e.message()).into())
+}
+
+/// When the gateway stops waiting (unix milliseconds): it answers 504 then,
+/// so services start nothing they could not finish before it (the wallet
+/// writer, for one).
+fn deadline_ms(upstream_timeout: Duration) -> i64 {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+        + upstream_timeout.as_millis() as i64
+}
+
+/// `url`'s path and query, as the assertion names them.
+fn path_and_query(url: &reqwest::Url) -> String {
+    match url.query() {
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_owned(),
-    };
-    let idempotency_key = match req.headers().get(assertion::IDEMPOTENCY_HEADER) {
-        None => None,
-        Some(v) => match v.to_str() {
-            Ok(v) => Some(v),
-            Err(_) => {
-                return json_error(
-                    StatusCode::BAD_REQUEST,
-                    "Idempotency-Key must be visible ASCII",
-                )
-            }
-        },
-    };
-    let (identity, truncated) = match &resolved {
+    }
+}
+
+/// The `Idempotency-Key`, if any (400 unless visible ASCII).
+fn idempotency_key(req: &HttpRequest) -> Result<Option<&str>, Refusal> {
+    match req.headers().get(assertion::IDEMPOTENCY_HEADER) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            json_error(
+                StatusCode::BAD_REQUEST,
+                "Idempotency-Key must be visible ASCII",
+            )
+            .into()
+        }),
+    }
+}
+
+/// Sign the assertion for the request `facts` describe (the caller's identity
+/// bounded to the memberships an assertion carries) and add it, its
+/// signature and the request id to `headers`.
+fn sign(
+    gw: &Gateway,
+    minter: &Minter,
+    resolved: Option<&Resolved>,
+    url: &reqwest::Url,
+    facts: &RequestFacts<'_>,
+    headers: &mut reqwest::header::HeaderMap,
+) {
+    let (identity, truncated) = match resolved {
         Some(r) => {
             let (i, t) = bounded_identity(
                 &r.identity,
@@ -478,36 +585,31 @@ pub async fn handle(
         }
         None => (None, false),
     };
-    let (a, sig) = minter.sign(
-        identity,
-        resolved.as_ref().map(|r| r.credential),
-        truncated,
-        &RequestFacts {
-            method: method.as_str(),
-            path_and_query: &path_and_query,
-            body: &body,
-            idempotency_key,
-            ip: &client_addr.map(|i| i.to_string()).unwrap_or_default(),
-            request_id: &request_id,
-            // The gateway answers 504 then: services start nothing they could
-            // not finish before it (the wallet writer, for one).
-            deadline_ms: Some(
-                (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
-                    + gw.upstream_timeout.as_millis() as i64,
-            ),
-        },
-    );
+    let (a, sig) = minter.sign(identity, resolved.map(|r| r.credential), truncated, facts);
     for (n, v) in [
         (assertion::ASSERTION_HEADER, a.as_str()),
         (assertion::SIGNATURE_HEADER, sig.as_str()),
-        (service_kit::http::REQUEST_ID_HEADER, request_id.as_str()),
+        (service_kit::http::REQUEST_ID_HEADER, facts.request_id),
     ] {
         if let Ok(v) = reqwest::header::HeaderValue::from_str(v) {
             headers.insert(n, v);
         }
     }
+}
+
+/// Send the request to the service: its response, or 504 when it timed out,
+/// 503 when it could not be reached.
+async fn forward(
+    client: &reqwest::Client,
+    gw: &Gateway,
+    service: &str,
+    method: &actix_web::http::Method,
+    url: reqwest::Url,
+    headers: reqwest::header::HeaderMap,
+    body: Bytes,
+) -> Result<reqwest::Response, Refusal> {
     let Ok(m) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
-        return json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+        return Err(json_error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed").into());
     };
     let sent = client
         .request(m, url)
@@ -516,17 +618,20 @@ pub async fn handle(
         .timeout(gw.upstream_timeout)
         .send()
         .await;
-    let resp = match sent {
-        Ok(r) => r,
-        Err(e) if e.is_timeout() => {
+    sent.map_err(|e| {
+        if e.is_timeout() {
             tracing::warn!(service, error = %e, "upstream timed out");
-            return json_error(StatusCode::GATEWAY_TIMEOUT, "upstream timed out");
-        }
-        Err(e) => {
+            json_error(StatusCode::GATEWAY_TIMEOUT, "upstream timed out").into()
+        } else {
             tracing::warn!(service, error = %e, "upstream unreachable");
-            return json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available");
+            json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available").into()
         }
-    };
+    })
+}
+
+/// The service's response to the client: identities it says it changed
+/// dropped from the cache first, hop-by-hop and reserved headers left out.
+async fn answer(gw: &Gateway, service: &str, resp: reqwest::Response) -> HttpResponse {
     let status = resp.status().as_u16();
 
     // The service says whose identity it changed: drop it here before answering.

@@ -57,26 +57,7 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     // Before anything connects: a dev-only setting in production stops here.
     settings.auth.check(rt.dev)?;
-    let cancel = rt.cancel.clone();
-    let mut f = Foundation::start(
-        Parts {
-            name: "identity",
-            audience: SERVICE,
-            schema: SCHEMA,
-            migrator: &MIGRATOR,
-            database: &settings.database,
-            nats: &settings.nats,
-            assertion: &settings.assertion,
-            relay: settings.jobs.relay(),
-        },
-        &rt,
-    )
-    .await?;
-    let pool = f.pool.clone();
-    let js = f.js.clone();
-    let naming = f.naming.clone();
-    let outbox = f.outbox.clone();
-
+    let mut f = Foundation::start(parts(&settings), &rt).await?;
     settings.invites.check()?;
     settings.mfa.check()?;
     let mailer = mail::Mailer::from_settings(
@@ -85,85 +66,141 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         settings.auth.magic_link_ttl_secs,
         &settings.invites,
     )?;
-    // TOTP secrets are sealed: without a key MFA cannot be enrolled (503).
-    let sealer = if settings.sealing.keys.is_empty() {
-        tracing::warn!("identity.sealing.keys is not set: MFA cannot be enrolled");
-        None
-    } else {
-        Some(service_kit::sealed::Sealer::new(&settings.sealing.keys)?)
-    };
+    let sealer = mfa_sealer(&settings)?;
     if mailer.is_none() && !settings.auth.echo_dev_token {
         tracing::error!(
             "identity.mail.smtp_url is not set: sign-in links are not mailed and no one can \
              sign in (request-link still answers 200)"
         );
     }
+    let state = web::Data::new(app_state(&settings, &f, &rt, mailer.clone(), sealer));
+    f.tasks.push(consume_audit(&settings, &f, &rt));
+    f.tasks
+        .push(consume_org_created(&settings, &f, &state, &rt));
+    f.tasks.push(consume_org_status(&settings, &f, &state, &rt));
+    if let Some(m) = mailer {
+        f.tasks
+            .push(mail::spawn(m, f.pool.clone(), rt.cancel.clone()));
+    }
+    f.tasks.push(sweep::spawn(
+        f.pool.clone(),
+        settings.jobs.clone(),
+        rt.cancel.clone(),
+    ));
+    f.serve(&settings.http, state, configure)
+}
 
+/// What the kit's foundation (database, NATS, relay, assertions) needs.
+fn parts(settings: &Settings) -> Parts<'_> {
+    Parts {
+        name: "identity",
+        audience: SERVICE,
+        schema: SCHEMA,
+        migrator: &MIGRATOR,
+        database: &settings.database,
+        nats: &settings.nats,
+        assertion: &settings.assertion,
+        relay: settings.jobs.relay(),
+    }
+}
+
+/// TOTP secrets are sealed: without a key MFA cannot be enrolled (503).
+fn mfa_sealer(settings: &Settings) -> anyhow::Result<Option<service_kit::sealed::Sealer>> {
+    if settings.sealing.keys.is_empty() {
+        tracing::warn!("identity.sealing.keys is not set: MFA cannot be enrolled");
+        return Ok(None);
+    }
+    Ok(Some(service_kit::sealed::Sealer::new(
+        &settings.sealing.keys,
+    )?))
+}
+
+fn app_state(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+    mailer: Option<mail::Mailer>,
+    sealer: Option<service_kit::sealed::Sealer>,
+) -> state::AppState {
     let staff: HashSet<String> = settings
         .auth
         .staff_emails
         .iter()
         .map(|e| e.trim().to_lowercase())
         .collect();
-    let state = web::Data::new(state::AppState {
-        pool: pool.clone(),
-        outbox: outbox.clone(),
-        naming: naming.clone(),
+    state::AppState {
+        pool: f.pool.clone(),
+        outbox: f.outbox.clone(),
+        naming: f.naming.clone(),
         auth: settings.auth.clone(),
         staff,
         clock: rt.clock.clone(),
-        mailer: mailer.clone(),
+        mailer,
         invites: settings.invites.clone(),
         mfa: settings.mfa.clone(),
         sealer,
-    });
-    let mut tasks = Vec::new();
-    let pool_for_audit = pool.clone();
-    tasks.push(nats::spawn_batch_consumer::<AuditRecorded, _, _>(
-        js.clone(),
+    }
+}
+
+/// Every service's audit events, stored.
+fn consume_audit(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
+    let pool = f.pool.clone();
+    nats::spawn_batch_consumer::<AuditRecorded, _, _>(
+        f.js.clone(),
         settings.nats.clone(),
         AUDIT_CONSUMER,
         256,
         Duration::from_millis(20),
-        cancel.clone(),
+        rt.cancel.clone(),
         move |envs| {
-            let pool = pool_for_audit.clone();
+            let pool = pool.clone();
             async move { audit::store_events(&pool, envs).await }
         },
-    ));
-    let state_for_orgs = state.clone();
-    tasks.push(nats::spawn_consumer::<OrgCreated, _, _>(
-        js.clone(),
+    )
+}
+
+/// New organizations: their first owner.
+fn consume_org_created(
+    settings: &Settings,
+    f: &Foundation,
+    state: &web::Data<state::AppState>,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
+    let state = state.clone();
+    nats::spawn_consumer::<OrgCreated, _, _>(
+        f.js.clone(),
         settings.nats.clone(),
         ORG_CREATED_CONSUMER,
-        cancel.clone(),
+        rt.cancel.clone(),
         move |env| {
-            let state = state_for_orgs.clone();
+            let state = state.clone();
             async move { memberships::on_org_created(&state, env).await }
         },
-    ));
-    let state_for_status = state.clone();
-    tasks.push(nats::spawn_consumer::<OrgStatusChanged, _, _>(
-        js.clone(),
+    )
+}
+
+/// Organizations' statuses, for the identities it resolves.
+fn consume_org_status(
+    settings: &Settings,
+    f: &Foundation,
+    state: &web::Data<state::AppState>,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
+    let state = state.clone();
+    nats::spawn_consumer::<OrgStatusChanged, _, _>(
+        f.js.clone(),
         settings.nats.clone(),
         ORG_STATUS_CONSUMER,
-        cancel.clone(),
+        rt.cancel.clone(),
         move |env| {
-            let state = state_for_status.clone();
+            let state = state.clone();
             async move { org_states::on_status_changed(&state, env).await.map(drop) }
         },
-    ));
-    if let Some(m) = mailer {
-        tasks.push(mail::spawn(m, pool.clone(), cancel.clone()));
-    }
-    tasks.push(sweep::spawn(
-        pool.clone(),
-        settings.jobs.clone(),
-        cancel.clone(),
-    ));
-
-    f.tasks.extend(tasks);
-    f.serve(&settings.http, state, configure)
+    )
 }
 
 /// Stores every service's audit events.

@@ -25,7 +25,7 @@ use service_kit::{
     sealed::Sealer,
     server::{Foundation, Parts},
 };
-use sqlx::migrate::Migrator;
+use sqlx::{migrate::Migrator, PgPool};
 use std::time::Duration;
 
 pub const SCHEMA: &str = "kyc";
@@ -45,55 +45,68 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 /// Config in, running server out: migrate, connect, start the relay and the
 /// sweep, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
-    let cancel = rt.cancel.clone();
     let sealer = Sealer::new(&settings.sealing.keys)?;
-    let mut f = Foundation::start(
-        Parts {
-            name: "kyc",
-            audience: SERVICE,
-            schema: SCHEMA,
-            migrator: &MIGRATOR,
-            database: &settings.database,
-            nats: &settings.nats,
-            assertion: &settings.assertion,
-            relay: settings.jobs.clone(),
-        },
-        &rt,
-    )
-    .await?;
-    let pool = f.pool.clone();
-    let outbox = f.outbox.clone();
-    let state = web::Data::new(state::AppState {
-        pool: pool.clone(),
-        outbox: outbox.clone(),
+    let mut f = Foundation::start(parts(&settings), &rt).await?;
+    let state = web::Data::new(app_state(&settings, &f, &rt, sealer)?);
+    f.tasks.push(spawn_sweep(&settings, &f.pool, &rt));
+    f.serve(&settings.http, state, configure)
+}
+
+/// What the kit's foundation (database, NATS, relay, assertions) needs.
+fn parts(settings: &Settings) -> Parts<'_> {
+    Parts {
+        name: "kyc",
+        audience: SERVICE,
+        schema: SCHEMA,
+        migrator: &MIGRATOR,
+        database: &settings.database,
+        nats: &settings.nats,
+        assertion: &settings.assertion,
+        relay: settings.jobs.clone(),
+    }
+}
+
+fn app_state(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+    sealer: Sealer,
+) -> anyhow::Result<state::AppState> {
+    Ok(state::AppState {
+        pool: f.pool.clone(),
+        outbox: f.outbox.clone(),
         naming: settings.nats.naming(),
         sealer,
         org_billing: Peer::new(SERVICE, "org_billing", &settings.org_billing, &settings.tls)?,
         clock: rt.clock.clone(),
-    });
-    let mut tasks = Vec::new();
-    {
-        let (pool, clock, days) = (
-            pool.clone(),
-            rt.clock.clone(),
-            settings.retention.purge_after_days,
-        );
-        tasks.push(service_kit::shutdown::spawn_periodic(
-            "kyc-sweep",
-            Duration::from_secs(settings.retention.sweep_interval_secs),
-            cancel.clone(),
-            move || {
-                let (pool, clock) = (pool.clone(), clock.clone());
-                async move {
-                    sweep::run_once(&pool, &clock, days)
-                        .await
-                        .map(|ids| ids.len() as u64)
-                }
-            },
-        ));
-    }
-    f.tasks.extend(tasks);
-    f.serve(&settings.http, state, configure)
+    })
+}
+
+/// The retention sweep: payloads redacted `retention.purge_after_days`
+/// after their decision, every `retention.sweep_interval_secs`.
+fn spawn_sweep(
+    settings: &Settings,
+    pool: &PgPool,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
+    let (pool, clock, days) = (
+        pool.clone(),
+        rt.clock.clone(),
+        settings.retention.purge_after_days,
+    );
+    service_kit::shutdown::spawn_periodic(
+        "kyc-sweep",
+        Duration::from_secs(settings.retention.sweep_interval_secs),
+        rt.cancel.clone(),
+        move || {
+            let (pool, clock) = (pool.clone(), clock.clone());
+            async move {
+                sweep::run_once(&pool, &clock, days)
+                    .await
+                    .map(|ids| ids.len() as u64)
+            }
+        },
+    )
 }
 
 /// kyc, described once: its binary, the one-process stack and the test

@@ -3,6 +3,7 @@
 //! in Postgres, a delivery log, secret rotation, manual redelivery and the
 //! SSRF guard ([`ssrf`]). Owns the Postgres schema `webhook_dispatcher`.
 
+mod attempts;
 pub mod fanout;
 mod orgs;
 mod routes;
@@ -45,29 +46,46 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 /// Config in, running server out: migrate, connect, start the fan-out
 /// consumer and the delivery worker, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
-    let cancel = rt.cancel.clone();
     let sealer = Sealer::new(&settings.sealing.keys)?;
     ssrf::init();
-    let mut f = Foundation::start(
-        Parts {
-            name: "webhook-dispatcher",
-            audience: SERVICE,
-            schema: SCHEMA,
-            migrator: &MIGRATOR,
-            database: &settings.database,
-            nats: &settings.nats,
-            assertion: &settings.assertion,
-            relay: settings.jobs.clone(),
-        },
-        &rt,
-    )
-    .await?;
-    let pool = f.pool.clone();
-    let js = f.js.clone();
-    let outbox = f.outbox.clone();
-    let state = web::Data::new(state::AppState {
-        pool: pool.clone(),
-        outbox: outbox.clone(),
+    let mut f = Foundation::start(parts(&settings), &rt).await?;
+    let state = web::Data::new(app_state(&settings, &f, &rt, sealer));
+    let dispatch = if settings.delivery.worker {
+        let (d, worker_tasks) = start_worker(&settings, &state, &rt).await?;
+        f.tasks.extend(worker_tasks);
+        Some(d)
+    } else {
+        None
+    };
+    f.tasks
+        .push(consume_fanout(&settings, &f, &state, dispatch, &rt));
+    f.tasks.push(consume_org_status(&settings, &f, &state, &rt));
+    f.serve(&settings.http, state, configure)
+}
+
+/// What the kit's foundation (database, NATS, relay, assertions) needs.
+fn parts(settings: &Settings) -> Parts<'_> {
+    Parts {
+        name: "webhook-dispatcher",
+        audience: SERVICE,
+        schema: SCHEMA,
+        migrator: &MIGRATOR,
+        database: &settings.database,
+        nats: &settings.nats,
+        assertion: &settings.assertion,
+        relay: settings.jobs.clone(),
+    }
+}
+
+fn app_state(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+    sealer: Sealer,
+) -> state::AppState {
+    state::AppState {
+        pool: f.pool.clone(),
+        outbox: f.outbox.clone(),
         naming: settings.nats.naming(),
         sealer,
         ssrf: settings.ssrf,
@@ -78,56 +96,72 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         wake: Arc::default(),
         inflight: Arc::default(),
         metrics: worker::AttemptMetrics::new(&f.metrics),
-    });
-    let mut tasks = Vec::new();
-    let mut dispatch = None;
-    if settings.delivery.worker {
-        // The worker's own connections, planning its claims as ordered index
-        // scans: those stop at the claim's limit and mark the dead index
-        // entries a busy queue leaves behind, so later claims skip them (a
-        // bitmap scan visits every one of them, on every claim).
-        let worker_pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(Duration::from_millis(settings.database.acquire_timeout_ms))
-            .connect_with(
-                db::options(&settings.database, SCHEMA, "webhook-dispatcher-worker")?
-                    .options([("enable_bitmapscan", "off")]),
-            )
-            .await?;
-        let (d, worker_tasks) = worker::spawn(state.clone(), worker_pool, cancel.clone())?;
-        dispatch = Some(d);
-        tasks.extend(worker_tasks);
     }
+}
+
+/// The delivery worker, on connections of its own.
+async fn start_worker(
+    settings: &Settings,
+    state: &web::Data<state::AppState>,
+    rt: &service_kit::Runtime,
+) -> anyhow::Result<(Arc<worker::Dispatch>, Vec<tokio::task::JoinHandle<()>>)> {
+    // The worker's own connections, planning its claims as ordered index
+    // scans: those stop at the claim's limit and mark the dead index
+    // entries a busy queue leaves behind, so later claims skip them (a
+    // bitmap scan visits every one of them, on every claim).
+    let worker_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_millis(settings.database.acquire_timeout_ms))
+        .connect_with(
+            db::options(&settings.database, SCHEMA, "webhook-dispatcher-worker")?
+                .options([("enable_bitmapscan", "off")]),
+        )
+        .await?;
+    worker::spawn(state.clone(), worker_pool, rt.cancel.clone())
+}
+
+/// Every product event, fanned out to its organization's endpoints (and
+/// handed to the worker, when this process runs one).
+fn consume_fanout(
+    settings: &Settings,
+    f: &Foundation,
+    state: &web::Data<state::AppState>,
+    dispatch: Option<Arc<worker::Dispatch>>,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
     let fan = state.clone();
-    tasks.push(nats::spawn_raw_batch_consumer(
-        js,
+    nats::spawn_raw_batch_consumer(
+        f.js.clone(),
         settings.nats.clone(),
         FANOUT_CONSUMER,
         256,
         Duration::from_millis(2),
-        cancel.clone(),
+        rt.cancel.clone(),
         move |msgs| {
             let (state, dispatch) = (fan.clone(), dispatch.clone());
             async move { fanout::store(&state, dispatch.as_ref(), msgs).await }
         },
-    ));
+    )
+}
+
+/// Organizations suspended and reactivated: their deliveries pause and resume.
+fn consume_org_status(
+    settings: &Settings,
+    f: &Foundation,
+    state: &web::Data<state::AppState>,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
     let orgs = state.clone();
-    tasks.push(nats::spawn_consumer::<
-        event_contracts::OrgStatusChanged,
-        _,
-        _,
-    >(
+    nats::spawn_consumer::<event_contracts::OrgStatusChanged, _, _>(
         f.js.clone(),
         settings.nats.clone(),
         ORG_STATUS_CONSUMER,
-        cancel.clone(),
+        rt.cancel.clone(),
         move |env| {
             let state = orgs.clone();
             async move { orgs::on_status_changed(&state, env).await }
         },
-    ));
-    f.tasks.extend(tasks);
-    f.serve(&settings.http, state, configure)
+    )
 }
 
 /// webhook-dispatcher, described once: its binary, the one-process stack and the test

@@ -23,8 +23,8 @@ pub struct AppState {
     pub wake: Arc<Notify>,
     /// Endpoints with delivery attempts taken in this process (the worker's;
     /// a DELETE marks its endpoint there before it answers).
-    pub inflight: crate::worker::InFlight,
-    pub metrics: crate::worker::AttemptMetrics,
+    pub inflight: crate::attempts::InFlight,
+    pub metrics: crate::attempts::AttemptMetrics,
 }
 
 /// The AAD an endpoint's secrets are sealed with.

@@ -26,22 +26,22 @@
 //! one attempt only the first is recorded (outcomes are fenced by the attempt
 //! count).
 
+pub use crate::attempts::{tombstone, AttemptMetrics, InFlight};
+
 use crate::{
+    attempts::Taken,
     settings::{DeliverySettings, SsrfSettings},
     ssrf,
     state::{secret_aad, AppState},
 };
 use bytes::Bytes;
 use hub_domain::EndpointId;
-use service_kit::{
-    metrics::{HistogramVec, IntCounterVec, Metrics},
-    tls::TlsSettings,
-};
+use service_kit::tls::TlsSettings;
 use std::{
     collections::HashMap,
     sync::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
-        Arc, Mutex, PoisonError,
+        Arc, PoisonError,
     },
     time::{Duration, Instant},
 };
@@ -77,25 +77,6 @@ struct Outcome {
     error: Option<String>,
 }
 
-/// An endpoint's attempts taken in this process: `taken` (sending, or
-/// waiting for a slot) and its slots (`delivery.per_endpoint` sending at once),
-/// with what the last check of the endpoint found ([`Dispatch::check`]).
-pub struct Taken {
-    taken: usize,
-    sending: Arc<Semaphore>,
-    /// When the last check that found the endpoint live was issued.
-    checked: Option<Instant>,
-    /// Deleted (by a DELETE in this process, or as a check found it): its
-    /// attempts are not sent (their queue rows went with the deletion).
-    deleted: bool,
-    /// Its organization is suspended (as the last check found it): its
-    /// attempts go back to the queue, where the claim parks them.
-    suspended: bool,
-}
-
-/// Endpoints with attempts taken in this process (see [`Taken`]).
-pub type InFlight = Arc<Mutex<HashMap<Uuid, Taken>>>;
-
 /// An attempt is sent only if a statement that found its endpoint live (its
 /// queue row present, or the endpoint not deleted) was issued at most this
 /// long before: the fetch that gave it, a renewal, or a check.
@@ -111,56 +92,6 @@ const CHECK_EVERY: Duration = Duration::from_millis(100);
 /// Where a suspended organization's deliveries wait: due never, until its
 /// reactivation makes them due now (see [`crate::orgs`]).
 pub const PARKED: OffsetDateTime = time::macros::datetime!(9999-12-31 0:00 UTC);
-
-/// Endpoint `id` was just deleted by this process: its attempts waiting
-/// here are not sent (the DELETE sets this before it answers).
-pub fn tombstone(inflight: &InFlight, id: EndpointId) {
-    if let Some(t) = inflight
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get_mut(&id.as_uuid())
-    {
-        t.deleted = true;
-    }
-}
-
-/// Delivery attempts by result (`delivered`; `rejected`: the endpoint
-/// answered non-2xx; `timeout`; `unreachable`: connection or TLS failed;
-/// `not_sent`: refused before sending, by the SSRF guard, an unreadable
-/// secret or signing) and how long those that were sent took.
-#[derive(Clone)]
-pub struct AttemptMetrics {
-    attempts: IntCounterVec,
-    seconds: HistogramVec,
-}
-
-impl AttemptMetrics {
-    pub fn new(m: &Metrics) -> AttemptMetrics {
-        AttemptMetrics {
-            attempts: m.counter(
-                "hub_webhook_attempts_total",
-                "Webhook delivery attempts by result.",
-                &["result"],
-            ),
-            seconds: m.histogram(
-                "hub_webhook_attempt_duration_seconds",
-                "Time from sending a webhook to the endpoint's answer (or the failure), by result.",
-                &["result"],
-            ),
-        }
-    }
-
-    fn sent(&self, result: &str, took: Duration) {
-        self.attempts.with_label_values(&[result]).inc();
-        self.seconds
-            .with_label_values(&[result])
-            .observe(took.as_secs_f64());
-    }
-
-    fn not_sent(&self) {
-        self.attempts.with_label_values(&["not_sent"]).inc();
-    }
-}
 
 /// The HTTP client deliveries go out with: no redirects; and either direct,
 /// resolving through the SSRF guard (the proxy environment variables are

@@ -1,6 +1,15 @@
 //! Extractors: who is calling, as handlers take it.
 
-use super::*;
+use crate::ApiError;
+use actix_web::{dev::Payload, FromRequest, HttpMessage, HttpRequest};
+use hub_domain::{
+    Capability, Credential, CredentialKind, Identity, Membership, OrgId, OrgStatus, Role,
+    ServiceName, UserId,
+};
+use std::{future::Future, marker::PhantomData, pin::Pin, sync::Arc, time::Duration};
+use uuid::Uuid;
+
+use super::claims::{Assertion, VerifyError};
 
 fn assertion_of(req: &HttpRequest) -> Result<Arc<Assertion>, ApiError> {
     req.extensions()

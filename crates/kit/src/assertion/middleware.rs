@@ -1,6 +1,22 @@
 //! The middleware every service runs: the assertion checked, the body bound.
 
-use super::*;
+use crate::{error::json_error, ApiError};
+use actix_web::{
+    body::{EitherBody, MessageBody},
+    dev::{Payload, ServiceRequest, ServiceResponse},
+    http::StatusCode,
+    middleware::Next,
+    web, HttpMessage,
+};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use std::sync::Arc;
+
+use super::claims::{
+    now_unix, Assertion, RequestFacts, VerifyError, ASSERTION_HEADER, GATEWAY, IDEMPOTENCY_HEADER,
+    SIGNATURE_HEADER,
+};
+use super::verify::Verifier;
 
 /// Paths served without an assertion: the probes only (metrics have a
 /// listener of their own).

@@ -1,6 +1,12 @@
 //! Signing: a [`Minter`] per receiver and key.
 
-use super::*;
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use hub_domain::{Credential, Identity};
+use ring::hmac;
+use secrecy::{ExposeSecret, SecretString};
+use uuid::Uuid;
+
+use super::claims::{now_unix, sha256_hex, Assertion, RequestFacts};
 
 pub(super) fn hmac_key(k: &SecretString, what: &str) -> anyhow::Result<hmac::Key> {
     let k = k.expose_secret();

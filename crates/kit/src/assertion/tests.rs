@@ -1,6 +1,14 @@
 use super::*;
-use crate::settings::CallerSettings;
+use crate::settings::{AssertionSettings, CallerSettings};
+use crate::ApiError;
+use actix_web::{dev::ServiceRequest, middleware::Next, web, HttpMessage};
+use hub_domain::{
+    Capability, Credential, CredentialKind, Identity, Membership, OrgId, OrgStatus, Role, UserId,
+};
+use secrecy::SecretString;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use uuid::Uuid;
 
 const GW_KEY: &str = "gateway-to-svc-key-0123";
 

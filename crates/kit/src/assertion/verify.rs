@@ -1,7 +1,12 @@
 //! Verifying: the keys and routes a receiver accepts, per issuer.
 
-use super::*;
+use crate::settings::AssertionSettings;
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use ring::hmac;
+use std::{sync::Arc, time::Duration};
+use uuid::Uuid;
 
+use super::claims::{sha256_hex, Assertion, RequestFacts, VerifyError, GATEWAY};
 use super::mint::hmac_key;
 
 /// A route pattern `METHOD /path/*/x` (`*` is one segment).

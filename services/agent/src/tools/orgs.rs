@@ -2,7 +2,7 @@
 //! org-billing's lookup (cached in [`crate::state::Lookups`]) to one the caller
 //! may see, without revealing whether one they cannot see exists.
 
-use super::{call, Ctx};
+use super::context::{call, Ctx};
 use crate::ops::OrgRef;
 use hub_domain::OrgId;
 use reqwest::Method;

@@ -1,7 +1,7 @@
 //! Logged autonomy: the job title and bio, set at once through identity's
 //! public profile route and recorded in the caller's audit log.
 
-use super::{call, refusal, Ctx};
+use super::context::{call, refusal, Ctx};
 use crate::ops::Outcome;
 use reqwest::Method;
 use serde_json::json;

@@ -2,7 +2,10 @@
 //! staff queues. Each asks the owning service's public route as the caller and
 //! words its answer; a refusal is explained, not an error.
 
-use super::{orgs, resolve_org, Ctx};
+use super::{
+    context::Ctx,
+    orgs::{self, resolve_org},
+};
 use crate::{
     money,
     ops::{OrgRef, Outcome},

@@ -3,7 +3,7 @@
 //! [`Staged`] action whose summary shows exactly its arguments; it runs when
 //! its owner confirms it ([`crate::staged`]).
 
-use super::{resolve_org, Ctx};
+use super::{context::Ctx, orgs::resolve_org};
 use crate::{
     money,
     ops::{Outcome, Staged, StagedKind, WalletCredit},

@@ -4,6 +4,7 @@
 //! submission exactly one finds it pending; the other gets 409. Staff checks
 //! come first (403 whatever the body); an unknown submission is 404.
 
+use super::body::json_body;
 use crate::{
     orgs::{self, Change},
     payload::LegalIdentity,
@@ -12,6 +13,7 @@ use crate::{
     submission::{ReviewStatus, Row},
 };
 use actix_web::{web, HttpResponse};
+use event_contracts::AuditAction;
 use hub_domain::SubmissionId;
 use serde_json::{json, Value};
 use service_kit::{assertion::StaffCaller, outbox, ApiError, ApiResult};
@@ -31,29 +33,34 @@ pub async fn queue(state: web::Data<AppState>, _staff: StaffCaller) -> ApiResult
     Ok(HttpResponse::Ok().json(out))
 }
 
-enum Decision {
-    Approve,
-    Reject,
-    RequestInfo(Vec<String>),
+/// What tells the staff decisions apart; [`decide`] is the one path they share.
+struct Decision {
+    /// The submission's status after it.
+    status: ReviewStatus,
+    /// What the audit log records.
+    audit: AuditAction,
+    /// Whether the body takes `requested_fields` (keys of the submission)
+    /// besides `notes`.
+    requests_fields: bool,
 }
 
-impl Decision {
-    fn audit_action(&self) -> event_contracts::AuditAction {
-        match self {
-            Decision::Approve => event_contracts::AuditAction::KycApproved,
-            Decision::Reject => event_contracts::AuditAction::KycRejected,
-            Decision::RequestInfo(_) => event_contracts::AuditAction::KycMoreInfoRequested,
-        }
-    }
+const APPROVE: Decision = Decision {
+    status: ReviewStatus::Approved,
+    audit: AuditAction::KycApproved,
+    requests_fields: false,
+};
 
-    fn status(&self) -> ReviewStatus {
-        match self {
-            Decision::Approve => ReviewStatus::Approved,
-            Decision::Reject => ReviewStatus::Rejected,
-            Decision::RequestInfo(_) => ReviewStatus::MoreInfoRequested,
-        }
-    }
-}
+const REJECT: Decision = Decision {
+    status: ReviewStatus::Rejected,
+    audit: AuditAction::KycRejected,
+    requests_fields: false,
+};
+
+const REQUEST_INFO: Decision = Decision {
+    status: ReviewStatus::MoreInfoRequested,
+    audit: AuditAction::KycMoreInfoRequested,
+    requests_fields: true,
+};
 
 /// `notes` (optional string) and, for request-info, `requested_fields`, from
 /// a JSON object; no body at all is the empty object (approve and reject take
@@ -63,7 +70,7 @@ fn parse_body(body: &[u8], request_info: bool) -> ApiResult<(String, Vec<String>
     let obj = if body.iter().all(u8::is_ascii_whitespace) {
         serde_json::Map::new()
     } else {
-        match super::json_body(body)? {
+        match json_body(body)? {
             Value::Object(m) => m,
             _ => return Err(ApiError::bad_request("the body must be a JSON object")),
         }
@@ -111,14 +118,6 @@ fn parse_body(body: &[u8], request_info: bool) -> ApiResult<(String, Vec<String>
     Ok((notes, requested))
 }
 
-/// Which decision a staff route makes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Approve,
-    Reject,
-    RequestInfo,
-}
-
 /// Submission `id`, locked, if it is still pending (409 naming its status
 /// otherwise, 404 when there is none).
 async fn lock_pending(tx: &mut sqlx::PgConnection, id: SubmissionId) -> ApiResult<Row> {
@@ -132,15 +131,13 @@ async fn lock_pending(tx: &mut sqlx::PgConnection, id: SubmissionId) -> ApiResul
     Ok(row)
 }
 
-/// Whether `decision` fits `row`: requested fields must be keys of it.
-fn check_requested(decision: &Decision, row: &Row) -> ApiResult<()> {
-    if let Decision::RequestInfo(fields) = decision {
-        if let Some(k) = fields.iter().find(|k| !row.field_keys.contains(k)) {
-            return Err(ApiError::BadRequest(format!(
-                "requested_fields: {k} is not a key of this submission (one of {})",
-                row.field_keys.join(", ")
-            )));
-        }
+/// Whether `requested` fits `row`: requested fields must be keys of it.
+fn check_requested(requested: &[String], row: &Row) -> ApiResult<()> {
+    if let Some(k) = requested.iter().find(|k| !row.field_keys.contains(k)) {
+        return Err(ApiError::BadRequest(format!(
+            "requested_fields: {k} is not a key of this submission (one of {})",
+            row.field_keys.join(", ")
+        )));
     }
     Ok(())
 }
@@ -151,7 +148,7 @@ fn approved_identity(
     decision: &Decision,
     row: &Row,
 ) -> ApiResult<Option<LegalIdentity>> {
-    if !matches!(decision, Decision::Approve) {
+    if decision.status != ReviewStatus::Approved {
         return Ok(None);
     }
     let payload = row
@@ -160,41 +157,34 @@ fn approved_identity(
     Ok(Some(payload.legal_identity(row.legal_type)))
 }
 
+/// Decide pending submission `id` as `decision` says, in one transaction: the
+/// submission, its organization's state and the audit record.
 async fn decide(
     state: &AppState,
     staff: &StaffCaller,
     id: SubmissionId,
     body: &[u8],
-    kind: Kind,
+    decision: &Decision,
 ) -> ApiResult<HttpResponse> {
-    let (notes, requested) = parse_body(body, kind == Kind::RequestInfo)?;
-    let decision = match kind {
-        Kind::Approve => Decision::Approve,
-        Kind::Reject => Decision::Reject,
-        Kind::RequestInfo => Decision::RequestInfo(requested),
-    };
+    let (notes, requested) = parse_body(body, decision.requests_fields)?;
     let now = state.clock.now();
     let mut tx = state.pool.begin().await?;
     let row = lock_pending(&mut tx, id).await?;
-    check_requested(&decision, &row)?;
-    let change = approved_identity(state, &decision, &row)?;
-    let requested: Vec<String> = match &decision {
-        Decision::RequestInfo(f) => f.clone(),
-        _ => Vec::new(),
-    };
+    check_requested(&requested, &row)?;
+    let change = approved_identity(state, decision, &row)?;
     let updated = store::decide(
         &mut tx,
         id,
-        decision.status(),
+        decision.status,
         &notes,
         &requested,
         staff.user_id(),
         now,
     )
     .await?;
-    let org_change = match (&decision, &change) {
-        (Decision::Approve, Some(identity)) => Change::Approved(identity, now),
-        (Decision::Reject, _) => Change::Rejected,
+    let org_change = match (decision.status, &change) {
+        (ReviewStatus::Approved, Some(identity)) => Change::Approved(identity, now),
+        (ReviewStatus::Rejected, _) => Change::Rejected,
         _ => Change::MoreInfoRequested,
     };
     orgs::change(&mut tx, state, row.org_id, org_change).await?;
@@ -203,7 +193,7 @@ async fn decide(
         &mut tx,
         &state.naming,
         staff,
-        decision.audit_action(),
+        decision.audit,
         row.org_id,
         json!({"org_id": row.org_id, "submission_id": id, "requested_fields": requested}),
     )
@@ -221,7 +211,7 @@ pub async fn approve(
     path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(&state, &staff, path.into_inner(), &body, Kind::Approve).await
+    decide(&state, &staff, path.into_inner(), &body, &APPROVE).await
 }
 
 /// POST /v1/admin/kyc/{id}/reject (staff), optional `notes`.
@@ -232,7 +222,7 @@ pub async fn reject(
     path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(&state, &staff, path.into_inner(), &body, Kind::Reject).await
+    decide(&state, &staff, path.into_inner(), &body, &REJECT).await
 }
 
 /// POST /v1/admin/kyc/{id}/request-info (staff): `requested_fields` (keys of
@@ -244,5 +234,5 @@ pub async fn request_info(
     path: web::Path<SubmissionId>,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
-    decide(&state, &staff, path.into_inner(), &body, Kind::RequestInfo).await
+    decide(&state, &staff, path.into_inner(), &body, &REQUEST_INFO).await
 }

@@ -1,13 +1,12 @@
 //! kyc's HTTP surface.
 
 mod admin;
+mod body;
 mod internal;
 mod submissions;
 
 use actix_web::web;
-use serde_json::Value;
 use service_kit::methods;
-use service_kit::ApiError;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route(
@@ -42,13 +41,4 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             methods::get().to(internal::kyc_status),
         );
     });
-}
-
-/// A JSON body read after authorization (so that a caller without the right
-/// learns nothing from how a body is refused); an empty body is `null`.
-fn json_body(bytes: &[u8]) -> Result<Value, ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Null);
-    }
-    serde_json::from_slice(bytes).map_err(|_| ApiError::bad_request("malformed JSON body"))
 }

@@ -6,6 +6,7 @@
 //! submission whose review asked for more information does not block a new
 //! one: the corrected submission is a new submission.
 
+use super::body::json_body;
 use crate::{
     orgs::{self, Change},
     payload::Payload,
@@ -29,7 +30,7 @@ pub async fn submit(
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     caller.require(org_id, Capability::Admin)?;
-    let body = super::json_body(&body)?;
+    let body = json_body(&body)?;
     let org = orgs::profile(&state, &caller, org_id).await?;
     let legal_type = org.legal_type;
     let payload = Payload::parse(legal_type, &body)?;
