@@ -102,23 +102,23 @@ fn distributors(cfg: &mut web::ServiceConfig) {
         )
         .route(
             "/v1/distributors/{id}/staff",
-            methods::get().to(distributors::staff_list),
+            methods::get().to(distributors::staff::staff_list),
         )
         .route(
             "/v1/distributors/{id}/staff",
-            methods::post().to(distributors::staff_add),
+            methods::post().to(distributors::staff::staff_add),
         )
         .route(
             "/v1/distributors/{id}/staff/{user_id}",
-            methods::delete().to(distributors::staff_remove),
+            methods::delete().to(distributors::staff::staff_remove),
         )
         .route(
             "/v1/distributors/{id}/organizations",
-            methods::get().to(distributors::organizations),
+            methods::get().to(distributors::books::organizations),
         )
         .route(
             "/v1/distributors/{id}/report",
-            methods::get().to(distributors::report),
+            methods::get().to(distributors::books::report),
         );
 }
 
@@ -155,11 +155,11 @@ fn billing(cfg: &mut web::ServiceConfig) {
     // The distributor's view of its organizations' billing.
     cfg.route(
         "/v1/distributors/{id}/invoices",
-        methods::get().to(distributors::invoices),
+        methods::get().to(distributors::books::invoices),
     )
     .route(
         "/v1/distributors/{id}/payments",
-        methods::get().to(distributors::payments),
+        methods::get().to(distributors::books::payments),
     );
 }
 

@@ -3,39 +3,22 @@
 //! Members read, the admin roles (owner, manager) write; OrganizationDetail's
 //! `assets` counts them. The SQL is in [`store`].
 
+mod model;
 pub mod store;
+
+pub use model::Kind;
 
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
 use hub_domain::{AssetId, Capability, OrgId};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use service_kit::{assertion::Caller, http::Object, outbox, ApiError, ApiResult};
 
 pub const NAME_MAX: usize = 200;
 pub const NOTE_MAX: usize = 1000;
 pub const URL_MAX: usize = 2048;
-
-hub_domain::text_enum! {
-    /// The spec's OrgAsset kinds.
-    pub enum Kind: "asset kind" {
-        Document = "document",
-        Logo = "logo",
-        Link = "link",
-        Other = "other",
-    }
-}
-
-/// The spec's OrgAsset.
-#[derive(Debug, Serialize)]
-pub struct Asset {
-    pub id: AssetId,
-    pub kind: Kind,
-    pub name: String,
-    pub url: String,
-    pub note: String,
-}
 
 /// GET /v1/organizations/{id}/assets (any member): all of them (at most
 /// `orgs.max_assets`), oldest first.

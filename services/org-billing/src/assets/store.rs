@@ -1,6 +1,6 @@
 //! Assets' storage: the `org_assets` table, read and written here only.
 
-use super::{Asset, Kind};
+use super::model::{Asset, Kind};
 use hub_domain::{AssetId, OrgId};
 use sqlx::{PgConnection, PgPool};
 

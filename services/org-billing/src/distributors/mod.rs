@@ -18,72 +18,23 @@
 //! `distributor.staff_added`, `distributor.staff_removed`; subject
 //! `distributor:<id>`). The SQL is in [`store`].
 
+pub mod books;
+mod model;
+pub mod staff;
 pub mod store;
+
+pub use model::Distributor;
 
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use event_contracts::{internal::UserByEmail, AuditAction};
-use hub_domain::{
-    catalog, Currency, DistributorId, Email, KycStatus, LegalType, MinorUnits, OrgId, UserId,
-};
-use serde::{Deserialize, Serialize};
+use event_contracts::AuditAction;
+use hub_domain::{catalog, Currency, DistributorId, Email};
+use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
     assertion::{Caller, StaffCaller},
-    outbox, page, ApiError, ApiResult,
+    outbox, ApiError, ApiResult,
 };
-use time::{Date, OffsetDateTime};
-
-/// Organizations per page: by default, at most.
-pub const PAGE_DEFAULT: i64 = 50;
-pub const PAGE_MAX: i64 = 100;
-
-/// A distributor entity, with the countries routed to it.
-#[derive(Debug, Serialize)]
-pub struct Distributor {
-    pub id: DistributorId,
-    pub name: String,
-    pub country: String,
-    pub legal_name: String,
-    pub tax_id: String,
-    pub address: String,
-    pub bank_name: String,
-    pub bank_iban: String,
-    pub bank_swift: String,
-    pub contact_phone: String,
-    pub contact_email: String,
-    pub notes: String,
-    /// The entity's share of its collected (paid) invoice totals, in percent.
-    pub profit_pct: f64,
-    /// The wallet currency of the organizations routed to it.
-    pub currency: Currency,
-    #[serde(with = "time::serde::rfc3339")]
-    pub created_at: OffsetDateTime,
-    pub covers: Vec<String>,
-}
-
-/// An observer of an entity.
-#[derive(Debug, Serialize)]
-pub struct StaffMember {
-    pub user_id: UserId,
-    pub email: String,
-    pub role: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub since: OffsetDateTime,
-}
-
-/// An organization routed to an entity.
-#[derive(Debug, Serialize)]
-pub struct OrgRow {
-    pub id: OrgId,
-    pub name: String,
-    pub country: String,
-    pub legal_type: LegalType,
-    pub status: String,
-    pub kyc_status: KycStatus,
-    #[serde(with = "time::serde::rfc3339")]
-    pub created_at: OffsetDateTime,
-}
 
 /// Whether `caller` may read the entity `distributor_id` (its organizations,
 /// invoices, payments, report): staff, or an observer of that entity signed
@@ -470,247 +421,6 @@ pub async fn update(
     Ok(HttpResponse::Ok().json(after))
 }
 
-/// GET /v1/distributors/{id}/staff: staff, or an observer of the entity.
-#[tracing::instrument(skip_all, fields(distributor_id = %path))]
-pub async fn staff_list(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<DistributorId>,
-) -> ApiResult<HttpResponse> {
-    let id = path.into_inner();
-    authorize_read(&state, &caller, id).await?;
-    let mut conn = state.pool.acquire().await?;
-    Ok(HttpResponse::Ok().json(store::staff_of(&mut conn, id).await?))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AddStaff {
-    email: String,
-    role: String,
-}
-
-/// The user with `email` (created when missing), from identity.
-async fn user_by_email(state: &AppState, caller: &Caller, email: &Email) -> ApiResult<UserByEmail> {
-    let resp = state
-        .identity
-        .call(
-            reqwest::Method::POST,
-            "/internal/v1/users",
-            caller,
-            &json!({"email": email.as_str()}),
-        )
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "identity unreachable");
-            ApiError::Unavailable("users are unavailable, try again".into())
-        })?;
-    match resp.status().as_u16() {
-        200 => resp
-            .json::<UserByEmail>()
-            .await
-            .map_err(|e| ApiError::internal(anyhow::anyhow!("identity's user answer: {e}"))),
-        s => Err(ApiError::internal(anyhow::anyhow!(
-            "identity answered {s} to a user lookup"
-        ))),
-    }
-}
-
-/// POST /v1/distributors/{id}/staff (staff): `{email, role: "observer"}`;
-/// the user is created by email when missing (they sign in with it). 201
-/// DistributorStaffMember; 409 when they are on the staff already.
-#[tracing::instrument(skip_all, fields(distributor_id = %path))]
-pub async fn staff_add(
-    staff: StaffCaller,
-    state: web::Data<AppState>,
-    path: web::Path<DistributorId>,
-    body: web::Json<AddStaff>,
-) -> ApiResult<HttpResponse> {
-    let id = path.into_inner();
-    let email = Email::parse(&body.email).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    if body.role != "observer" {
-        return Err(ApiError::bad_request("role must be observer"));
-    }
-    {
-        let mut conn = state.pool.acquire().await?;
-        if store::one(&mut conn, id).await?.is_none() {
-            return Err(ApiError::NotFound);
-        }
-    }
-    let user = user_by_email(&state, &staff, &email).await?;
-    let mut tx = state.pool.begin().await?;
-    let member = store::add_staff(&mut tx, id, user.user_id, &user.email).await?;
-    outbox::audit_on(
-        &mut tx,
-        &state.naming,
-        &staff,
-        AuditAction::DistributorStaffAdded,
-        format!("distributor:{id}"),
-        json!({"distributor_id": id, "user_id": member.user_id, "email": member.email,
-               "role": member.role}),
-    )
-    .await?;
-    state.outbox.commit(tx).await?;
-    Ok(HttpResponse::Created().json(member))
-}
-
-/// DELETE /v1/distributors/{id}/staff/{user_id} (staff): 200
-/// `{"status": "removed"}`; 404 when they are not on the staff.
-#[tracing::instrument(skip_all)]
-pub async fn staff_remove(
-    staff: StaffCaller,
-    state: web::Data<AppState>,
-    path: web::Path<(DistributorId, UserId)>,
-) -> ApiResult<HttpResponse> {
-    let (id, user_id) = path.into_inner();
-    let mut tx = state.pool.begin().await?;
-    if !store::remove_staff(&mut tx, id, user_id).await? {
-        return Err(ApiError::NotFound);
-    }
-    outbox::audit_on(
-        &mut tx,
-        &state.naming,
-        &staff,
-        AuditAction::DistributorStaffRemoved,
-        format!("distributor:{id}"),
-        json!({"distributor_id": id, "user_id": user_id}),
-    )
-    .await?;
-    state.outbox.commit(tx).await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "removed"})))
-}
-
-/// GET /v1/distributors/{id}/organizations?limit=&cursor= (staff, or an
-/// observer of the entity): the organizations routed to it, newest first, a
-/// page at a time; `x-next-cursor` (and `Link: rel="next"`) when there is more.
-#[tracing::instrument(skip_all, fields(distributor_id = %path))]
-pub async fn organizations(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<DistributorId>,
-    query: web::Query<page::Query>,
-) -> ApiResult<HttpResponse> {
-    let id = path.into_inner();
-    let q = query.into_inner();
-    let limit = page::limit(q.limit, PAGE_DEFAULT, PAGE_MAX)?;
-    let after = page::after(q.cursor.as_deref())?;
-    authorize_read(&state, &caller, id).await?;
-    let mut conn = state.pool.acquire().await?;
-    let rows = store::organizations(&mut conn, id, after, limit + 1).await?;
-    Ok(page::respond(
-        rows,
-        limit,
-        |o| (o.created_at, o.id.as_uuid()),
-        |c| format!("/v1/distributors/{id}/organizations?limit={limit}&cursor={c}"),
-    ))
-}
-
-/// GET /v1/distributors/{id}/invoices?kind=&status=&limit=&cursor= (staff,
-/// the entity's observers): the documents of its organizations.
-#[tracing::instrument(skip_all, fields(distributor_id = %path))]
-pub async fn invoices(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<DistributorId>,
-    q: web::Query<crate::billing::documents::ListQuery>,
-) -> ApiResult<actix_web::HttpResponse> {
-    let id = path.into_inner();
-    authorize_read(&state, &caller, id).await?;
-    let base = format!("/v1/distributors/{id}/invoices");
-    crate::billing::documents::page_of(
-        &state,
-        crate::billing::store::Owner::Distributor(id),
-        &q,
-        &base,
-    )
-    .await
-}
-
-/// GET /v1/distributors/{id}/payments?limit=&cursor= (staff, the entity's
-/// observers): the payments of its organizations.
-#[tracing::instrument(skip_all, fields(distributor_id = %path))]
-pub async fn payments(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<DistributorId>,
-    q: web::Query<page::Query>,
-) -> ApiResult<actix_web::HttpResponse> {
-    let id = path.into_inner();
-    authorize_read(&state, &caller, id).await?;
-    let base = format!("/v1/distributors/{id}/payments");
-    crate::billing::payments::page_of(
-        &state,
-        crate::billing::store::Owner::Distributor(id),
-        &q,
-        &base,
-    )
-    .await
-}
-
-#[derive(Deserialize)]
-pub struct ReportQuery {
-    month: String,
-}
-
-/// `YYYY-MM` ([`crate::billing::model::period`]) to the first day of that month.
-fn parse_month(s: &str) -> ApiResult<Date> {
-    crate::billing::model::period(s)
-        .and_then(|(year, month)| Date::from_calendar_date(year, month, 1).ok())
-        .ok_or_else(|| ApiError::bad_request("month must be YYYY-MM (e.g. 2026-11)"))
-}
-
-#[derive(Serialize)]
-struct CurrencyReport {
-    currency: Currency,
-    paid_invoices: i64,
-    paid_total_minor: MinorUnits,
-    share_minor: MinorUnits,
-}
-
-/// floor(total * hundredths / 10000): the share of `total` at `hundredths`
-/// hundredths of a percent.
-fn share(total: MinorUnits, hundredths: i64) -> ApiResult<MinorUnits> {
-    let s = (i128::from(total.0) * i128::from(hundredths)).div_euclid(10_000);
-    i64::try_from(s)
-        .map(MinorUnits)
-        .map_err(|_| ApiError::internal(anyhow::anyhow!("share overflows: {s}")))
-}
-
-/// GET /v1/distributors/{id}/report?month=YYYY-MM (staff, or an observer of
-/// the entity): per currency, the entity's invoices (kind `invoice`, not
-/// void) paid in that month (UTC), their total and the entity's share
-/// `floor(total * profit_pct / 100)`.
-#[tracing::instrument(skip_all, fields(distributor_id = %path))]
-pub async fn report(
-    state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<DistributorId>,
-    query: web::Query<ReportQuery>,
-) -> ApiResult<HttpResponse> {
-    let id = path.into_inner();
-    let month = parse_month(&query.month)?;
-    authorize_read(&state, &caller, id).await?;
-    let mut conn = state.pool.acquire().await?;
-    let hundredths = store::profit_hundredths(&mut conn, id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    let mut currencies = Vec::new();
-    for p in store::paid_in_month(&mut conn, id, month).await? {
-        currencies.push(CurrencyReport {
-            share_minor: share(p.total_minor, hundredths)?,
-            currency: p.currency,
-            paid_invoices: p.invoices,
-            paid_total_minor: p.total_minor,
-        });
-    }
-    Ok(HttpResponse::Ok().json(json!({
-        "distributor_id": id,
-        "month": query.month,
-        "profit_pct": hundredths as f64 / 100.0,
-        "currencies": currencies,
-    })))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -729,33 +439,5 @@ mod tests {
         for p in [-0.01, 100.01, 12.345, 0.001, f64::NAN, f64::INFINITY] {
             assert!(profit_hundredths(p).is_err(), "{p}");
         }
-    }
-
-    #[test]
-    fn months_are_yyyy_mm() {
-        assert_eq!(
-            parse_month("2026-02").ok(),
-            Date::from_calendar_date(2026, time::Month::February, 1).ok()
-        );
-        for bad in [
-            "2026-13",
-            "2026-00",
-            "2026-1",
-            "26-01",
-            "2026/01",
-            "2026-011",
-            "２０２６-01",
-        ] {
-            assert!(parse_month(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn the_share_is_floored() {
-        let share = |t, h| share(MinorUnits(t), h).ok().map(|s| s.0);
-        assert_eq!(share(999, 1250), Some(124)); // 124.875
-        assert_eq!(share(100_000, 3333), Some(33_330));
-        assert_eq!(share(i64::MAX, 10000), Some(i64::MAX));
-        assert_eq!(share(7, 0), Some(0));
     }
 }

@@ -3,7 +3,7 @@
 //! organizations routed to them and their paid invoices. The functions take a
 //! connection (or a transaction): the handler decides the transaction's bounds.
 
-use super::{Distributor, OrgRow, StaffMember};
+use super::model::{Distributor, OrgRow, StaffMember, StaffRole};
 use hub_domain::{Currency, DistributorId, KycStatus, LegalType, MinorUnits, OrgId, UserId};
 use service_kit::{ApiError, ApiResult, OnConstraint};
 use sqlx::PgConnection;
@@ -188,7 +188,7 @@ pub async fn staff_of(
 ) -> sqlx::Result<Vec<StaffMember>> {
     sqlx::query_as!(
         StaffMember,
-        r#"SELECT user_id AS "user_id: UserId", email, role, since
+        r#"SELECT user_id AS "user_id: UserId", email, role AS "role: StaffRole", since
              FROM distributor_staff WHERE distributor_id = $1 ORDER BY since, user_id"#,
         id as DistributorId,
     )
@@ -196,21 +196,23 @@ pub async fn staff_of(
     .await
 }
 
-/// Make `user` an observer of `id`; 409 when they are one already.
+/// Make `user` a member of `id`'s staff; 409 when they are one already.
 pub async fn add_staff(
     conn: &mut PgConnection,
     id: DistributorId,
     user: UserId,
     email: &str,
+    role: StaffRole,
 ) -> ApiResult<StaffMember> {
     sqlx::query_as!(
         StaffMember,
         r#"INSERT INTO distributor_staff (distributor_id, user_id, email, role)
-           VALUES ($1, $2, $3, 'observer')
-           RETURNING user_id AS "user_id: UserId", email, role, since"#,
+           VALUES ($1, $2, $3, $4)
+           RETURNING user_id AS "user_id: UserId", email, role AS "role: StaffRole", since"#,
         id as DistributorId,
         user as UserId,
         email,
+        role as StaffRole,
     )
     .fetch_one(conn)
     .await

@@ -5,30 +5,21 @@
 //! never 403 (proto-docs/accounts.md). Members read, the admin roles
 //! (owner, manager) write. The SQL is in [`store`].
 
+mod model;
 pub mod store;
+
+pub use model::Project;
 
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
 use hub_domain::{Capability, OrgId, ProjectId};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use service_kit::{assertion::Caller, http::Object, outbox, page, ApiError, ApiResult};
-use time::OffsetDateTime;
 
 pub const NAME_MAX: usize = 200;
 pub const DESCRIPTION_MAX: usize = 1000;
-
-/// The spec's Project.
-#[derive(Debug, Serialize)]
-pub struct Project {
-    pub id: ProjectId,
-    pub org_id: OrgId,
-    pub name: String,
-    pub description: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub created_at: OffsetDateTime,
-}
 
 /// GET /v1/organizations/{id}/projects?limit=&cursor= (any member): newest
 /// first, a page at a time.

@@ -1,6 +1,6 @@
 //! Projects' storage: the `projects` table, read and written here only.
 
-use super::Project;
+use super::model::Project;
 use hub_domain::{OrgId, ProjectId};
 use service_kit::page::After;
 use sqlx::{PgConnection, PgPool};
