@@ -23,6 +23,7 @@ pub mod usage;
 pub mod worker;
 
 pub use routes::configure;
+use settings::ProviderKind;
 pub use settings::Settings;
 
 use actix_web::web;
@@ -69,54 +70,84 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 /// Config in, running server out: migrate, connect, start the relay and the
 /// provisioning worker, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
-    let cancel = rt.cancel.clone();
+    check(&settings)?;
     let sealer = Sealer::new(&settings.sealing.keys)?;
-    anyhow::ensure!(
-        settings.provider.kind == "sandbox",
-        "provider.kind {:?} is not a driver this build has (sandbox)",
-        settings.provider.kind
-    );
+    let mut f = Foundation::start(parts(&settings), &rt).await?;
+    if settings.seed.skus {
+        seed::skus(&f.pool).await?;
+    }
+    let (orders, mut tasks) = spawn_orders(&settings, &f, &rt);
+    let state = web::Data::new(app_state(&settings, &f, &rt, sealer, orders)?);
+    if settings.provider.worker {
+        tasks.push(worker::spawn(
+            state.clone(),
+            Duration::from_millis(settings.provider.poll_ms),
+            settings.provider.max_attempts,
+            rt.cancel.clone(),
+        ));
+    }
+    tasks.push(spawn_month_split(&settings, &f, &rt));
+    f.tasks.extend(tasks);
+    f.serve(&settings.http, state, configure)
+}
+
+/// What the settings must agree on before anything starts.
+fn check(settings: &Settings) -> anyhow::Result<()> {
     anyhow::ensure!(
         !settings.orders.require_kyc_for_paid || settings.kyc.key.is_some(),
         "orders.require_kyc_for_paid needs kyc.key (server-product's caller key at kyc)"
     );
-    let mut f = Foundation::start(
-        Parts {
-            name: "server-product",
-            audience: SERVICE,
-            schema: SCHEMA,
-            migrator: &MIGRATOR,
-            database: &settings.database,
-            nats: &settings.nats,
-            assertion: &settings.assertion,
-            relay: settings.jobs.clone(),
-        },
-        &rt,
-    )
-    .await?;
-    let pool = f.pool.clone();
-    let outbox = f.outbox.clone();
-    if settings.seed.skus {
-        seed::skus(&pool).await?;
+    Ok(())
+}
+
+fn parts(settings: &Settings) -> Parts<'_> {
+    Parts {
+        name: "server-product",
+        audience: SERVICE,
+        schema: SCHEMA,
+        migrator: &MIGRATOR,
+        database: &settings.database,
+        nats: &settings.nats,
+        assertion: &settings.assertion,
+        relay: settings.jobs.clone(),
     }
-    let (orders, order_writers) = orders::Orders::spawn(
-        pool.clone(),
+}
+
+/// The order writers (group commits of orders) and their tasks.
+fn spawn_orders(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+) -> (orders::Orders, Vec<tokio::task::JoinHandle<()>>) {
+    orders::Orders::spawn(
+        f.pool.clone(),
         settings.orders.writers,
         settings.orders.max_batch,
         settings.orders.max_servers_per_org,
-        cancel.clone(),
+        rt.cancel.clone(),
         f.metrics.commits(),
-    );
-    let state = web::Data::new(state::AppState {
-        pool: pool.clone(),
-        outbox: outbox.clone(),
+    )
+}
+
+fn app_state(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+    sealer: Sealer,
+    orders: orders::Orders,
+) -> anyhow::Result<state::AppState> {
+    Ok(state::AppState {
+        pool: f.pool.clone(),
+        outbox: f.outbox.clone(),
         naming: settings.nats.naming(),
         sealer,
-        provider: Arc::new(provider::Sandbox {
-            delay_ms: settings.provider.sandbox_delay_ms as i64,
-            fail: settings.provider.sandbox_fail,
-            clock: rt.clock.clone(),
-        }),
+        provider: match settings.provider.kind {
+            ProviderKind::Sandbox => Arc::new(provider::Sandbox {
+                delay_ms: settings.provider.sandbox_delay_ms as i64,
+                fail: settings.provider.sandbox_fail,
+                clock: rt.clock.clone(),
+            }),
+        },
         clock: rt.clock.clone(),
         pages: settings.pages.clone(),
         orders,
@@ -128,40 +159,34 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         max_servers_per_org: settings.orders.max_servers_per_org,
         kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
         require_kyc_for_paid: settings.orders.require_kyc_for_paid,
-    });
-    let mut tasks = order_writers;
-    if settings.provider.worker {
-        tasks.push(worker::spawn(
-            state.clone(),
-            Duration::from_millis(settings.provider.poll_ms),
-            settings.provider.max_attempts,
-            cancel.clone(),
-        ));
-    }
-    {
-        // Open usage periods are closed and continued at each month's first
-        // instant (UTC), so that every piece billed lies in one month.
-        let (pool, naming, outbox) = (pool.clone(), state.naming.clone(), outbox.clone());
-        let clock = rt.clock.clone();
-        tasks.push(service_kit::shutdown::spawn_periodic(
-            "server-product-usage-months",
-            Duration::from_secs(settings.usage.month_split_interval_secs),
-            cancel.clone(),
-            move || {
-                let (pool, naming, outbox, now) =
-                    (pool.clone(), naming.clone(), outbox.clone(), clock.now());
-                async move {
-                    let pieces = usage::split_months(&pool, &naming, now).await?;
-                    if pieces > 0 {
-                        outbox.kick();
-                    }
-                    Ok(pieces)
+    })
+}
+
+/// Open usage periods are closed and continued at each month's first instant
+/// (UTC), so that every piece billed lies in one month.
+fn spawn_month_split(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
+    let (pool, naming, outbox) = (f.pool.clone(), settings.nats.naming(), f.outbox.clone());
+    let clock = rt.clock.clone();
+    service_kit::shutdown::spawn_periodic(
+        "server-product-usage-months",
+        Duration::from_secs(settings.usage.month_split_interval_secs),
+        rt.cancel.clone(),
+        move || {
+            let (pool, naming, outbox, now) =
+                (pool.clone(), naming.clone(), outbox.clone(), clock.now());
+            async move {
+                let pieces = usage::split_months(&pool, &naming, now).await?;
+                if pieces > 0 {
+                    outbox.kick();
                 }
-            },
-        ));
-    }
-    f.tasks.extend(tasks);
-    f.serve(&settings.http, state, configure)
+                Ok(pieces)
+            }
+        },
+    )
 }
 
 /// server-product, described once: its binary, the one-process stack and the test

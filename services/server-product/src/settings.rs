@@ -57,9 +57,17 @@ pub struct UsageSettings {
     pub month_split_interval_secs: u64,
 }
 
+/// The provisioning drivers this build has; any other `provider.kind`
+/// refuses to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    Sandbox,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct ProviderSettings {
-    pub kind: String,
+    pub kind: ProviderKind,
     pub sandbox_delay_ms: u64,
     pub sandbox_fail: bool,
     pub poll_ms: u64,
@@ -90,12 +98,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_provider_this_build_does_not_have_refuses_to_start() {
+        let s = Settings::from_layers(&["[provider]\nkind = \"sandbox\"\n"]).expect("sandbox");
+        assert_eq!(s.provider.kind, ProviderKind::Sandbox);
+        let e = Settings::from_layers(&["[provider]\nkind = \"hetzner\"\n"])
+            .expect_err("no such driver")
+            .to_string();
+        assert!(e.contains("hetzner") || e.contains("kind"), "{e}");
+    }
+
+    #[test]
     fn production_defaults_hold_no_key_and_seed_nothing() {
         let s = Settings::from_layers(&[]).expect("defaults parse");
         assert!(s.assertion.keys.is_empty() && s.sealing.keys.is_empty());
         assert!(!s.seed.skus);
         assert!(s.catalog.file.is_empty());
-        assert_eq!(s.provider.kind, "sandbox");
+        assert_eq!(s.provider.kind, ProviderKind::Sandbox);
         assert!(!s.orders.require_kyc_for_paid && s.kyc.key.is_none());
     }
 
