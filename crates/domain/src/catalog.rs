@@ -19,7 +19,7 @@
 //! compiled-in demo catalog (the dev seed) and the staff SKU endpoints all use
 //! it. Errors name the entry (`skus[2] "vps-small": ...`).
 
-use crate::{CountryCode, Currency};
+use crate::{CountryCode, Currency, MinorUnits};
 use serde::{Deserialize, Deserializer};
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
@@ -101,12 +101,12 @@ pub struct Sku {
     pub id: String,
     pub name: String,
     /// `api` (the provider driver) or `manual` (staff, within `sla_hours`).
-    pub fulfilment: String,
+    pub fulfilment: Fulfilment,
     /// Required for `manual`, null (or absent) for `api`.
     #[serde(default, deserialize_with = "crate::integer::option")]
     pub sla_hours: Option<i32>,
     #[serde(deserialize_with = "crate::integer::exact")]
-    pub monthly_price_minor: i64,
+    pub monthly_price_minor: MinorUnits,
     pub currency: Currency,
     #[serde(default)]
     pub badges: Option<Vec<String>>,
@@ -259,8 +259,8 @@ impl Sku {
     pub fn validate(&self) -> Result<(), String> {
         check_sku_id(&self.id)?;
         check_name("name", &self.name)?;
-        check_fulfilment(&self.fulfilment, self.sla_hours)?;
-        check_price(self.monthly_price_minor)?;
+        check_fulfilment(self.fulfilment, self.sla_hours)?;
+        check_price(self.monthly_price_minor.0)?;
         if let Some(b) = &self.badges {
             check_badges(b)?;
         }
@@ -339,14 +339,26 @@ fn country_error(field: &str, v: &str) -> String {
     )
 }
 
+crate::text_enum!(@enum
+    /// How a SKU's servers are fulfilled (`skus.fulfilment`, copied to
+    /// `servers.fulfilment` at ordering): `api`, provisioned at the provider by
+    /// the worker; `manual`, set up by staff within the SKU's SLA.
+    pub enum Fulfilment: "fulfilment" {
+        Api = "api",
+        Manual = "manual",
+    }
+);
+crate::text::sqlx_text!(Fulfilment, "fulfilment");
+
 /// `api` without an SLA, or `manual` with 1 to [`SLA_HOURS_MAX`] hours.
-pub fn check_fulfilment(fulfilment: &str, sla_hours: Option<i32>) -> Result<(), String> {
+pub fn check_fulfilment(fulfilment: Fulfilment, sla_hours: Option<i32>) -> Result<(), String> {
     match (fulfilment, sla_hours) {
-        ("api", None) => Ok(()),
-        ("api", Some(_)) => Err("sla_hours must be null for an API-backed (api) SKU".into()),
-        ("manual", None) => Err("a manually fulfilled SKU needs sla_hours".into()),
-        ("manual", Some(h)) => check_sla_hours(h),
-        _ => Err("fulfilment must be api or manual".into()),
+        (Fulfilment::Api, None) => Ok(()),
+        (Fulfilment::Api, Some(_)) => {
+            Err("sla_hours must be null for an API-backed (api) SKU".into())
+        }
+        (Fulfilment::Manual, None) => Err("a manually fulfilled SKU needs sla_hours".into()),
+        (Fulfilment::Manual, Some(h)) => check_sla_hours(h),
     }
 }
 
@@ -446,7 +458,7 @@ mod tests {
         let c = Catalog::parse(values["catalog"].to_string().as_bytes()).expect("valid");
         assert_eq!(c.distributors.len(), 2);
         assert_eq!(c.distributors[1].covers.len(), 27);
-        assert!(c.skus.iter().any(|s| s.fulfilment == "api"));
+        assert!(c.skus.iter().any(|s| s.fulfilment == Fulfilment::Api));
     }
 
     #[test]
@@ -458,7 +470,7 @@ mod tests {
             .distributors
             .iter()
             .any(|d| d.covers.iter().any(|k| k.as_str() == "DE")));
-        assert!(c.skus.iter().any(|s| s.fulfilment == "api"));
+        assert!(c.skus.iter().any(|s| s.fulfilment == Fulfilment::Api));
     }
 
     #[test]
@@ -543,7 +555,7 @@ mod tests {
             (
                 "fulfilment",
                 json!("robot"),
-                "fulfilment must be api or manual",
+                "fulfilment must be one of api, manual (not \"robot\")",
             ),
             ("sla_hours", json!(24), "sla_hours must be null"),
             (

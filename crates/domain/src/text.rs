@@ -32,11 +32,23 @@ pub trait TextEnum: Copy + Sized + 'static {
             .collect::<Vec<_>>()
             .join(", ")
     }
+
+    /// The message for `s`, which is none of the names: `fulfilment must be
+    /// one of api, manual (not "robot")` (the value cut to 64 characters).
+    fn not_one_of(s: &str) -> String {
+        let cut: String = s.chars().take(64).collect();
+        format!(
+            "{} must be one of {} (not {cut:?})",
+            Self::WHAT,
+            Self::names()
+        )
+    }
 }
 
 /// A text-backed enum: `pub enum Status: "invite status" { Pending =
 /// "pending", .. }` declares the enum (Debug, Clone, Copy, Eq, Ord, Hash,
-/// Serialize and Deserialize by the given names), `ALL`, `as_str`, `parse`,
+/// Serialize and Deserialize by the given names; any other name is refused
+/// with [`TextEnum::not_one_of`]), `ALL`, `as_str`, `parse`,
 /// `Display`, [`TextEnum`] and, through [`sqlx_text_enum!`], its strict sqlx
 /// impls. The calling crate depends on `serde` and `sqlx`.
 ///
@@ -51,14 +63,13 @@ pub trait TextEnum: Copy + Sized + 'static {
 /// ```
 #[macro_export]
 macro_rules! text_enum {
-    ($(#[$m:meta])* $vis:vis enum $name:ident: $what:literal {
+    // The enum without the sqlx impls (hub_domain's own enums, whose sqlx
+    // impls hang on its `sqlx` feature).
+    (@enum $(#[$m:meta])* $vis:vis enum $name:ident: $what:literal {
         $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)?
     }) => {
         $(#[$m])*
-        #[derive(
-            Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash,
-            serde::Serialize, serde::Deserialize,
-        )]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
         $vis enum $name {
             $($(#[$vm])* #[serde(rename = $s)] $v),+
         }
@@ -97,6 +108,24 @@ macro_rules! text_enum {
             }
         }
 
+        /// One of the names, else an error naming them all.
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <String as serde::Deserialize>::deserialize(d)?;
+                $name::parse(&s).ok_or_else(|| {
+                    <D::Error as serde::de::Error>::custom(
+                        <$name as $crate::TextEnum>::not_one_of(&s),
+                    )
+                })
+            }
+        }
+    };
+    ($(#[$m:meta])* $vis:vis enum $name:ident: $what:literal {
+        $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)?
+    }) => {
+        $crate::text_enum!(@enum $(#[$m])* $vis enum $name: $what {
+            $($(#[$vm])* $v = $s),+
+        });
         $crate::sqlx_text_enum!($name, $what);
     };
 }

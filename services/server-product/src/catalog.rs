@@ -13,7 +13,10 @@
 //! changes nothing that exists, so staff edits on a dev stack survive its
 //! restarts.
 
-use hub_domain::catalog::Sku;
+use hub_domain::{
+    catalog::{Fulfilment, Sku},
+    Currency, MinorUnits,
+};
 pub use service_kit::catalog::{Counts, Mode};
 use sqlx::PgPool;
 
@@ -30,16 +33,16 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
     for s in skus {
         if mode == Mode::Declared {
             let fixed = sqlx::query!(
-                "SELECT fulfilment, currency FROM skus WHERE id = $1 FOR UPDATE",
+                r#"SELECT fulfilment AS "fulfilment: Fulfilment", currency AS "currency: Currency"
+                     FROM skus WHERE id = $1 FOR UPDATE"#,
                 &s.id,
             )
             .fetch_optional(&mut *tx)
             .await?;
             if let Some(f) = fixed {
-                let (fulfilment, currency) = (f.fulfilment, f.currency);
                 for (field, stored, declared) in [
-                    ("fulfilment", &fulfilment, s.fulfilment.as_str()),
-                    ("currency", &currency, s.currency.as_str()),
+                    ("fulfilment", f.fulfilment.as_str(), s.fulfilment.as_str()),
+                    ("currency", f.currency.as_str(), s.currency.as_str()),
                 ] {
                     anyhow::ensure!(
                         stored == declared,
@@ -68,10 +71,10 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
                    RETURNING (xmax = 0) AS "inserted!""#,
                 &s.id,
                 s.name.trim(),
-                &s.fulfilment,
+                s.fulfilment as Fulfilment,
                 s.sla_hours,
                 s.badges.as_deref(),
-                s.monthly_price_minor,
+                s.monthly_price_minor as MinorUnits,
                 s.currency as hub_domain::Currency,
                 s.position,
                 s.listed,
@@ -85,10 +88,10 @@ pub async fn apply(pool: &PgPool, skus: &[Sku], mode: Mode) -> anyhow::Result<Co
                    ON CONFLICT (id) DO NOTHING RETURNING (xmax = 0) AS "inserted!""#,
                 &s.id,
                 s.name.trim(),
-                &s.fulfilment,
+                s.fulfilment as Fulfilment,
                 s.sla_hours,
                 s.badges.as_deref(),
-                s.monthly_price_minor,
+                s.monthly_price_minor as MinorUnits,
                 s.currency as hub_domain::Currency,
                 s.position,
                 s.listed,

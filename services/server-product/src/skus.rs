@@ -7,17 +7,7 @@ use hub_domain::{catalog::Sku as Declared, Currency, MinorUnits};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
-hub_domain::text_enum! {
-    /// How a SKU's servers are fulfilled (`skus.fulfilment`, copied to
-    /// `servers.fulfilment` at ordering): `api`, provisioned at the provider by
-    /// the worker; `manual`, set up by staff within the SKU's SLA. Stored as its
-    /// [`as_str`](Fulfilment::as_str); a value outside the enum read back is a
-    /// decode error, never a default.
-    pub enum Fulfilment: "fulfilment" {
-        Api = "api",
-        Manual = "manual",
-    }
-}
+pub use hub_domain::catalog::Fulfilment;
 
 /// What a SKU step may refuse, apart from database errors.
 #[derive(Debug)]
@@ -92,10 +82,10 @@ pub async fn create(conn: &mut PgConnection, s: &Declared) -> Result<AdminSku, E
            ON CONFLICT (id) DO NOTHING RETURNING id, name, fulfilment AS "fulfilment: Fulfilment", sla_hours, badges, monthly_price_minor AS "monthly_price_minor: MinorUnits", currency AS "currency: Currency", position, listed"#,
         &s.id,
         s.name.trim(),
-        &s.fulfilment,
+        s.fulfilment as Fulfilment,
         s.sla_hours,
         s.badges.as_deref(),
-        s.monthly_price_minor,
+        s.monthly_price_minor as MinorUnits,
         s.currency as Currency,
         s.position,
         s.listed,

@@ -468,6 +468,12 @@ async fn staff_create_change_and_retire_skus() {
             "needs sla_hours",
         ),
         (
+            "/v1/admin/skus/staff-gpu",
+            json!({"fulfilment": "robot"}),
+            400,
+            "fulfilment must be one of api, manual",
+        ),
+        (
             "/v1/admin/skus/staff-vps",
             json!({"sla_hours": 8}),
             422,

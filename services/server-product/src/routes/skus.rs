@@ -15,8 +15,8 @@ use crate::{
 };
 use actix_web::{web, HttpResponse};
 use hub_domain::{
-    catalog::{self, Sku as Declared},
-    MinorUnits,
+    catalog::{self, Fulfilment, Sku as Declared},
+    Currency, MinorUnits,
 };
 use serde::{Deserialize, Deserializer};
 use serde_json::json;
@@ -100,8 +100,8 @@ pub struct Patch {
     position: Option<i32>,
     listed: Option<bool>,
     /// Fixed once created: accepted only when equal to the SKU's.
-    fulfilment: Option<String>,
-    currency: Option<String>,
+    fulfilment: Option<Fulfilment>,
+    currency: Option<Currency>,
 }
 
 impl Patch {
@@ -148,10 +148,18 @@ impl Patch {
     /// restated, and the resulting SLA must suit the fulfilment (422).
     fn change_of(&self, current: &AdminSku) -> ApiResult<Change<'_>> {
         for (field, given, fixed) in [
-            ("fulfilment", &self.fulfilment, current.fulfilment.as_str()),
-            ("currency", &self.currency, current.currency.as_str()),
+            (
+                "fulfilment",
+                self.fulfilment.map(Fulfilment::as_str),
+                current.fulfilment.as_str(),
+            ),
+            (
+                "currency",
+                self.currency.map(Currency::as_str),
+                current.currency.as_str(),
+            ),
         ] {
-            if given.as_deref().is_some_and(|g| g != fixed) {
+            if given.is_some_and(|g| g != fixed) {
                 return Err(ApiError::Unprocessable(format!(
                     "{field} is fixed once a SKU is created (it is {fixed}): create a new SKU and \
                      retire this one with listed: false"
@@ -159,7 +167,7 @@ impl Patch {
             }
         }
         let sla_hours = self.sla_hours.unwrap_or(current.sla_hours);
-        catalog::check_fulfilment(current.fulfilment.as_str(), sla_hours)
+        catalog::check_fulfilment(current.fulfilment, sla_hours)
             .map_err(ApiError::Unprocessable)?;
         Ok(Change {
             name: self.name.as_deref().map(str::trim),
