@@ -206,6 +206,9 @@ pub enum AuditAction {
     DistributorStaffRemoved,
     #[serde(rename = "org.suspended")]
     OrgSuspended,
+    /// Staff read an organization they are not a member of (its visitor view).
+    #[serde(rename = "staff.org_read")]
+    StaffOrgRead,
     #[serde(rename = "org.reactivated")]
     OrgReactivated,
     #[serde(rename = "project.created")]
@@ -238,7 +241,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 71] = [
+    pub const ALL: [AuditAction; 72] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -296,6 +299,7 @@ impl AuditAction {
         AuditAction::DistributorStaffAdded,
         AuditAction::DistributorStaffRemoved,
         AuditAction::OrgSuspended,
+        AuditAction::StaffOrgRead,
         AuditAction::OrgReactivated,
         AuditAction::ProjectCreated,
         AuditAction::ProjectUpdated,
@@ -372,6 +376,7 @@ impl AuditAction {
             AuditAction::DistributorStaffAdded => "distributor.staff_added",
             AuditAction::DistributorStaffRemoved => "distributor.staff_removed",
             AuditAction::OrgSuspended => "org.suspended",
+            AuditAction::StaffOrgRead => "staff.org_read",
             AuditAction::OrgReactivated => "org.reactivated",
             AuditAction::ProjectCreated => "project.created",
             AuditAction::ProjectUpdated => "project.updated",

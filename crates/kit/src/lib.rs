@@ -46,6 +46,8 @@ pub mod server;
 pub mod service;
 pub mod settings;
 pub mod shutdown;
+pub mod staff_audit;
+pub mod staff_read;
 pub mod telemetry;
 pub mod tls;
 

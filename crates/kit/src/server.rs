@@ -19,6 +19,8 @@ struct Service<S> {
     pub tasks: Vec<tokio::task::JoinHandle<()>>,
     /// A listener bound for it beforehand (else `settings` is bound).
     pub listener: Option<TcpListener>,
+    /// Where its staff reads are audited ([`crate::staff_audit`]).
+    pub staff_audit: crate::staff_audit::StaffAudit,
 }
 
 /// Serve `svc` on `settings` (port 0 picks one) with readiness on its Postgres
@@ -33,6 +35,8 @@ fn serve<S: Send + Sync + 'static>(
         nats: Some(svc.nats),
     };
     let (state, routes) = (svc.state, svc.routes);
+    let staff_audit = web::Data::new(svc.staff_audit);
+    let audited = web::Data::new(crate::staff_read::Audited);
     let listener = match svc.listener {
         Some(l) => l,
         None => TcpListener::bind(settings.addr())?,
@@ -50,7 +54,9 @@ fn serve<S: Send + Sync + 'static>(
         svc.metrics,
         cancel,
         move |c| {
-            c.app_data(state.clone());
+            c.app_data(state.clone())
+                .app_data(staff_audit.clone())
+                .app_data(audited.clone());
             routes(c);
         },
     )?;
@@ -84,6 +90,7 @@ where
     let port = listener.local_addr()?.port();
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap(from_fn(crate::staff_audit::audit))
             .wrap(from_fn(assertion::require_assertion))
             .wrap(from_fn(http::request_span))
             .app_data(verifier.clone())
@@ -214,13 +221,18 @@ impl Foundation {
             Service {
                 name: self.name,
                 verifier: self.verifier,
-                db: self.pool,
+                db: self.pool.clone(),
                 nats: self.nats,
                 metrics: self.metrics,
                 state,
                 routes,
                 tasks: self.tasks,
                 listener: self.listener,
+                staff_audit: crate::staff_audit::StaffAudit {
+                    pool: self.pool.clone(),
+                    naming: self.naming.clone(),
+                    outbox: self.outbox.clone(),
+                },
             },
             self.cancel,
         )

@@ -32,7 +32,7 @@ async fn audited(s: &TestStack, org: &str, actions: &[&str]) -> bool {
 }
 
 #[tokio::test]
-async fn a_project_answers_its_organizations_members_and_keys_and_404_to_everyone_else() {
+async fn a_project_answers_its_members_keys_and_staff_and_404_to_everyone_else() {
     let s = TestStack::spawn().await;
     let (owner, org) = s.org_with_owner("proj-owner@example.com").await;
     let visitor = s.member(&owner, &org, "visitor").await;
@@ -80,12 +80,21 @@ async fn a_project_answers_its_organizations_members_and_keys_and_404_to_everyon
         )
         .await;
     assert_eq!(missing.status, 404);
-    for token in [&outsider, &staff] {
+    // Staff read it as a visitor would (audited), and change nothing.
+    let r = s.get(&path, Some(&staff)).await;
+    assert_eq!((r.status, &r.body), (200, &made.body), "staff read");
+    for (token, methods) in [
+        (&outsider, &["GET", "PATCH", "DELETE"][..]),
+        (&staff, &["PATCH", "DELETE"][..]),
+    ] {
         for (method, body) in [
             ("GET", None),
             ("PATCH", Some(json!({"name": "x"}))),
             ("DELETE", None),
-        ] {
+        ]
+        .into_iter()
+        .filter(|(m, _)| methods.contains(m))
+        {
             let r = s
                 .call(
                     method,

@@ -46,6 +46,7 @@ mod schemathesis;
 mod server_credentials;
 pub mod servers;
 mod sessions;
+mod staff_read;
 mod suspension;
 mod tls;
 mod traversal;

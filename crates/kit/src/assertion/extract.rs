@@ -10,6 +10,8 @@ use std::{future::Future, marker::PhantomData, pin::Pin, sync::Arc, time::Durati
 use uuid::Uuid;
 
 use super::claims::{Assertion, VerifyError};
+use crate::staff_read::{Audited, StaffReads};
+use actix_web::web;
 
 fn assertion_of(req: &HttpRequest) -> Result<Arc<Assertion>, ApiError> {
     req.extensions()
@@ -115,6 +117,10 @@ pub struct Caller {
     /// OPTIONS): [`require`](Self::require) refuses it in a suspended
     /// organization.
     pub writes: bool,
+    /// A staff caller's reads of organizations they are not a member of
+    /// (audited after the answer, [`crate::staff_audit`]); None for anyone
+    /// else, and for staff outside a served request.
+    pub staff_reads: Option<StaffReads>,
 }
 
 /// Who takes access away ([`Caller::require_to_reduce`]): a member with their
@@ -150,9 +156,28 @@ impl Caller {
                 memberships_truncated: a.memberships_truncated,
                 deadline_ms: a.deadline_ms,
                 writes: is_write(&a.method),
+                staff_reads: None,
             }),
             _ => Err(ApiError::unauthorized("authentication required")),
         }
+    }
+
+    /// The caller of `req`. A staff caller of a service that audits staff
+    /// reads ([`Audited`] in its app data) may read organizations they are
+    /// not a member of ([`require`](Self::require)): the request carries
+    /// their [`StaffReads`].
+    fn of(req: &HttpRequest) -> Result<Caller, ApiError> {
+        let mut caller = Caller::from_assertion(&*assertion_of(req)?)?;
+        if caller.identity.staff && req.app_data::<web::Data<Audited>>().is_some() {
+            let mut ext = req.extensions_mut();
+            let reads = ext
+                .get::<StaffReads>()
+                .cloned()
+                .unwrap_or_else(|| StaffReads::new(caller.user_id(), caller.ip.clone()));
+            ext.insert(reads.clone());
+            caller.staff_reads = Some(reads);
+        }
+        Ok(caller)
     }
 
     pub fn user_id(&self) -> UserId {
@@ -172,15 +197,22 @@ impl Caller {
     }
 
     /// The caller's role in `org_id` if it grants `cap`. Not a member: 404, the
-    /// same answer as for an organization that does not exist. A write
-    /// ([`writes`](Self::writes)) in a suspended organization: 403 naming the
-    /// suspension, whatever the role (the status travels in the membership,
+    /// same answer as for an organization that does not exist, except for
+    /// staff reading (not writing) what a visitor may: they read as a
+    /// [`Role::Visitor`], audited as a staff read ([`crate::staff_read`]). A
+    /// write ([`writes`](Self::writes)) in a suspended organization: 403 naming
+    /// the suspension, whatever the role (the status travels in the membership,
     /// so every service refuses it without a call).
     pub fn require(&self, org_id: OrgId, cap: Capability) -> Result<Role, ApiError> {
-        let m = self
-            .identity
-            .membership_in(org_id)
-            .ok_or(ApiError::NotFound)?;
+        let Some(m) = self.identity.membership_in(org_id) else {
+            return match &self.staff_reads {
+                Some(reads) if !self.writes && Role::Visitor.can(cap) => {
+                    reads.note(org_id);
+                    Ok(Role::Visitor)
+                }
+                _ => Err(ApiError::NotFound),
+            };
+        };
         // The suspension first: every member's write names it, whatever the
         // role (both are 403, so the order reveals nothing).
         self.refuse_suspended_write(m)?;
@@ -258,7 +290,7 @@ impl FromRequest for Caller {
     type Error = ApiError;
     type Future = Ready<Self>;
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let r = assertion_of(req).and_then(|a| Caller::from_assertion(&a));
+        let r = Caller::of(req);
         Box::pin(async move { r })
     }
 }
@@ -285,17 +317,15 @@ impl FromRequest for SessionCaller {
     type Error = ApiError;
     type Future = Ready<Self>;
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let r = assertion_of(req)
-            .and_then(|a| Caller::from_assertion(&a))
-            .and_then(|c| {
-                if c.is_session() {
-                    Ok(SessionCaller(c))
-                } else {
-                    Err(ApiError::unauthorized(
-                        "this endpoint needs a session token; API keys are not accepted",
-                    ))
-                }
-            });
+        let r = Caller::of(req).and_then(|c| {
+            if c.is_session() {
+                Ok(SessionCaller(c))
+            } else {
+                Err(ApiError::unauthorized(
+                    "this endpoint needs a session token; API keys are not accepted",
+                ))
+            }
+        });
         Box::pin(async move { r })
     }
 }
@@ -317,9 +347,7 @@ impl FromRequest for StaffCaller {
     type Error = ApiError;
     type Future = Ready<Self>;
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let r = assertion_of(req)
-            .and_then(|a| Caller::from_assertion(&a))
-            .and_then(|c| c.require_staff().map(|_| StaffCaller(c)));
+        let r = Caller::of(req).and_then(|c| c.require_staff().map(|_| StaffCaller(c)));
         Box::pin(async move { r })
     }
 }

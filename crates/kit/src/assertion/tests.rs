@@ -306,6 +306,7 @@ fn writer(staff: bool, membership: Option<(OrgId, Role)>, kind: CredentialKind) 
         memberships_truncated: false,
         deadline_ms: None,
         writes: true,
+        staff_reads: None,
     }
 }
 

@@ -132,9 +132,8 @@ pub async fn list(
     caller: Caller,
     q: web::Query<OrgQuery>,
 ) -> ApiResult<HttpResponse> {
-    if !caller.identity.staff {
-        caller.require(q.org_id, Capability::Read)?;
-    }
+    // Staff who are not members read as visitors, audited (the kit's require).
+    caller.require(q.org_id, Capability::Read)?;
     Ok(HttpResponse::Ok().json(store::of_org(&state.pool, q.org_id).await?))
 }
 
