@@ -30,10 +30,11 @@ pub async fn audit(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    let sink = req.app_data::<web::Data<StaffAudit>>().cloned();
-    let route = req.match_pattern().unwrap_or_default();
     let res = next.call(req).await?;
+    // Only a staff caller's request carries reads: everyone else's answer
+    // passes with one lookup.
     let reads = res.request().extensions().get::<StaffReads>().cloned();
+    let sink = res.request().app_data::<web::Data<StaffAudit>>().cloned();
     let (Some(reads), Some(sink)) = (reads, sink) else {
         return Ok(res.map_into_left_body());
     };
@@ -41,6 +42,7 @@ pub async fn audit(
     if orgs.is_empty() || !res.status().is_success() {
         return Ok(res.map_into_left_body());
     }
+    let route = res.request().match_pattern().unwrap_or_default();
     let events = orgs.iter().map(|org| AuditRecorded {
         actor_user_id: Some(reads.actor),
         action: AuditAction::StaffOrgRead.as_str().to_owned(),
