@@ -73,37 +73,72 @@ pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
 
 /// Config in, running server out: migrate, connect, start consumers and jobs, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
-    let cancel = rt.cancel.clone();
     // No key, no start: the legal identities are stored sealed.
     let sealer = Sealer::new(&settings.sealing.keys)?;
     // Migrations up to the sealed column here, the rest once the plaintext
     // columns are sealed (kyc::finish_migrations).
     let before = kyc::migrations_before(kyc::PLAINTEXT_DROPPED_MIGRATION).await?;
-    let mut f = Foundation::start(
-        Parts {
-            name: "org-billing",
-            audience: SERVICE,
-            schema: SCHEMA,
-            migrator: &before,
-            database: &settings.database,
-            nats: &settings.nats,
-            assertion: &settings.assertion,
-            relay: settings.jobs.relay(),
-        },
-        &rt,
-    )
-    .await?;
-    let pool = f.pool.clone();
-    kyc::finish_migrations(&pool, &sealer).await?;
-    let js = f.js.clone();
-    let naming = f.naming.clone();
-    let outbox = f.outbox.clone();
+    let mut f = Foundation::start(parts(&settings, &before), &rt).await?;
+    kyc::finish_migrations(&f.pool, &sealer).await?;
+    seed(&settings, &f.pool).await?;
+    let (wallets, tokens, mut tasks) = spawn_ledger_writers(&settings, &f, &rt)?;
+    let state = web::Data::new(state::AppState {
+        pool: f.pool.clone(),
+        wallets,
+        tokens,
+        queue_timeout: Duration::from_millis(settings.ledger.queue_timeout_ms),
+        batch_limit: ledger::batch_limit(Duration::from_millis(settings.ledger.batch_timeout_ms)),
+        outbox: f.outbox.clone(),
+        naming: f.naming.clone(),
+        identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
+        kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
+        orgs: settings.orgs.clone(),
+        billing: settings.billing.clone(),
+        sealer,
+    });
+    tasks.extend(spawn_consumers(&settings, &f, &rt, &state));
+    tasks.extend(spawn_jobs(&settings, &f, &rt, &state));
+    f.tasks.extend(tasks);
+    f.serve(&settings.http, state, configure)
+}
+
+fn parts<'a>(settings: &'a Settings, migrator: &'a Migrator) -> Parts<'a> {
+    Parts {
+        name: "org-billing",
+        audience: SERVICE,
+        schema: SCHEMA,
+        migrator,
+        database: &settings.database,
+        nats: &settings.nats,
+        assertion: &settings.assertion,
+        relay: settings.jobs.relay(),
+    }
+}
+
+/// The dev profile's distributors and example billing records, when set.
+async fn seed(settings: &Settings, pool: &PgPool) -> anyhow::Result<()> {
     if settings.seed.distributors {
-        seed::distributors(&pool).await?;
+        seed::distributors(pool).await?;
     }
     if settings.seed.billing_examples {
-        seed::billing_examples(&pool).await?;
+        seed::billing_examples(pool).await?;
     }
+    Ok(())
+}
+
+type Tasks = Vec<tokio::task::JoinHandle<()>>;
+
+/// The wallet's and the AI tokens' batching writers, each on connections of
+/// its own.
+fn spawn_ledger_writers(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+) -> anyhow::Result<(
+    ledger::Writer<ledger::Wallet>,
+    ledger::Writer<ledger::Tokens>,
+    Tasks,
+)> {
     let writer_db = ledger::WriterDb {
         // Postgres cancels (and rolls back) a batch that runs too long, lock
         // waits included.
@@ -122,95 +157,95 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     };
     let (wallets, mut tasks) = ledger::Writer::spawn(
         writer_db.clone(),
-        outbox.clone(),
+        f.outbox.clone(),
         shape(settings.ledger.writers),
-        cancel.clone(),
+        rt.cancel.clone(),
         f.metrics.commits(),
     );
     let (tokens, token_tasks) = ledger::Writer::spawn(
         writer_db,
-        outbox.clone(),
+        f.outbox.clone(),
         shape(settings.ledger.token_writers),
-        cancel.clone(),
+        rt.cancel.clone(),
         f.metrics.commits(),
     );
     tasks.extend(token_tasks);
-    let state = web::Data::new(state::AppState {
-        pool: pool.clone(),
-        wallets,
-        tokens,
-        queue_timeout: Duration::from_millis(settings.ledger.queue_timeout_ms),
-        batch_limit: ledger::batch_limit(Duration::from_millis(settings.ledger.batch_timeout_ms)),
-        outbox: outbox.clone(),
-        naming: naming.clone(),
-        identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
-        kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
-        orgs: settings.orgs.clone(),
-        billing: settings.billing.clone(),
-        sealer,
-    });
+    Ok((wallets, tokens, tasks))
+}
 
-    let replica_pool = pool.clone();
+/// The consumers: KYC changes, usage to charge, the membership replica.
+fn spawn_consumers(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+    state: &web::Data<state::AppState>,
+) -> Tasks {
     let kyc_state = state.clone();
-    tasks.push(nats::spawn_consumer::<KycChanged, _, _>(
-        js.clone(),
-        settings.nats.clone(),
-        KYC_CONSUMER,
-        cancel.clone(),
-        move |env| {
-            let state = kyc_state.clone();
-            async move { kyc::on_changed(&state, env).await }
-        },
-    ));
-    tasks.push(usage::spawn(
-        js.clone(),
-        settings.nats.clone(),
-        usage::Usage {
-            pool: pool.clone(),
-            outbox: outbox.clone(),
-            naming: naming.clone(),
-            brand: settings.usage.brand.clone(),
-        },
-        cancel.clone(),
-    ));
-    tasks.push(nats::spawn_consumer::<MembershipChanged, _, _>(
-        js,
-        settings.nats.clone(),
-        MEMBERSHIPS_CONSUMER,
-        cancel.clone(),
-        move |env| {
-            let pool = replica_pool.clone();
-            async move { replica::apply(&pool, env).await }
-        },
-    ));
-    {
-        let (sweep_pool, keep_secs) = (pool.clone(), settings.jobs.keep_secs);
-        tasks.push(service_kit::shutdown::spawn_periodic(
+    let replica_pool = f.pool.clone();
+    vec![
+        nats::spawn_consumer::<KycChanged, _, _>(
+            f.js.clone(),
+            settings.nats.clone(),
+            KYC_CONSUMER,
+            rt.cancel.clone(),
+            move |env| {
+                let state = kyc_state.clone();
+                async move { kyc::on_changed(&state, env).await }
+            },
+        ),
+        usage::spawn(
+            f.js.clone(),
+            settings.nats.clone(),
+            usage::Usage {
+                pool: f.pool.clone(),
+                outbox: f.outbox.clone(),
+                naming: f.naming.clone(),
+                brand: settings.usage.brand.clone(),
+            },
+            rt.cancel.clone(),
+        ),
+        nats::spawn_consumer::<MembershipChanged, _, _>(
+            f.js.clone(),
+            settings.nats.clone(),
+            MEMBERSHIPS_CONSUMER,
+            rt.cancel.clone(),
+            move |env| {
+                let pool = replica_pool.clone();
+                async move { replica::apply(&pool, env).await }
+            },
+        ),
+    ]
+}
+
+/// The periodic jobs: the idempotency-key sweep and resuming billing runs.
+fn spawn_jobs(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+    state: &web::Data<state::AppState>,
+) -> Tasks {
+    let (sweep_pool, keep_secs) = (f.pool.clone(), settings.jobs.keep_secs);
+    let runs_state = state.clone();
+    vec![
+        service_kit::shutdown::spawn_periodic(
             "org-billing-sweep",
             Duration::from_secs(settings.jobs.sweep_interval_secs),
-            cancel.clone(),
+            rt.cancel.clone(),
             move || {
                 let pool = sweep_pool.clone();
                 async move { sweep_once(&pool, keep_secs).await }
             },
-        ));
-    }
-
-    {
-        let state = state.clone();
-        tasks.push(service_kit::shutdown::spawn_periodic(
+        ),
+        service_kit::shutdown::spawn_periodic(
             "org-billing-runs",
             Duration::from_secs(settings.billing.resume_interval_secs),
-            cancel.clone(),
+            rt.cancel.clone(),
             move || {
-                let state = state.clone();
+                let state = runs_state.clone();
                 async move { billing::runs::resume(&state).await }
             },
-        ));
-    }
-
-    f.tasks.extend(tasks);
-    f.serve(&settings.http, state, configure)
+        ),
+    ]
 }
 
 /// org-billing, described once: its binary, the one-process stack and the test
