@@ -1,6 +1,7 @@
-//! Cursor pages of lists ordered newest first by `(timestamp, id)`: the
-//! opaque cursor a page hands out, the `limit` check, and the `x-next-cursor`
-//! and `Link: rel="next"` headers of a page that has more.
+//! Cursor pages of lists ordered newest first by `(timestamp, id)`, or by a
+//! bigint sequence (ledger and audit rows, [`seq`]): the opaque cursor a page
+//! hands out, the `limit` check, and the `x-next-cursor` and `Link:
+//! rel="next"` headers of a page that has more.
 
 use crate::{ApiError, ApiResult};
 use actix_web::HttpResponseBuilder;
@@ -56,18 +57,37 @@ pub fn limit(asked: Option<i64>, default: i64, max: i64) -> ApiResult<i64> {
 /// add the next page's cursor (`x-next-cursor`) and its link (`next(cursor)`
 /// is the next page's path and query) to `resp`.
 pub fn cut<T>(
-    mut rows: Vec<T>,
+    rows: Vec<T>,
     limit: i64,
     resp: &mut HttpResponseBuilder,
     key: impl Fn(&T) -> After,
+    next: impl Fn(&str) -> String,
+) -> Vec<T> {
+    cut_by(
+        rows,
+        limit,
+        resp,
+        |r| {
+            let (at, id) = key(r);
+            encode(at, id)
+        },
+        next,
+    )
+}
+
+/// [`cut`] with the cursor after a row made by `cursor`.
+fn cut_by<T>(
+    mut rows: Vec<T>,
+    limit: i64,
+    resp: &mut HttpResponseBuilder,
+    cursor: impl Fn(&T) -> String,
     next: impl Fn(&str) -> String,
 ) -> Vec<T> {
     let limit = usize::try_from(limit).unwrap_or(0);
     if rows.len() > limit {
         rows.truncate(limit);
         if let Some(last) = rows.last() {
-            let (at, id) = key(last);
-            let c = encode(at, id);
+            let c = cursor(last);
             resp.insert_header(("link", format!("<{}>; rel=\"next\"", next(&c))));
             resp.insert_header(("x-next-cursor", c));
         }
@@ -86,6 +106,46 @@ pub fn respond<T: serde::Serialize>(
     let mut resp = actix_web::HttpResponse::Ok();
     let page = cut(rows, limit, &mut resp, key, next);
     resp.json(page)
+}
+
+/// Lists ordered newest first by a bigint sequence (a ledger's or the audit
+/// log's `id`): the cursor names the last row seen, and the next page holds
+/// the rows before it.
+pub mod seq {
+    use super::*;
+
+    const TAG: &str = "seq|";
+
+    /// The cursor after row `id`.
+    pub fn encode(id: i64) -> String {
+        URL_SAFE_NO_PAD.encode(format!("{TAG}{id}"))
+    }
+
+    /// The `cursor` parameter: absent or empty is the first page (None),
+    /// anything else a cursor [`encode`] made, or 400.
+    pub fn after(cursor: Option<&str>) -> ApiResult<Option<i64>> {
+        let bad = || ApiError::bad_request("cursor is not one this API returned");
+        let Some(c) = cursor.filter(|c| !c.is_empty()) else {
+            return Ok(None);
+        };
+        let raw = URL_SAFE_NO_PAD.decode(c).map_err(|_| bad())?;
+        let s = String::from_utf8(raw).map_err(|_| bad())?;
+        let id = s.strip_prefix(TAG).ok_or_else(bad)?;
+        id.parse().map(Some).map_err(|_| bad())
+    }
+
+    /// A page of `rows` (fetched with `limit + 1`) as the 200 answer, with
+    /// the next page's cursor and link when there is more.
+    pub fn respond<T: serde::Serialize>(
+        rows: Vec<T>,
+        limit: i64,
+        key: impl Fn(&T) -> i64,
+        next: impl Fn(&str) -> String,
+    ) -> actix_web::HttpResponse {
+        let mut resp = actix_web::HttpResponse::Ok();
+        let page = cut_by(rows, limit, &mut resp, |r| encode(key(r)), next);
+        resp.json(page)
+    }
 }
 
 #[cfg(test)]
@@ -119,6 +179,29 @@ mod tests {
             Some((at, id))
         );
         assert!(matches!(after(Some("x")), Err(ApiError::BadRequest(_))));
+    }
+
+    #[test]
+    fn a_sequence_cursor_decodes_to_its_id_and_nothing_else_does() {
+        for id in [1, 42, i64::MAX] {
+            assert_eq!(
+                seq::after(Some(&seq::encode(id))).expect("a page"),
+                Some(id)
+            );
+        }
+        assert_eq!(seq::after(None).expect("first page"), None);
+        assert_eq!(seq::after(Some("")).expect("first page"), None);
+        let at = OffsetDateTime::from_unix_timestamp_nanos(1_700_000_000).expect("present");
+        for bad in [
+            "x".to_owned(),
+            encode(at, Uuid::new_v4()),
+            URL_SAFE_NO_PAD.encode("seq|x"),
+        ] {
+            assert!(
+                matches!(seq::after(Some(&bad)), Err(ApiError::BadRequest(_))),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

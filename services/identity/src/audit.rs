@@ -23,13 +23,21 @@ pub struct Entry {
     pub created_at: OffsetDateTime,
 }
 
-/// The latest `limit` entries `actor` made, newest first.
-pub async fn of_actor(pool: &PgPool, actor: UserId, limit: i64) -> sqlx::Result<Vec<Entry>> {
+/// Up to `limit` entries `actor` made before entry `before` (all when None),
+/// newest first.
+pub async fn of_actor(
+    pool: &PgPool,
+    actor: UserId,
+    before: Option<i64>,
+    limit: i64,
+) -> sqlx::Result<Vec<Entry>> {
     sqlx::query_as!(
         Entry,
         r#"SELECT id, actor_user_id AS "actor_user_id: UserId", action, subject, detail, ip, created_at
-         FROM audit_log WHERE actor_user_id = $1 ORDER BY id DESC LIMIT $2"#,
+         FROM audit_log WHERE actor_user_id = $1 AND ($2::bigint IS NULL OR id < $2)
+         ORDER BY id DESC LIMIT $3"#,
         actor as UserId,
+        before,
         limit,
     )
     .fetch_all(pool)

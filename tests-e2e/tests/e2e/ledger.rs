@@ -826,3 +826,83 @@ async fn concurrent_spends_never_pass_the_members_limit_or_the_balance() {
     assert_eq!(denied.status, 403);
     assert_eq!(s.get(&path, Some(&dev)).await.body["tokens_spent"], 50);
 }
+
+/// Follow `path`'s pages of `limit` (the `x-next-cursor` header) to the end:
+/// every page's ids, in order.
+async fn pages(s: &TestStack, token: &str, path: &str, limit: i64) -> Vec<Vec<i64>> {
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let r = s
+            .get(
+                &format!("{path}{sep}limit={limit}&cursor={cursor}"),
+                Some(token),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{path}: {:?}", r.body);
+        out.push(r.array("").iter().map(|e| e.int("id")).collect());
+        match r.headers.get("x-next-cursor") {
+            Some(c) => cursor = c.to_str().expect("ascii").to_owned(),
+            None => return out,
+        }
+        assert!(out.len() < 20, "{path}: pages never end");
+    }
+}
+
+#[tokio::test]
+async fn wallet_transactions_and_the_audit_history_reach_older_entries_by_cursor() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("pages@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let path = format!("/v1/organizations/{org}/wallet/transactions");
+    for n in 1..=5 {
+        let r = s
+            .post(
+                &format!("/v1/organizations/{org}/wallet/credit"),
+                Some(&staff),
+                json!({"amount_minor": n, "note": format!("credit {n}")}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    }
+    // No parameters: every row (up to 100), newest first, no next page.
+    let all = s.get(&path, Some(&owner)).await;
+    let ids: Vec<i64> = all.array("").iter().map(|e| e.int("id")).collect();
+    assert_eq!(ids.len(), 5, "{:?}", all.body);
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+    assert!(all.headers.get("x-next-cursor").is_none());
+    // Two at a time: the same rows, in order, over three pages.
+    let paged = pages(&s, &owner, &path, 2).await;
+    assert_eq!(paged.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+    assert_eq!(paged.concat(), ids);
+    // What is not a cursor or a limit of this API: 400.
+    for q in [
+        "limit=0",
+        "limit=101",
+        "cursor=nope",
+        "limit=2&cursor=bm9wZQ",
+    ] {
+        let r = s.get(&format!("{path}?{q}"), Some(&owner)).await;
+        assert_eq!(r.status, 400, "{q}: {:?}", r.body);
+    }
+
+    // The audit history pages the same way: once the five credits arrived
+    // (from org-billing, by event), the whole history page by page.
+    let newest = eventually(Duration::from_secs(20), || async {
+        let r = s.get("/v1/audit/me", Some(&staff)).await;
+        let credits = r
+            .array("")
+            .iter()
+            .filter(|e| e["subject"] == format!("org:{org}").as_str())
+            .count();
+        (credits >= 5).then(|| r.array("").iter().map(|e| e.int("id")).collect::<Vec<_>>())
+    })
+    .await
+    .expect("the credits in the staff member's history");
+    let audit = pages(&s, &staff, "/v1/audit/me", 2).await;
+    assert_eq!(audit.concat(), newest);
+    assert!(audit.len() >= 3, "{audit:?}");
+    let r = s.get("/v1/audit/me?cursor=nope", Some(&staff)).await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+}

@@ -29,16 +29,22 @@ pub async fn wallet(pool: &PgPool, org: OrgId) -> sqlx::Result<Option<(String, i
     .map(|r| (r.currency, r.balance_minor)))
 }
 
-/// The wallet's last 100 ledger rows, newest first.
-pub async fn latest_transactions(
+/// Up to `limit` of the wallet's ledger rows before row `before` (all when
+/// None), newest first.
+pub async fn transactions(
     pool: &PgPool,
     org: OrgId,
+    before: Option<i64>,
+    limit: i64,
 ) -> sqlx::Result<Vec<WalletTransaction>> {
     sqlx::query_as!(
         WalletTransaction,
         "SELECT id, delta_minor, balance_after AS balance_after_minor, kind, note, created_at \
-         FROM wallet_transactions WHERE org_id = $1 ORDER BY id DESC LIMIT 100",
+         FROM wallet_transactions WHERE org_id = $1 AND ($2::bigint IS NULL OR id < $2) \
+         ORDER BY id DESC LIMIT $3",
         org as OrgId,
+        before,
+        limit,
     )
     .fetch_all(pool)
     .await

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use service_kit::{
     assertion::{Caller, StaffCaller},
-    ApiError, ApiResult,
+    page, ApiError, ApiResult,
 };
 
 /// Largest single credit or correction, in minor units.
@@ -34,21 +34,35 @@ pub async fn get(
         .json(json!({"org_id": org_id, "currency": currency, "balance_minor": balance})))
 }
 
-/// GET /v1/organizations/{id}/wallet/transactions: the last 100, newest first.
+/// Wallet transactions per page: by default and at most (the last 100 when
+/// no page is asked for, as before cursors).
+pub const PAGE_MAX: i64 = 100;
+
+/// GET /v1/organizations/{id}/wallet/transactions?limit=&cursor=: newest
+/// first, `limit` (1 to 100, default 100) at a time; a page with more names
+/// the next in `x-next-cursor` and `Link: rel="next"`.
 #[tracing::instrument(skip_all, fields(org_id = %path))]
 pub async fn transactions(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<OrgId>,
+    q: web::Query<page::Query>,
 ) -> ApiResult<HttpResponse> {
     let org_id = path.into_inner();
     crate::billing::authorize_reader(&caller, org_id)?;
-    let rows = super::store::latest_transactions(&state.pool, org_id).await?;
+    let limit = page::limit(q.limit, PAGE_MAX, PAGE_MAX)?;
+    let before = page::seq::after(q.cursor.as_deref())?;
+    let rows = super::store::transactions(&state.pool, org_id, before, limit + 1).await?;
     // No rows: a new wallet, or (for staff) an organization that does not exist.
     if rows.is_empty() {
         crate::orgs::store::require(&mut *state.pool.acquire().await?, org_id).await?;
     }
-    Ok(HttpResponse::Ok().json(rows))
+    Ok(page::seq::respond(
+        rows,
+        limit,
+        |t| t.id,
+        |c| format!("/v1/organizations/{org_id}/wallet/transactions?limit={limit}&cursor={c}"),
+    ))
 }
 
 /// An amount in minor units: a JSON integer, however spelled (`5` or `5.0`).
