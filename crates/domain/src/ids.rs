@@ -144,6 +144,18 @@ id_type!(
     /// A distributor entity (org-billing).
     DistributorId
 );
+id_type!(
+    /// A knowledge-base category (agent).
+    KbCategoryId
+);
+id_type!(
+    /// A knowledge-base article (agent).
+    KbArticleId
+);
+id_type!(
+    /// A platform proposal a customer filed (agent).
+    ProposalId
+);
 
 impl ApiKeyId {
     /// A request made with an API key acts as the key itself: its principal's

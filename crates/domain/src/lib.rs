@@ -18,8 +18,8 @@ pub use email::{Email, EmailError};
 pub use identity::{Credential, CredentialKind, Identity, Membership, OrgStatus};
 pub use ids::{
     ApiKeyId, AssetId, ChargeId, ClaimId, ConversationId, DeliveryId, DistributorId, EndpointId,
-    InviteId, InvoiceId, MaintenanceId, OrgId, PaymentId, ProjectId, RunId, ServerId, SessionId,
-    StagedActionId, SubmissionId, UserId,
+    InviteId, InvoiceId, KbArticleId, KbCategoryId, MaintenanceId, OrgId, PaymentId, ProjectId,
+    ProposalId, RunId, ServerId, SessionId, StagedActionId, SubmissionId, UserId,
 };
 pub use money::{
     CountryCode, CountryError, Currency, CurrencyError, KycStatus, LegalType, MinorUnits, MAX_MINOR,

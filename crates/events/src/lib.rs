@@ -237,11 +237,23 @@ pub enum AuditAction {
     MfaDisabled,
     #[serde(rename = "auth.mfa_failed")]
     MfaFailed,
+    #[serde(rename = "kb.category_created")]
+    KbCategoryCreated,
+    #[serde(rename = "kb.article_created")]
+    KbArticleCreated,
+    #[serde(rename = "kb.article_updated")]
+    KbArticleUpdated,
+    #[serde(rename = "kb.article_deleted")]
+    KbArticleDeleted,
+    #[serde(rename = "proposal.filed")]
+    ProposalFiled,
+    #[serde(rename = "proposal.status_changed")]
+    ProposalStatusChanged,
 }
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 72] = [
+    pub const ALL: [AuditAction; 78] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -314,6 +326,12 @@ impl AuditAction {
         AuditAction::MfaEnabled,
         AuditAction::MfaDisabled,
         AuditAction::MfaFailed,
+        AuditAction::KbCategoryCreated,
+        AuditAction::KbArticleCreated,
+        AuditAction::KbArticleUpdated,
+        AuditAction::KbArticleDeleted,
+        AuditAction::ProposalFiled,
+        AuditAction::ProposalStatusChanged,
     ];
 
     /// The action's name on the wire and in `audit_log.action`.
@@ -391,6 +409,12 @@ impl AuditAction {
             AuditAction::MfaEnabled => "auth.mfa_enabled",
             AuditAction::MfaDisabled => "auth.mfa_disabled",
             AuditAction::MfaFailed => "auth.mfa_failed",
+            AuditAction::KbCategoryCreated => "kb.category_created",
+            AuditAction::KbArticleCreated => "kb.article_created",
+            AuditAction::KbArticleUpdated => "kb.article_updated",
+            AuditAction::KbArticleDeleted => "kb.article_deleted",
+            AuditAction::ProposalFiled => "proposal.filed",
+            AuditAction::ProposalStatusChanged => "proposal.status_changed",
         }
     }
 }

@@ -29,6 +29,19 @@ pub async fn record(
     Ok(())
 }
 
+/// Write an audit event of the caller's about `subject` (`kb_article:<id>`,
+/// `proposal:<id>`) in the caller's transaction.
+pub async fn record_on(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    caller: &Caller,
+    action: AuditAction,
+    subject: String,
+    detail: Value,
+) -> anyhow::Result<()> {
+    outbox::audit_on(conn, naming, caller, action, subject, detail).await
+}
+
 /// Where an audit event outside a transaction of the caller's goes: this
 /// service's outbox.
 #[derive(Clone, Copy)]

@@ -114,7 +114,28 @@ impl RouteTable {
 pub struct Router {
     pub core: RouteTable,
     pub product: RouteTable,
+    /// Public endpoints with exact paths.
     public: HashSet<(String, String)>,
+    /// Public endpoints whose paths have `{name}` segments (each matches any
+    /// one non-empty segment): method and the path's segments, None for a
+    /// `{name}` one.
+    public_patterns: Vec<(String, Vec<Option<String>>)>,
+}
+
+/// A public path's segments (split on every `/`), None for a `{name}` one;
+/// None for an exact path.
+fn pattern(path: &str) -> Option<Vec<Option<String>>> {
+    let segs: Vec<Option<String>> = path
+        .split('/')
+        .map(|s| {
+            if s.len() > 2 && s.starts_with('{') && s.ends_with('}') {
+                None
+            } else {
+                Some(s.to_owned())
+            }
+        })
+        .collect();
+    segs.iter().any(Option::is_none).then_some(segs)
 }
 
 /// Where a request goes.
@@ -136,8 +157,10 @@ impl Router {
             core: RouteTable::new(&s.routes.core, &methods)?,
             product: RouteTable::new(&s.routes.product, &methods)?,
             public: HashSet::new(),
+            public_patterns: Vec::new(),
         };
         let mut public = HashSet::new();
+        let mut public_patterns = Vec::new();
         for p in &s.proxy.public {
             let (m, path) = p
                 .split_once(' ')
@@ -154,9 +177,18 @@ impl Router {
                 forwarded,
                 "proxy.public {p:?}: no route forwards {m} on that path"
             );
-            public.insert((m, path));
+            match pattern(&path) {
+                Some(segs) => public_patterns.push((m, segs)),
+                None => {
+                    public.insert((m, path));
+                }
+            }
         }
-        Ok(Router { public, ..router })
+        Ok(Router {
+            public,
+            public_patterns,
+            ..router
+        })
     }
 
     pub fn route<'a>(&'a self, product_host: bool, path: &'a str) -> Option<Target<'a>> {
@@ -173,7 +205,17 @@ impl Router {
     }
 
     pub fn is_public(&self, method: &str, path: &str) -> bool {
-        self.public.contains(&(method.to_owned(), path.to_owned()))
+        if self.public.contains(&(method.to_owned(), path.to_owned())) {
+            return true;
+        }
+        self.public_patterns.iter().any(|(m, segs)| {
+            m == method
+                && path.split('/').count() == segs.len()
+                && path.split('/').zip(segs).all(|(got, want)| match want {
+                    Some(exact) => got == exact,
+                    None => !got.is_empty(),
+                })
+        })
     }
 }
 
@@ -269,6 +311,10 @@ mod tests {
             ("/v1/agent", Some("agent")),
             ("/v1/agent/confirm", Some("agent")),
             ("/v1/memory/soul", Some("agent")),
+            ("/v1/kb/articles/x", Some("agent")),
+            ("/v1/admin/kb/articles", Some("agent")),
+            ("/v1/proposals", Some("agent")),
+            ("/v1/admin/proposals/x", Some("agent")),
             ("/v1/authx", None),
             ("/v1/servers", None),
             ("/", None),
@@ -325,7 +371,8 @@ mod tests {
         // A rule of its own narrows it; a method outside the closed set or a
         // public endpoint no route forwards stops the start.
         let own = Settings::from_layers(&[
-            "[[routes.core]]\nprefix = \"/v1/auth\"\nservice = \"identity\"\nmethods = [\"post\", \"GET\"]\n",
+            "[[routes.core]]\nprefix = \"/v1/auth\"\nservice = \"identity\"\nmethods = [\"post\", \"GET\"]\n\
+             [[routes.core]]\nprefix = \"/v1/kb\"\nservice = \"agent\"\n",
         ]);
         let own = Router::new(&own.expect("settings")).expect("router");
         let t = own.route(false, "/v1/auth/verify").expect("routed");
@@ -498,5 +545,29 @@ mod tests {
         assert!(r.is_public("POST", "/v1/auth/mfa/verify"));
         assert!(!r.is_public("POST", "/v1/auth/mfa/enroll"));
         assert!(!r.is_public("GET", "/v1/auth/me"));
+    }
+
+    #[test]
+    fn a_public_name_segment_matches_any_one_segment_and_nothing_else() {
+        let r = router();
+        assert!(r.is_public("GET", "/v1/kb/articles"));
+        assert!(r.is_public("GET", "/v1/kb/articles/paying-by-transfer"));
+        assert!(r.is_public("GET", "/v1/kb/categories"));
+        for (m, p) in [
+            ("POST", "/v1/kb/articles"),
+            ("PATCH", "/v1/kb/articles/x"),
+            ("GET", "/v1/kb/articles/"),
+            ("GET", "/v1/kb/articles/x/y"),
+            ("GET", "/v1/kb/articles/x/"),
+            ("GET", "/v1/kb/categories/x"),
+            ("GET", "/v1/admin/kb/articles"),
+            ("GET", "/v1/admin/kb/articles/x"),
+            ("GET", "/v1/kb/x/articles"),
+        ] {
+            assert!(!r.is_public(m, p), "{m} {p}");
+        }
+        // `{` alone, or `{}`, is an exact segment.
+        assert_eq!(pattern("/v1/a/{}"), None);
+        assert_eq!(pattern("/v1/a/{"), None);
     }
 }

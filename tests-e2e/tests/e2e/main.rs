@@ -22,6 +22,7 @@ mod distributors;
 mod gateway;
 mod invites;
 mod isolation;
+mod kb;
 mod kyc;
 mod ledger;
 mod ledger_limits;

@@ -1,7 +1,14 @@
-//! agent's HTTP surface (every route needs a session).
+//! agent's HTTP surface. The assistant's routes need a session; the
+//! knowledge base ([`kb`]) is read without credentials and written by staff;
+//! proposals ([`proposals`]) are filed with a session and moved by staff.
+
+mod body;
+mod kb;
+mod proposals;
 
 use crate::{conversations, engine, memory, model, staged, state::AppState, store};
 use actix_web::{web, HttpResponse};
+use body::body;
 use hub_domain::{ConversationId, OrgId, StagedActionId};
 use serde::Deserialize;
 use serde_json::json;
@@ -31,20 +38,33 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/agent/model", methods::put().to(set_model))
         .route("/v1/memory", methods::get().to(get_memory))
         .route("/v1/memory/soul", methods::patch().to(set_soul))
-        .route("/v1/memory/curate", methods::post().to(curate));
-}
-
-/// A JSON body of type `T`, or a 400 that says what is wrong with it.
-fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        let msg = e.to_string();
-        // serde's message names the field; the position adds nothing.
-        let msg = msg
-            .split(" at line ")
-            .next()
-            .unwrap_or("malformed JSON body");
-        ApiError::BadRequest(format!("invalid body: {msg}"))
-    })
+        .route("/v1/memory/curate", methods::post().to(curate))
+        .route("/v1/kb/categories", methods::get().to(kb::categories))
+        .route("/v1/kb/articles", methods::get().to(kb::published))
+        .route("/v1/kb/articles/{slug}", methods::get().to(kb::article))
+        .route(
+            "/v1/admin/kb/categories",
+            methods::post().to(kb::create_category),
+        )
+        .route("/v1/admin/kb/articles", methods::get().to(kb::all))
+        .route(
+            "/v1/admin/kb/articles",
+            methods::post().to(kb::create_article),
+        )
+        .route(
+            "/v1/admin/kb/articles/{id}",
+            methods::patch().to(kb::update_article),
+        )
+        .route(
+            "/v1/admin/kb/articles/{id}",
+            methods::delete().to(kb::delete_article),
+        )
+        .route("/v1/proposals", methods::get().to(proposals::list))
+        .route("/v1/proposals", methods::post().to(proposals::file))
+        .route(
+            "/v1/admin/proposals/{id}",
+            methods::patch().to(proposals::set_status),
+        );
 }
 
 #[derive(Deserialize)]

@@ -4,6 +4,8 @@
 //! what a missing row means.
 
 pub mod conversations;
+pub mod kb;
 pub mod memory;
 pub mod model;
+pub mod proposals;
 pub mod staged;
