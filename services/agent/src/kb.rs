@@ -140,6 +140,7 @@ pub struct NewArticle {
     pub title: String,
     pub body_md: String,
     /// `draft` when absent.
+    #[serde(default, deserialize_with = "not_null")]
     pub status: Option<ArticleStatus>,
     /// A category's slug.
     pub category: Option<String>,
@@ -195,12 +196,22 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D:
     Option::<String>::deserialize(d).map(Some)
 }
 
+/// Absent stays None (with `#[serde(default)]`); null is refused like any
+/// other value of the wrong type.
+fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArticlePatch {
+    #[serde(default, deserialize_with = "not_null")]
     pub slug: Option<String>,
+    #[serde(default, deserialize_with = "not_null")]
     pub title: Option<String>,
+    #[serde(default, deserialize_with = "not_null")]
     pub body_md: Option<String>,
+    #[serde(default, deserialize_with = "not_null")]
     pub status: Option<ArticleStatus>,
     /// Absent: unchanged; null: no category; a slug: that category.
     #[serde(default, deserialize_with = "present")]

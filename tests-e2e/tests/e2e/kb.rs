@@ -360,6 +360,11 @@ async fn anyone_reads_and_searches_published_articles_and_only_staff_see_drafts(
     for (body, status, says) in [
         (json!({}), 400, "nothing to change"),
         (
+            json!({"slug": null}),
+            400,
+            "invalid type: null, expected a string",
+        ),
+        (
             json!({"slug": "paying-by-transfer"}),
             409,
             "slug paying-by-transfer exists",

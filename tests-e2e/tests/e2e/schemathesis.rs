@@ -181,6 +181,32 @@ async fn the_api_answers_as_documented() {
     assert_eq!(asset.status, 201, "{:?}", asset.body);
     let suspended = s.create_org(&staff, "Contract suspension", "TR").await;
     assert_eq!(suspended.status, 201, "{:?}", suspended.body);
+    // The knowledge base: a category and an article in it; a proposal.
+    let category = s
+        .post(
+            "/v1/admin/kb/categories",
+            Some(&staff),
+            json!({"slug": "contract", "title": "Contract"}),
+        )
+        .await;
+    assert_eq!(category.status, 201, "{:?}", category.body);
+    let article = s
+        .post(
+            "/v1/admin/kb/articles",
+            Some(&staff),
+            json!({"slug": "contract-article", "title": "Contract", "body_md": "# Contract",
+                   "status": "published", "category": "contract"}),
+        )
+        .await;
+    assert_eq!(article.status, 201, "{:?}", article.body);
+    let proposal = s
+        .post(
+            "/v1/proposals",
+            Some(&staff),
+            json!({"title": "Contract", "problem": "A problem.", "proposal": "A proposal."}),
+        )
+        .await;
+    assert_eq!(proposal.status, 201, "{:?}", proposal.body);
 
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/schemathesis.sh");
     let mut command = std::process::Command::new(script);
@@ -213,7 +239,9 @@ async fn the_api_answers_as_documented() {
         .env("HUB_DISTRIBUTOR_ID", &distributor)
         .env("HUB_PROJECT_ID", id(&project.body, "id"))
         .env("HUB_ASSET_ID", id(&asset.body, "id"))
-        .env("HUB_SUSPEND_ORG_ID", id(&suspended.body, "id"));
+        .env("HUB_SUSPEND_ORG_ID", id(&suspended.body, "id"))
+        .env("HUB_KB_ARTICLE_ID", id(&article.body, "id"))
+        .env("HUB_PROPOSAL_ID", id(&proposal.body, "id"));
     // The stack serves on this runtime meanwhile.
     let out = tokio::task::spawn_blocking(move || command.output())
         .await
