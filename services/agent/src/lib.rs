@@ -8,7 +8,10 @@
 //! owner confirms ([`staged`]). Every action goes through the owning service's
 //! public route with the caller's own authority. Conversations
 //! ([`conversations`]) and memory documents ([`memory`]) are kept here; the
-//! user's activity arrives as audit events on NATS.
+//! user's activity arrives as audit events on NATS. The service also keeps
+//! the knowledge base ([`kb`]: staff write it, anyone reads what is
+//! published, the assistant answers from it) and platform proposals
+//! ([`proposals`]).
 
 pub mod audit;
 pub mod billing;

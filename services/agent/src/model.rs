@@ -133,6 +133,12 @@ fn member_tools() -> Vec<Value> {
             json!({"session_id": {"type": "string"}}),
             &["session_id"],
         ),
+        function(
+            "search_knowledge_base",
+            "The platform's published help articles (English and Turkish) matching the words; answer from them.",
+            json!({"query": {"type": "string", "description": "the user's words, at most 200 characters"}}),
+            &["query"],
+        ),
     ]
 }
 
@@ -206,6 +212,7 @@ pub fn op_of(call: &ToolCall) -> Option<Op> {
         "kyc_queue" => Op::KycQueue,
         "find_organization" => Op::FindOrg { query: s("query")? },
         "fulfilment_queue" => Op::FulfilmentQueue,
+        "search_knowledge_base" => Op::SearchKb { query: s("query")? },
         _ => return None,
     })
 }

@@ -55,6 +55,10 @@ pub enum Op {
     },
     /// Staff: the manual fulfilment queue.
     FulfilmentQueue,
+    /// The published knowledge base, searched by the user's words.
+    SearchKb {
+        query: String,
+    },
 }
 
 /// The autonomy tier of an answer.

@@ -20,6 +20,7 @@ pub const HELP: &str = "I did not understand that. I understand:\n\
 - credit <amount> <currency> to <organization>\n\
 - grant <n> tokens to <organization>\n\
 - revoke session <id>\n\
+- search the knowledge base for <words>\n\
 Staff also: show the KYC queue, find organization <name or id>, show the fulfilment queue.";
 
 type Build = fn(&regex::Captures<'_>) -> Op;
@@ -117,6 +118,10 @@ static RULES: LazyLock<Vec<(Regex, Build)>> = LazyLock::new(|| {
         (
             r"^(?:show|list)\s+(?:me\s+)?(?:the\s+)?(?:manual\s+)?fulfil?ment\s+queue$".into(),
             |_| Op::FulfilmentQueue,
+        ),
+        (
+            r"^(?:search|look\s+in)\s+(?:the\s+)?(?:knowledge\s*base|kb|help(?:\s+articles)?)\s+(?:for|about)\s+(?P<q>.+)$".into(),
+            |c| Op::SearchKb { query: cap(c, "q") },
         ),
     ];
     rules
@@ -233,6 +238,18 @@ mod tests {
                 },
             ),
             ("show the fulfilment queue".into(), Op::FulfilmentQueue),
+            (
+                "Search the knowledge base for paying by transfer?".into(),
+                Op::SearchKb {
+                    query: "paying by transfer".into(),
+                },
+            ),
+            (
+                "search help for fatura".into(),
+                Op::SearchKb {
+                    query: "fatura".into(),
+                },
+            ),
         ];
         for (msg, want) in cases {
             assert_eq!(parse(&msg), Some(want), "{msg:?}");

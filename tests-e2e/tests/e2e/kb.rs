@@ -263,6 +263,40 @@ async fn anyone_reads_and_searches_published_articles_and_only_staff_see_drafts(
         "the category narrows a search"
     );
 
+    // The assistant answers from the same published articles (rule engine).
+    for (message, finds, never) in [
+        (
+            "search the knowledge base for invoices",
+            "Paying by transfer (/v1/kb/articles/paying-by-transfer)",
+            "Coming soon",
+        ),
+        (
+            "search help for faturanızı",
+            "Fatura ödeme (/v1/kb/articles/fatura-odeme)",
+            "Paying by transfer",
+        ),
+    ] {
+        let r = s
+            .post("/v1/agent", Some(&customer), json!({"message": message}))
+            .await;
+        assert_eq!(r.status, 200, "{message}: {:?}", r.body);
+        let reply = r.text("reply");
+        assert!(reply.contains(finds), "{message}: {reply}");
+        assert!(!reply.contains(never), "{message}: {reply}");
+    }
+    let r = s
+        .post(
+            "/v1/agent",
+            Some(&customer),
+            json!({"message": "search the knowledge base for card"}),
+        )
+        .await;
+    assert!(
+        r.text("reply").contains("no published article"),
+        "{:?}",
+        r.body
+    );
+
     // Bad parameters: 400.
     for (path, says) in [
         ("/v1/kb/articles?limit=0", "limit must be between 1 and 50"),

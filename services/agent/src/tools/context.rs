@@ -41,6 +41,8 @@ macro_rules! resolved {
 /// Who asks, the organization `org_id` scoped the request to, and what the
 /// operations use: the services they call, the lookup cache, the audit trail.
 pub struct Ctx<'a> {
+    /// This service's own schema (the knowledge base).
+    pub pool: &'a sqlx::PgPool,
     pub peers: &'a Peers,
     pub lookups: &'a Lookups,
     pub audit: Trail<'a>,
@@ -51,6 +53,7 @@ pub struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     pub fn new(state: &'a AppState, caller: &'a Caller, scope: Option<OrgId>) -> Ctx<'a> {
         Ctx {
+            pool: &state.pool,
             peers: &state.peers,
             lookups: &state.lookups,
             audit: Trail::of(state),

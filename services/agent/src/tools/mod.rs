@@ -2,7 +2,8 @@
 //! rule-based matcher turns a phrasing into an [`Op`], the model names one as a
 //! tool call, and [`run`] does the same thing for either, in the same tier.
 //!
-//! Reads ([`reads`]) and job-title/bio updates ([`profile`]) run at once,
+//! Reads ([`reads`], and the knowledge base's published articles, [`kb`],
+//! read from this service's own schema) and job-title/bio updates ([`profile`]) run at once,
 //! through the owning service's public route with the caller's own authority
 //! (their assertion, signed with agent's caller key): the same handlers and
 //! checks as a direct call. The four sensitive operations never run here:
@@ -16,6 +17,7 @@ use service_kit::ApiError;
 
 #[macro_use]
 mod context;
+pub mod kb;
 pub mod orgs;
 pub mod profile;
 pub mod reads;
@@ -57,6 +59,7 @@ pub async fn run(ctx: &Ctx<'_>, op: &Op) -> Result<Outcome, ApiError> {
         Op::KycQueue => reads::kyc_queue(ctx).await,
         Op::FindOrg { query } => reads::find_org(ctx, query).await,
         Op::FulfilmentQueue => reads::fulfilment_queue(ctx).await,
+        Op::SearchKb { query } => kb::search(ctx, query).await,
     }
 }
 
