@@ -3,7 +3,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/hub-target
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: run test deps build lint fmt sqlx-prepare clean-test-dbs bench-auth bench-ledger bench-webhooks bench-agent helm-check image deploy-check
+.PHONY: run test deps build lint fmt sqlx-prepare clean-test-dbs bench-auth bench-ledger bench-overview bench-webhooks bench-agent helm-check image deploy-check
 
 run: deps
 	scripts/run.sh
@@ -48,6 +48,9 @@ bench-auth: deps
 
 bench-ledger: deps
 	scripts/bench-ledger.sh
+
+bench-overview: deps
+	scripts/bench-overview.sh
 
 helm-check:
 	scripts/helm-check.sh

@@ -156,17 +156,27 @@ pub async fn replay(js: &jetstream::Context, naming: &Naming, sequence: u64) -> 
 /// How many dead letters belong to consumers whose names start with `prefix`
 /// (a service's consumers are named after it).
 pub async fn count(js: &jetstream::Context, naming: &Naming, prefix: &str) -> anyhow::Result<u64> {
+    Ok(by_consumer(js, naming, prefix).await?.values().sum())
+}
+
+/// The dead letters of each consumer whose name starts with `prefix` (only
+/// consumers that have some), by the consumer's name.
+pub async fn by_consumer(
+    js: &jetstream::Context,
+    naming: &Naming,
+    prefix: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, u64>> {
     let s = stream(js, naming).await?;
     let root = naming.subject(&format!("{SUBJECT_ROOT}."));
     let mut subjects = s.info_with_subjects(format!("{root}>")).await?;
-    let mut n = 0u64;
+    let mut out = std::collections::BTreeMap::new();
     while let Some((subject, c)) = subjects.try_next().await? {
-        if subject
+        if let Some(durable) = subject
             .strip_prefix(&root)
-            .is_some_and(|durable| durable.starts_with(prefix))
+            .filter(|durable| durable.starts_with(prefix))
         {
-            n += c as u64;
+            *out.entry(durable.to_owned()).or_insert(0) += c as u64;
         }
     }
-    Ok(n)
+    Ok(out)
 }

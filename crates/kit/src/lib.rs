@@ -16,6 +16,7 @@
 //! - [`tls`]: rustls (ring) and the one trust store of every client.
 //! - [`catalog`]: reading the declared catalog file (`catalog.file`).
 //! - [`idempotency`]: `Idempotency-Key` replays, stored with the operation.
+//! - [`overview`]: each service's part of the staff overview (queues, dead letters).
 //! - [`page`]: cursor pages (newest first) and their `limit`.
 //! - [`group_commit`]: many requests applied in one transaction (ledgers, journals).
 //! - [`metrics`]: Prometheus metrics, a registry per service on a listener of its own.
@@ -38,6 +39,7 @@ pub mod nats;
 pub mod nats_access;
 pub mod outage;
 pub mod outbox;
+pub mod overview;
 pub mod page;
 pub mod path;
 pub mod peer;

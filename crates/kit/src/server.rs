@@ -21,6 +21,8 @@ struct Service<S> {
     pub listener: Option<TcpListener>,
     /// Where its staff reads are audited ([`crate::staff_audit`]).
     pub staff_audit: crate::staff_audit::StaffAudit,
+    /// What its part of the staff overview reads ([`crate::overview`]).
+    pub overview: crate::overview::Source,
 }
 
 /// Serve `svc` on `settings` (port 0 picks one) with readiness on its Postgres
@@ -37,6 +39,7 @@ fn serve<S: Send + Sync + 'static>(
     let (state, routes) = (svc.state, svc.routes);
     let staff_audit = web::Data::new(svc.staff_audit);
     let audited = web::Data::new(crate::staff_read::Audited);
+    let overview = web::Data::new(svc.overview);
     let listener = match svc.listener {
         Some(l) => l,
         None => TcpListener::bind(settings.addr())?,
@@ -56,7 +59,9 @@ fn serve<S: Send + Sync + 'static>(
         move |c| {
             c.app_data(state.clone())
                 .app_data(staff_audit.clone())
-                .app_data(audited.clone());
+                .app_data(audited.clone())
+                .app_data(overview.clone());
+            crate::overview::routes(c);
             routes(c);
         },
     )?;
@@ -174,6 +179,7 @@ pub struct Foundation {
     pub tasks: Vec<tokio::task::JoinHandle<()>>,
     verifier: assertion::Verifier,
     listener: Option<TcpListener>,
+    counter: Option<crate::overview::Counter>,
 }
 
 impl Foundation {
@@ -206,7 +212,16 @@ impl Foundation {
             tasks: vec![relay],
             verifier,
             listener: rt.listener.take(),
+            counter: None,
         })
+    }
+
+    /// Count the service's queues with `counter` in its part of the staff
+    /// overview ([`crate::overview`]); without it the part has its dead
+    /// letters only.
+    pub fn counting(mut self, counter: crate::overview::Counter) -> Foundation {
+        self.counter = Some(counter);
+        self
     }
 
     /// Serve `routes` with `state` on `http` (or the listener bound for it).
@@ -232,6 +247,13 @@ impl Foundation {
                     pool: self.pool.clone(),
                     naming: self.naming.clone(),
                     outbox: self.outbox.clone(),
+                },
+                overview: crate::overview::Source {
+                    pool: self.pool.clone(),
+                    js: self.js,
+                    prefix: format!("{}-", self.name),
+                    naming: self.naming,
+                    counter: self.counter,
                 },
             },
             self.cancel,

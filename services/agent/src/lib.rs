@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod model;
 pub mod money;
 pub mod ops;
+pub mod overview;
 pub mod proposals;
 mod routes;
 pub mod rules;
@@ -64,7 +65,9 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 /// Config in, running server out: migrate, connect, consume activity, run
 /// the nightly curation, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
-    let mut f = Foundation::start(parts(&settings), &rt).await?;
+    let mut f = Foundation::start(parts(&settings), &rt)
+        .await?
+        .counting(overview::count);
     let (journal, journal_tasks) = journal::Journal::spawn(
         f.pool.clone(),
         settings.agent.journal_writers,

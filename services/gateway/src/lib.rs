@@ -11,6 +11,7 @@ mod cache;
 mod clientip;
 mod flights;
 mod metrics;
+mod overview;
 mod proxy;
 mod routing;
 pub mod settings;
@@ -157,6 +158,10 @@ fn gateway(
             .max(settings.product_http.max_body_bytes),
         tls: settings.tls.clone(),
         metrics: metrics::GatewayMetrics::new(metrics),
+        overview: overview::Overview::new(
+            Duration::from_secs(settings.overview.cache_secs),
+            Duration::from_millis(settings.overview.timeout_ms),
+        ),
     })
 }
 

@@ -47,6 +47,8 @@ pub struct Gateway {
     /// Trust for `https://` upstreams.
     pub tls: service_kit::tls::TlsSettings,
     pub metrics: GatewayMetrics,
+    /// `GET /v1/admin/overview`, answered here from every service's part.
+    pub overview: crate::overview::Overview,
 }
 
 /// The HTTP client for calls to services (one per worker), over TLS for
@@ -371,6 +373,15 @@ async fn proxy(
     let resolved = caller(req, gw, client, path, client_addr, &request_id).await?;
     if let Some(answer) = auth_me_from_cache(req, path, resolved.as_deref()) {
         return Ok(answer);
+    }
+    if let (service_kit::overview::PATH, Some(r)) = (path, resolved.as_deref()) {
+        req.extensions_mut()
+            .insert(service_kit::http::RouteLabel(service_kit::overview::PATH));
+        let upstreams = crate::overview::Upstreams {
+            urls: &gw.upstreams,
+            minters: &gw.minters,
+        };
+        return Ok(gw.overview.answer(upstreams, client, r, &request_id).await);
     }
     let (Some(base), Some(minter)) = (gw.upstream(service), gw.minters.get(service)) else {
         return Err(json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available").into());

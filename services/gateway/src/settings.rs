@@ -32,6 +32,7 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     pub cache: CacheSettings,
     pub proxy: ProxySettings,
+    pub overview: OverviewSettings,
     /// Service name -> base URL ("" = not deployed).
     pub upstreams: BTreeMap<String, String>,
     pub routes: Routes,
@@ -63,6 +64,14 @@ pub struct ProxySettings {
     /// The methods forwarded on a route that does not name its own
     /// (`routes.*.methods`); any other answers 405 with `Allow`.
     pub methods: Vec<String>,
+}
+
+/// `GET /v1/admin/overview`: how long one gathering is served, and how long
+/// each service may take to give its part.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OverviewSettings {
+    pub cache_secs: u64,
+    pub timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -46,7 +46,9 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 /// sweep, serve.
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     let sealer = Sealer::new(&settings.sealing.keys)?;
-    let mut f = Foundation::start(parts(&settings), &rt).await?;
+    let mut f = Foundation::start(parts(&settings), &rt)
+        .await?
+        .counting(store::overview);
     let state = web::Data::new(app_state(&settings, &f, &rt, sealer)?);
     f.tasks.push(spawn_sweep(&settings, &f.pool, &rt));
     f.serve(&settings.http, state, configure)

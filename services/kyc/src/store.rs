@@ -75,6 +75,26 @@ pub async fn pending(pool: &PgPool) -> sqlx::Result<Vec<Row>> {
     .await
 }
 
+/// kyc's part of the staff overview: the submissions waiting for review.
+pub fn overview(
+    pool: PgPool,
+    now: time::OffsetDateTime,
+) -> service_kit::overview::BoxFuture<'static, sqlx::Result<service_kit::overview::Queues>> {
+    Box::pin(async move {
+        let r = sqlx::query!(
+            r#"SELECT count(*) AS "count!", min(created_at) AS oldest
+                 FROM submissions WHERE status = 'pending'"#
+        )
+        .fetch_one(&pool)
+        .await?;
+        Ok([(
+            "kyc_submissions_pending".to_owned(),
+            service_kit::overview::Queue::of(r.count, r.oldest, now),
+        )]
+        .into())
+    })
+}
+
 /// Submission `id`, locked until the transaction ends.
 pub async fn lock(conn: &mut PgConnection, id: SubmissionId) -> sqlx::Result<Option<Row>> {
     sqlx::query_as!(

@@ -9,6 +9,7 @@ pub mod kyc;
 mod ledger;
 mod members_ai;
 mod orgs;
+mod overview;
 mod projects;
 mod replica;
 mod routes;
@@ -78,7 +79,9 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     // Migrations up to the sealed column here, the rest once the plaintext
     // columns are sealed (kyc::finish_migrations).
     let before = kyc::migrations_before(kyc::PLAINTEXT_DROPPED_MIGRATION).await?;
-    let mut f = Foundation::start(parts(&settings, &before), &rt).await?;
+    let mut f = Foundation::start(parts(&settings, &before), &rt)
+        .await?
+        .counting(overview::count);
     kyc::finish_migrations(&f.pool, &sealer).await?;
     seed(&settings, &f.pool).await?;
     let (wallets, tokens, mut tasks) = spawn_ledger_writers(&settings, &f, &rt)?;

@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod lifecycle;
 mod maintenance;
 mod orders;
+mod overview;
 pub mod provider;
 mod rate;
 mod routes;
@@ -72,7 +73,9 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     check(&settings)?;
     let sealer = Sealer::new(&settings.sealing.keys)?;
-    let mut f = Foundation::start(parts(&settings), &rt).await?;
+    let mut f = Foundation::start(parts(&settings), &rt)
+        .await?
+        .counting(overview::count);
     if settings.seed.skus {
         seed::skus(&f.pool).await?;
     }

@@ -6,6 +6,7 @@
 mod attempts;
 pub mod fanout;
 mod orgs;
+mod overview;
 mod routes;
 pub mod settings;
 pub mod ssrf;
@@ -48,7 +49,9 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     let sealer = Sealer::new(&settings.sealing.keys)?;
     ssrf::init();
-    let mut f = Foundation::start(parts(&settings), &rt).await?;
+    let mut f = Foundation::start(parts(&settings), &rt)
+        .await?
+        .counting(overview::count);
     let state = web::Data::new(app_state(&settings, &f, &rt, sealer));
     let dispatch = if settings.delivery.worker {
         let (d, worker_tasks) = start_worker(&settings, &state, &rt).await?;

@@ -123,6 +123,17 @@ async fn an_event_given_up_on_waits_in_the_dlq_and_replays_into_its_consumer() {
     assert!(stored_later.is_some(), "the later event was stored");
     s.consumer_caught_up("CORE", "identity-audit").await;
     assert_eq!(stored(&s, &[id]).await, 0, "not redelivered by itself");
+    // Staff see it in the overview, as the identity consumer's.
+    let staff = s.sign_in("staff@example.com").await;
+    let o = s.get("/v1/admin/overview", Some(&staff)).await;
+    assert_eq!(o.status, 200, "{:?}", o.body);
+    assert_eq!(
+        o.body["services"]["identity"]["dead_letters"],
+        serde_json::json!({"identity-audit": 1}),
+        "{}",
+        o.body
+    );
+    assert_eq!(o.body["dead_letters_total"], 1, "{}", o.body);
     let letters = service_kit::deadletter::list(&js, &s.naming)
         .await
         .expect("list");

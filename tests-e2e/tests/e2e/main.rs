@@ -37,6 +37,7 @@ mod order_limits;
 mod orgs;
 mod outage;
 mod outbox;
+mod overview;
 mod personal_data;
 mod profile;
 mod properties;
