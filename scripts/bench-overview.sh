@@ -98,13 +98,13 @@ PY
 
 run() { # label connections url [header]
   local out rps p99 errs
-  out=$(wrk -t2 -c"$2" -d"$DUR" --latency -H "${4:-x-bench: 1}" "$3")
+  out=$(wrk -t"$(( $2 < 2 ? 1 : 2 ))" -c"$2" -d"$DUR" --latency -H "${4:-x-bench: 1}" "$3")
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   p99=$(echo "$out" | awk '$1=="99%" {print $2}')
   errs=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
   printf '%-46s %10s req/s   p99 %-9s non-2xx %s\n' "$1" "$rps" "$p99" "${errs:-0}"
 }
-echo "wrk -t2 -d$DUR, $(nproc) cores, $(date -u +%FT%TZ); $LOG_LABEL"
+echo "wrk -d$DUR (-t2, -t1 for c1), $(nproc) cores, $(date -u +%FT%TZ); $LOG_LABEL"
 echo "data: 10,000 organizations, 100,000 audit entries"
 check
 run "bare actix JSON route (reference), c64" 64 http://127.0.0.1:8099/bare
