@@ -211,6 +211,14 @@ pub enum AuditAction {
     StaffOrgRead,
     #[serde(rename = "org.reactivated")]
     OrgReactivated,
+    /// Staff disabled a user: their sessions and the API keys they created revoked.
+    #[serde(rename = "user.disabled")]
+    UserDisabled,
+    #[serde(rename = "user.enabled")]
+    UserEnabled,
+    /// Staff ended every session of a user.
+    #[serde(rename = "user.sessions_revoked")]
+    UserSessionsRevoked,
     #[serde(rename = "project.created")]
     ProjectCreated,
     #[serde(rename = "project.updated")]
@@ -253,7 +261,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 78] = [
+    pub const ALL: [AuditAction; 81] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -312,6 +320,9 @@ impl AuditAction {
         AuditAction::DistributorStaffRemoved,
         AuditAction::OrgSuspended,
         AuditAction::StaffOrgRead,
+        AuditAction::UserDisabled,
+        AuditAction::UserEnabled,
+        AuditAction::UserSessionsRevoked,
         AuditAction::OrgReactivated,
         AuditAction::ProjectCreated,
         AuditAction::ProjectUpdated,
@@ -395,6 +406,9 @@ impl AuditAction {
             AuditAction::DistributorStaffRemoved => "distributor.staff_removed",
             AuditAction::OrgSuspended => "org.suspended",
             AuditAction::StaffOrgRead => "staff.org_read",
+            AuditAction::UserDisabled => "user.disabled",
+            AuditAction::UserEnabled => "user.enabled",
+            AuditAction::UserSessionsRevoked => "user.sessions_revoked",
             AuditAction::OrgReactivated => "org.reactivated",
             AuditAction::ProjectCreated => "project.created",
             AuditAction::ProjectUpdated => "project.updated",

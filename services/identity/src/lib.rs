@@ -4,6 +4,7 @@
 //! One constructor, [`build`], takes settings and returns a bound,
 //! running server: the binary, the one-process dev stack and tests-e2e all use it.
 
+mod admin_users;
 mod api_keys;
 mod audit;
 mod fields;

@@ -159,7 +159,8 @@ pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Opti
                      FROM memberships m WHERE m.user_id = u.id), '[]'::json)
              AS "memberships!: sqlx::types::Json<Vec<Membership>>"
          FROM sessions s JOIN users u ON u.id = s.user_id
-         WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"#,
+         WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
+           AND u.disabled_at IS NULL"#,
         token_hash,
     )
     .fetch_optional(pool)

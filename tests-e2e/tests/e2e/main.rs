@@ -49,6 +49,7 @@ mod server_credentials;
 pub mod servers;
 mod sessions;
 mod staff_read;
+mod staff_users;
 mod suspension;
 mod tls;
 mod traversal;

@@ -1,7 +1,7 @@
 //! Magic-link sign-in, identity resolution, sessions.
 
 use crate::{
-    audit, mfa,
+    admin_users, audit, mfa,
     ratelimit::{self, Limit},
     resolve, sessions,
     state::AppState,
@@ -68,6 +68,15 @@ pub async fn request_link(
         return Err(ApiError::TooManyRequests);
     }
     let user_id = users::upsert_by_email(&mut tx, &email).await?;
+    // A disabled user gets no link, and the answer does not say so (it
+    // would tell anyone whether an address is disabled).
+    if admin_users::is_disabled(&mut tx, user_id).await? {
+        tx.commit().await?;
+        return Ok(HttpResponse::Ok().json(LinkSent {
+            status: "sent",
+            dev_token: None,
+        }));
+    }
     sessions::issue_link(
         &mut tx,
         tokens::hash(&token),
@@ -192,6 +201,12 @@ pub(crate) async fn open_session(
     ip: &str,
     second_factor: Option<&str>,
 ) -> ApiResult<String> {
+    // A link or challenge issued before staff disabled the user opens nothing.
+    if admin_users::is_disabled(&mut *tx, user_id).await? {
+        return Err(ApiError::forbidden(
+            "this account is disabled: contact support",
+        ));
+    }
     let session_token = tokens::generate("sess_")?;
     let session_id = SessionId::new();
     sessions::open(

@@ -1,5 +1,6 @@
 //! identity's HTTP surface.
 
+mod admin_users;
 mod api_keys;
 mod audit;
 pub mod auth;
@@ -34,6 +35,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route("/v1/profile", methods::get().to(profile::get))
     .route("/v1/profile", methods::patch().to(profile::patch))
     .route("/v1/audit/me", methods::get().to(audit::mine))
+    .route("/v1/admin/users", methods::get().to(admin_users::search))
+    .route("/v1/admin/users/{id}", methods::get().to(admin_users::get))
+    .route(
+        "/v1/admin/users/{id}/disable",
+        methods::post().to(admin_users::disable),
+    )
+    .route(
+        "/v1/admin/users/{id}/enable",
+        methods::post().to(admin_users::enable),
+    )
+    .route(
+        "/v1/admin/users/{id}/sessions/revoke",
+        methods::post().to(admin_users::revoke_sessions),
+    )
     .route(
         "/v1/organizations/{id}/members",
         methods::get().to(members::list),
