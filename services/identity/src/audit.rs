@@ -3,7 +3,7 @@
 //! events and are stored once each (by event id).
 
 use event_contracts::{AuditAction, AuditRecorded, Envelope};
-use hub_domain::UserId;
+use hub_domain::{OrgId, UserId};
 use serde::Serialize;
 use serde_json::Value;
 use service_kit::assertion::Authority;
@@ -37,6 +37,46 @@ pub async fn of_actor(
          FROM audit_log WHERE actor_user_id = $1 AND ($2::bigint IS NULL OR id < $2)
          ORDER BY id DESC LIMIT $3"#,
         actor as UserId,
+        before,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Which entries of an organization's history to read.
+pub struct OrgFilter {
+    pub actor: Option<UserId>,
+    pub action: Option<String>,
+    pub since: Option<OffsetDateTime>,
+    pub until: Option<OffsetDateTime>,
+}
+
+/// Up to `limit` entries about `org` matching `f`, before entry `before`
+/// (all when None), newest first.
+pub async fn of_org(
+    pool: &PgPool,
+    org: OrgId,
+    f: &OrgFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> sqlx::Result<Vec<Entry>> {
+    sqlx::query_as!(
+        Entry,
+        r#"SELECT id, actor_user_id AS "actor_user_id: UserId", action, subject, detail, ip, created_at
+         FROM audit_log
+         WHERE org_id = $1
+           AND ($2::uuid IS NULL OR actor_user_id = $2)
+           AND ($3::text IS NULL OR action = $3)
+           AND ($4::timestamptz IS NULL OR created_at >= $4)
+           AND ($5::timestamptz IS NULL OR created_at < $5)
+           AND ($6::bigint IS NULL OR id < $6)
+         ORDER BY id DESC LIMIT $7"#,
+        org as OrgId,
+        f.actor as Option<UserId>,
+        f.action.as_deref(),
+        f.since,
+        f.until,
         before,
         limit,
     )

@@ -222,6 +222,25 @@ impl Caller {
         Ok(m.role)
     }
 
+    /// [`require`](Self::require) for a read that staff may make of any
+    /// organization although a visitor may not (an organization's audit
+    /// history): a member whose role holds `cap` passes; else staff reading
+    /// pass, audited as a staff read ([`crate::staff_read`]); anyone else gets
+    /// what `require` answers (403 naming the roles, or 404).
+    pub fn require_or_staff_read(&self, org_id: OrgId, cap: Capability) -> Result<(), ApiError> {
+        let refused = match self.require(org_id, cap) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        match &self.staff_reads {
+            Some(reads) if !self.writes => {
+                reads.note(org_id);
+                Ok(())
+            }
+            _ => Err(refused),
+        }
+    }
+
     /// 403 when `org_id` is suspended and this request writes: for writes
     /// whose role check is done elsewhere (a resource's own rules).
     pub fn require_writable(&self, org_id: OrgId) -> Result<(), ApiError> {

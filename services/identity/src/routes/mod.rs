@@ -8,6 +8,7 @@ mod internal;
 mod invites;
 mod members;
 mod mfa;
+mod org_audit;
 mod profile;
 
 use actix_web::web;
@@ -48,6 +49,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route(
         "/v1/admin/users/{id}/sessions/revoke",
         methods::post().to(admin_users::revoke_sessions),
+    )
+    .route(
+        "/v1/organizations/{id}/audit",
+        methods::get().to(org_audit::list),
+    )
+    .route(
+        "/v1/organizations/{id}/audit/export",
+        methods::get().to(org_audit::export),
     )
     .route(
         "/v1/organizations/{id}/members",
