@@ -40,6 +40,18 @@ fn organizations(cfg: &mut web::ServiceConfig) {
             methods::post().to(ledger::tokens::grant),
         )
         .route(
+            "/v1/organizations/{id}/tokens/transactions",
+            methods::get().to(ledger::usage_routes::transactions),
+        )
+        .route(
+            "/v1/organizations/{id}/tokens/usage",
+            methods::get().to(ledger::usage_routes::usage),
+        )
+        .route(
+            "/v1/organizations/{id}/members/ai",
+            methods::get().to(members_ai::list),
+        )
+        .route(
             "/v1/organizations/{id}/members/{user_id}/ai",
             methods::get().to(members_ai::get),
         )

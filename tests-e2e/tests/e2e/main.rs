@@ -34,6 +34,7 @@ mod mfa;
 mod migrations;
 mod nats_permissions;
 mod order_limits;
+mod org_admin;
 mod orgs;
 mod outage;
 mod outbox;
