@@ -17,6 +17,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// Organizations, their wallet and AI tokens, and members' AI settings.
 fn organizations(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/organizations", methods::get().to(orgs::list))
+        .route(
+            "/v1/admin/organizations",
+            methods::get().to(orgs::search::search),
+        )
         .route("/v1/organizations", methods::post().to(orgs::create))
         .route("/v1/organizations/{id}", methods::get().to(orgs::detail))
         .route(

@@ -249,3 +249,102 @@ async fn every_members_ai_settings_and_spend_in_one_request() {
     let (other_owner, _) = s.org_with_owner("ai-other@example.com").await;
     assert_eq!(s.get(&path, Some(&other_owner)).await.status, 404);
 }
+
+#[tokio::test]
+async fn staff_search_organizations_by_name_id_tax_id_and_filters() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let owner = s.sign_in("search-owner@example.com").await;
+    let mk = |name: &'static str, country: &'static str| {
+        let (s, owner) = (&s, owner.clone());
+        async move {
+            let r = s.create_org(&owner, name, country).await;
+            assert_eq!(r.status, 201, "{:?}", r.body);
+            r.text("id").to_owned()
+        }
+    };
+    let zephyr = mk("Zephyr Trading", "TR").await;
+    let zeta = mk("zeta works", "DE").await;
+    let other = mk("Other Co", "TR").await;
+    // Verify Other Co's legal identity with a tax id.
+    let sub = s
+        .post(
+            &format!("/v1/organizations/{other}/kyc"),
+            Some(&owner),
+            json!({"fields": {"company_name": "Other Holding AS", "tax_id": "TX-99 1234", "registration_number": "RN-1"},
+                   "address": {"line1": "Kizilay Cd. 1", "city": "Ankara", "postal_code": "06420", "country": "TR"},
+                   "notice_acked": true}),
+        )
+        .await;
+    assert_eq!(sub.status, 201, "{:?}", sub.body);
+    let ok = s
+        .post(
+            &format!("/v1/admin/kyc/{}/approve", sub.text("id")),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{:?}", ok.body);
+
+    let ids = |r: &tests_e2e::Resp| -> Vec<String> {
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        r.array("")
+            .iter()
+            .map(|o| o["id"].as_str().expect("an id").to_owned())
+            .collect()
+    };
+    let by_name = s.get("/v1/admin/organizations?q=ZE", Some(&staff)).await;
+    assert_eq!(ids(&by_name), vec![zeta.clone(), zephyr.clone()]);
+    let by_id = s
+        .get(&format!("/v1/admin/organizations?q={zephyr}"), Some(&staff))
+        .await;
+    assert_eq!(ids(&by_id), vec![zephyr.clone()]);
+    // The tax id however spaced or cased.
+    let by_tax = s
+        .get("/v1/admin/organizations?q=tx991234", Some(&staff))
+        .await;
+    assert_eq!(ids(&by_tax), vec![other.clone()]);
+    assert_eq!(by_tax.array("")[0]["kyc_status"], "verified");
+    let none = s.get("/v1/admin/organizations?q=TX-99", Some(&staff)).await;
+    assert!(ids(&none).is_empty());
+    let de = s
+        .get("/v1/admin/organizations?country=DE", Some(&staff))
+        .await;
+    assert_eq!(ids(&de), vec![zeta.clone()]);
+    let verified = s
+        .get(
+            "/v1/admin/organizations?kyc_status=verified&status=active",
+            Some(&staff),
+        )
+        .await;
+    assert_eq!(ids(&verified), vec![other.clone()]);
+    // Paged: one at a time reaches all three.
+    let first = s.get("/v1/admin/organizations?limit=1", Some(&staff)).await;
+    let mut seen = ids(&first);
+    let mut next = next_cursor(&first);
+    while let Some(c) = next {
+        let r = s
+            .get(
+                &format!("/v1/admin/organizations?limit=1&cursor={c}"),
+                Some(&staff),
+            )
+            .await;
+        seen.extend(ids(&r));
+        next = next_cursor(&r);
+    }
+    assert_eq!(seen, vec![other.clone(), zeta.clone(), zephyr.clone()]);
+    for bad in [
+        "country=tr",
+        "status=closedish",
+        "kyc_status=x",
+        "limit=0",
+        "cursor=x",
+    ] {
+        let r = s
+            .get(&format!("/v1/admin/organizations?{bad}"), Some(&staff))
+            .await;
+        assert_eq!(r.status, 400, "{bad}");
+    }
+    let r = s.get("/v1/admin/organizations?q=ze", Some(&owner)).await;
+    assert_eq!((r.status, r.error()), (403, "staff only"));
+}

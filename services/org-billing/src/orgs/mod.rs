@@ -4,6 +4,7 @@
 //! SQL is in [`store`].
 
 mod model;
+pub mod search;
 pub mod status;
 pub mod store;
 
