@@ -211,6 +211,10 @@ pub enum AuditAction {
     StaffOrgRead,
     #[serde(rename = "org.reactivated")]
     OrgReactivated,
+    /// An organization's name (owner, manager) or country and legal type
+    /// (staff, before KYC is verified) changed.
+    #[serde(rename = "org.updated")]
+    OrgUpdated,
     #[serde(rename = "project.created")]
     ProjectCreated,
     #[serde(rename = "project.updated")]
@@ -253,7 +257,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 78] = [
+    pub const ALL: [AuditAction; 79] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -313,6 +317,7 @@ impl AuditAction {
         AuditAction::OrgSuspended,
         AuditAction::StaffOrgRead,
         AuditAction::OrgReactivated,
+        AuditAction::OrgUpdated,
         AuditAction::ProjectCreated,
         AuditAction::ProjectUpdated,
         AuditAction::ProjectDeleted,
@@ -396,6 +401,7 @@ impl AuditAction {
             AuditAction::OrgSuspended => "org.suspended",
             AuditAction::StaffOrgRead => "staff.org_read",
             AuditAction::OrgReactivated => "org.reactivated",
+            AuditAction::OrgUpdated => "org.updated",
             AuditAction::ProjectCreated => "project.created",
             AuditAction::ProjectUpdated => "project.updated",
             AuditAction::ProjectDeleted => "project.deleted",

@@ -24,6 +24,10 @@ fn organizations(cfg: &mut web::ServiceConfig) {
         .route("/v1/organizations", methods::post().to(orgs::create))
         .route("/v1/organizations/{id}", methods::get().to(orgs::detail))
         .route(
+            "/v1/organizations/{id}",
+            methods::patch().to(orgs::update::update),
+        )
+        .route(
             "/v1/organizations/{id}/wallet",
             methods::get().to(ledger::wallet::get),
         )

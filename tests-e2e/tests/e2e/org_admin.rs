@@ -348,3 +348,119 @@ async fn staff_search_organizations_by_name_id_tax_id_and_filters() {
     let r = s.get("/v1/admin/organizations?q=ze", Some(&owner)).await;
     assert_eq!((r.status, r.error()), (403, "staff only"));
 }
+
+#[tokio::test]
+async fn the_name_by_admins_the_country_and_legal_type_by_staff_before_kyc() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("patch-owner@example.com").await;
+    let staff = s.sign_in("staff@example.com").await;
+    let manager = s.member(&owner, &org, "manager").await;
+    let developer = s.member(&owner, &org, "developer").await;
+    let path = format!("/v1/organizations/{org}");
+
+    let r = s
+        .patch(&path, Some(&owner), json!({"name": "  Acme Renamed  "}))
+        .await;
+    assert_eq!(
+        (r.status, r.body["name"].clone()),
+        (200, json!("Acme Renamed")),
+        "{:?}",
+        r.body
+    );
+    let r = s
+        .patch(&path, Some(&manager), json!({"name": "Acme Two"}))
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(s.get(&path, Some(&owner)).await.body["name"], "Acme Two");
+    let r = s
+        .patch(&path, Some(&developer), json!({"name": "Nope"}))
+        .await;
+    assert_eq!(
+        (r.status, r.error()),
+        (403, "insufficient role: requires owner or manager")
+    );
+    let (other_owner, _) = s.org_with_owner("patch-other@example.com").await;
+    assert_eq!(
+        s.patch(&path, Some(&other_owner), json!({"name": "X"}))
+            .await
+            .status,
+        404
+    );
+    for bad in [
+        json!({"name": "   "}),
+        json!({"name": "x".repeat(201)}),
+        json!({"status": "closed"}),
+        json!({}),
+    ] {
+        assert_eq!(
+            s.patch(&path, Some(&owner), bad.clone()).await.status,
+            400,
+            "{bad}"
+        );
+    }
+
+    // Country and legal type: staff only.
+    let r = s
+        .patch(&path, Some(&owner), json!({"legal_type": "individual"}))
+        .await;
+    assert_eq!(
+        (r.status, r.error()),
+        (403, "only staff change the country and legal type")
+    );
+    let r = s
+        .patch(&path, Some(&staff), json!({"legal_type": "individual"}))
+        .await;
+    assert_eq!(
+        (r.status, r.body["legal_type"].clone()),
+        (200, json!("individual")),
+        "{:?}",
+        r.body
+    );
+    let same_entity: Option<String> = sqlx::query_scalar(
+        "SELECT country::text FROM org_billing.distributor_coverage \
+          WHERE distributor_id = (SELECT distributor_id FROM org_billing.organizations WHERE id = $1::uuid) \
+            AND country <> 'TR' ORDER BY country LIMIT 1",
+    )
+    .bind(&org)
+    .fetch_optional(&s.db)
+    .await
+    .expect("coverage");
+    if let Some(c) = same_entity {
+        let r = s.patch(&path, Some(&staff), json!({"country": c})).await;
+        assert_eq!(
+            (r.status, r.body["country"].clone()),
+            (200, json!(c)),
+            "{:?}",
+            r.body
+        );
+    }
+    // After KYC is verified: 409 for staff too; the name still changes.
+    let sub = s
+        .post(
+            &format!("/v1/organizations/{org}/kyc"),
+            Some(&owner),
+            json!({"fields": {"full_name": "Ayse Yilmaz", "national_id": "NID-55501234"},
+                   "address": {"line1": "Kizilay Cd. 1", "city": "Ankara", "postal_code": "06420", "country": "TR"},
+                   "notice_acked": true}),
+        )
+        .await;
+    assert_eq!(sub.status, 201, "{:?}", sub.body);
+    let ok = s
+        .post(
+            &format!("/v1/admin/kyc/{}/approve", sub.text("id")),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{:?}", ok.body);
+    let r = s
+        .patch(&path, Some(&staff), json!({"legal_type": "corporate"}))
+        .await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    assert_eq!(
+        s.patch(&path, Some(&owner), json!({"name": "Acme Three"}))
+            .await
+            .status,
+        200
+    );
+}

@@ -7,6 +7,7 @@ mod model;
 pub mod search;
 pub mod status;
 pub mod store;
+pub mod update;
 
 pub use model::Organization;
 
