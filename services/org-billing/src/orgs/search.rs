@@ -52,7 +52,7 @@ pub async fn search(
     let text = q.q.as_deref().map(str::trim).filter(|t| !t.is_empty());
     if text.is_some_and(|t| t.chars().count() > Q_MAX || t.chars().any(char::is_control)) {
         return Err(ApiError::BadRequest(format!(
-            "q must be at most {Q_MAX} characters"
+            "q must be at most {Q_MAX} characters, without control characters"
         )));
     }
     let country = match q.country.as_deref().filter(|c| !c.is_empty()) {
