@@ -38,6 +38,7 @@ umask 077
   for s in IDENTITY ORG_BILLING KYC SERVER_PRODUCT WEBHOOK_DISPATCHER; do
     echo "HUB_SEALING_KEYS_$s=$(sealing)"
   done
+  echo "HUB_SEARCH_KEY_ORG_BILLING=$(key)"
   echo "HUB_SMTP_URL=$SMTP_URL"
   echo "HUB_STAFF_EMAILS=$STAFF"
 } > "$OUT"

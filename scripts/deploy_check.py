@@ -248,6 +248,8 @@ def make_secrets(keys, db_url, nats_url, smtp_url):
             out[k] = key_for(f"caller:{m[1]}:{m[2]}")
         elif k.endswith("-sealing-keys"):
             out[k] = "k1:" + base64.b64encode(secrets.token_bytes(32)).decode()
+        elif k == "org-billing-search-key":
+            out[k] = secrets.token_urlsafe(32)
         elif k == "database-admin-url":
             out[k] = db_url("postgres", None)
         elif m := re.fullmatch(r"(\w+)-database-url", k):

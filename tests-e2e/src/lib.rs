@@ -359,7 +359,7 @@ log_format = "pretty"
             (
                 org_billing::SERVICE,
                 format!(
-                    "[seed]\ndistributors = {seed}\n[sealing]\nkeys = [\"t1:{billing_sealing_key}\"]\n"
+                    "[seed]\ndistributors = {seed}\n[sealing]\nkeys = [\"t1:{billing_sealing_key}\"]\nsearch_key = \"t1-{billing_sealing_key}\"\n"
                 ),
             ),
             // The sweep only when a test runs it.

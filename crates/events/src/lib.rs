@@ -219,6 +219,10 @@ pub enum AuditAction {
     /// Staff ended every session of a user.
     #[serde(rename = "user.sessions_revoked")]
     UserSessionsRevoked,
+    /// An organization's name (owner, manager) or country and legal type
+    /// (staff, before KYC is verified) changed.
+    #[serde(rename = "org.updated")]
+    OrgUpdated,
     #[serde(rename = "project.created")]
     ProjectCreated,
     #[serde(rename = "project.updated")]
@@ -261,7 +265,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 81] = [
+    pub const ALL: [AuditAction; 82] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -324,6 +328,7 @@ impl AuditAction {
         AuditAction::UserEnabled,
         AuditAction::UserSessionsRevoked,
         AuditAction::OrgReactivated,
+        AuditAction::OrgUpdated,
         AuditAction::ProjectCreated,
         AuditAction::ProjectUpdated,
         AuditAction::ProjectDeleted,
@@ -410,6 +415,7 @@ impl AuditAction {
             AuditAction::UserEnabled => "user.enabled",
             AuditAction::UserSessionsRevoked => "user.sessions_revoked",
             AuditAction::OrgReactivated => "org.reactivated",
+            AuditAction::OrgUpdated => "org.updated",
             AuditAction::ProjectCreated => "project.created",
             AuditAction::ProjectUpdated => "project.updated",
             AuditAction::ProjectDeleted => "project.deleted",

@@ -73,6 +73,8 @@ pub fn open_identity(
     }
 }
 
+pub use crate::search_key::SearchKey;
+
 /// A source of org-billing's migrations older than `before`.
 /// org-billing's migrations older than `version` (a database already past
 /// them is fine). Start-up applies those up to the sealed column, then
@@ -106,7 +108,11 @@ const SEAL_BATCH: i64 = 200;
 /// and rewrite the table, so that no copy of the plaintext stays in it).
 /// Replicas starting together take turns (an advisory lock); once the columns
 /// are gone this only applies the migrations. Returns how many rows it sealed.
-pub async fn finish_migrations(pool: &PgPool, sealer: &Sealer) -> anyhow::Result<u64> {
+pub async fn finish_migrations(
+    pool: &PgPool,
+    sealer: &Sealer,
+    search: &SearchKey,
+) -> anyhow::Result<u64> {
     let mut lock = pool.acquire().await?;
     sqlx::query!("SELECT pg_advisory_lock(hashtext('org-billing-seal-legal-identity'))")
         .execute(&mut *lock)
@@ -114,6 +120,12 @@ pub async fn finish_migrations(pool: &PgPool, sealer: &Sealer) -> anyhow::Result
     let result = seal_plaintext(pool, sealer).await;
     let result = match result {
         Ok(n) => service_kit::db::migrate(pool, crate::SCHEMA, &crate::MIGRATOR)
+            .await
+            .map(|_| n),
+        Err(e) => Err(e),
+    };
+    let result = match result {
+        Ok(n) => backfill_tax_id_hashes(pool, sealer, search)
             .await
             .map(|_| n),
         Err(e) => Err(e),
@@ -129,6 +141,56 @@ pub async fn finish_migrations(pool: &PgPool, sealer: &Sealer) -> anyhow::Result
         );
     }
     Ok(n)
+}
+
+/// The tax id hash of every sealed identity stored before the column (one
+/// identity opened at a time, once, in batches): where it can, since an
+/// identity that does not open with the current keys is left without one
+/// (and logged by count only).
+async fn backfill_tax_id_hashes(
+    pool: &PgPool,
+    sealer: &Sealer,
+    search: &SearchKey,
+) -> anyhow::Result<()> {
+    let mut after: Option<OrgId> = None;
+    let (mut hashed, mut failed) = (0u64, 0u64);
+    loop {
+        let rows = sqlx::query!(
+            r#"SELECT id AS "id: OrgId", legal_identity AS "legal_identity!" FROM organizations
+               WHERE legal_identity IS NOT NULL AND tax_id_hash IS NULL
+                 AND ($1::uuid IS NULL OR id > $1)
+               ORDER BY id LIMIT $2"#,
+            after as Option<OrgId>,
+            SEAL_BATCH,
+        )
+        .fetch_all(pool)
+        .await?;
+        let n = rows.len();
+        for r in rows {
+            after = Some(r.id);
+            let Ok(identity) = open_identity(sealer, r.id, Some(&r.legal_identity)) else {
+                failed += 1;
+                continue;
+            };
+            if let Some(h) = search.tax_id_hash(&identity.tax_id) {
+                sqlx::query!(
+                    "UPDATE organizations SET tax_id_hash = $2 WHERE id = $1 AND tax_id_hash IS NULL",
+                    r.id as OrgId,
+                    h,
+                )
+                .execute(pool)
+                .await?;
+                hashed += 1;
+            }
+        }
+        if (n as i64) < SEAL_BATCH {
+            break;
+        }
+    }
+    if hashed > 0 || failed > 0 {
+        tracing::info!(hashed, failed, "tax id search hashes backfilled");
+    }
+    Ok(())
 }
 
 async fn seal_plaintext(pool: &PgPool, sealer: &Sealer) -> anyhow::Result<u64> {
@@ -209,10 +271,15 @@ pub async fn apply(state: &AppState, org_id: OrgId, s: &KycState) -> anyhow::Res
         .as_ref()
         .map(|i| seal_identity(&state.sealer, org_id, i))
         .transpose()?;
+    let tax_id_hash = s
+        .legal_identity
+        .as_ref()
+        .and_then(|i| state.search_key.tax_id_hash(&i.tax_id));
     let applied = sqlx::query!(
         "UPDATE organizations SET kyc_version = $2, kyc_status = $3, kyc_tier = $4, \
            kyc_verified_at = $5, kyc_locked = $6, \
-           legal_identity = COALESCE($7, legal_identity) \
+           legal_identity = COALESCE($7, legal_identity), \
+           tax_id_hash = CASE WHEN $7::bytea IS NULL THEN tax_id_hash ELSE $8 END \
          WHERE id = $1 AND kyc_version < $2",
         org_id as OrgId,
         s.version,
@@ -221,6 +288,7 @@ pub async fn apply(state: &AppState, org_id: OrgId, s: &KycState) -> anyhow::Res
         s.kyc_verified_at,
         sealed.is_some(),
         sealed,
+        tax_id_hash,
     )
     .execute(&state.pool)
     .await?

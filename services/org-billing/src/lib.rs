@@ -13,6 +13,7 @@ mod overview;
 mod projects;
 mod replica;
 mod routes;
+pub mod search_key;
 pub mod seed;
 pub mod settings;
 mod state;
@@ -52,9 +53,10 @@ pub use service_kit::server::Running as Application;
 pub async fn migrate(settings: &Settings) -> anyhow::Result<()> {
     let declared = service_kit::catalog::read(&settings.catalog)?;
     let sealer = Sealer::new(&settings.sealing.keys)?;
+    let search_key = search_key::SearchKey::new(&settings.sealing.search_key)?;
     let before = kyc::migrations_before(kyc::PLAINTEXT_DROPPED_MIGRATION).await?;
     let pool = db::prepare(&settings.database, SCHEMA, "org-billing-migrate", &before).await?;
-    kyc::finish_migrations(&pool, &sealer).await?;
+    kyc::finish_migrations(&pool, &sealer, &search_key).await?;
     if settings.seed.distributors {
         seed::distributors(&pool).await?;
     }
@@ -76,13 +78,14 @@ pub async fn sweep_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
 pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Result<Application> {
     // No key, no start: the legal identities are stored sealed.
     let sealer = Sealer::new(&settings.sealing.keys)?;
+    let search_key = search_key::SearchKey::new(&settings.sealing.search_key)?;
     // Migrations up to the sealed column here, the rest once the plaintext
     // columns are sealed (kyc::finish_migrations).
     let before = kyc::migrations_before(kyc::PLAINTEXT_DROPPED_MIGRATION).await?;
     let mut f = Foundation::start(parts(&settings, &before), &rt)
         .await?
         .counting(overview::count);
-    kyc::finish_migrations(&f.pool, &sealer).await?;
+    kyc::finish_migrations(&f.pool, &sealer, &search_key).await?;
     seed(&settings, &f.pool).await?;
     let (wallets, tokens, mut tasks) = spawn_ledger_writers(&settings, &f, &rt)?;
     let state = web::Data::new(state::AppState {
@@ -98,6 +101,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         orgs: settings.orgs.clone(),
         billing: settings.billing.clone(),
         sealer,
+        search_key,
     });
     tasks.extend(spawn_consumers(&settings, &f, &rt, &state));
     tasks.extend(spawn_jobs(&settings, &f, &rt, &state));

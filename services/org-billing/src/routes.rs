@@ -17,8 +17,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// Organizations, their wallet and AI tokens, and members' AI settings.
 fn organizations(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/organizations", methods::get().to(orgs::list))
+        .route(
+            "/v1/admin/organizations",
+            methods::get().to(orgs::search::search),
+        )
         .route("/v1/organizations", methods::post().to(orgs::create))
         .route("/v1/organizations/{id}", methods::get().to(orgs::detail))
+        .route(
+            "/v1/organizations/{id}",
+            methods::patch().to(orgs::update::update),
+        )
         .route(
             "/v1/organizations/{id}/wallet",
             methods::get().to(ledger::wallet::get),
@@ -38,6 +46,18 @@ fn organizations(cfg: &mut web::ServiceConfig) {
         .route(
             "/v1/organizations/{id}/tokens/grant",
             methods::post().to(ledger::tokens::grant),
+        )
+        .route(
+            "/v1/organizations/{id}/tokens/transactions",
+            methods::get().to(ledger::usage_routes::transactions),
+        )
+        .route(
+            "/v1/organizations/{id}/tokens/usage",
+            methods::get().to(ledger::usage_routes::usage),
+        )
+        .route(
+            "/v1/organizations/{id}/members/ai",
+            methods::get().to(members_ai::list),
         )
         .route(
             "/v1/organizations/{id}/members/{user_id}/ai",

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use service_kit::settings::{
     AssertionSettings, CatalogSettings, DatabaseSettings, HttpSettings, NatsSettings, PeerSettings,
-    SealingSettings, TelemetrySettings,
+    TelemetrySettings,
 };
 
 pub use service_kit::settings::Layered;
@@ -35,9 +35,19 @@ pub struct Settings {
     pub ledger: LedgerSettings,
     pub billing: BillingSettings,
     /// Seals the verified legal identity of each organization at rest.
-    pub sealing: SealingSettings,
+    pub sealing: BillingSealingSettings,
     /// Charges made of server-product's usage.
     pub usage: UsageSettings,
+}
+
+/// `[sealing]`: the AES-256-GCM keys of the legal identities
+/// ([`service_kit::sealed::Sealer`]) and the key of their search hashes.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BillingSealingSettings {
+    pub keys: Vec<secrecy::SecretString>,
+    /// HMAC-SHA256 key of `organizations.tax_id_hash` (staff search by tax
+    /// id without opening any identity); required (empty: no start).
+    pub search_key: secrecy::SecretString,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -120,6 +130,13 @@ mod tests {
     fn the_dev_key_is_a_usable_sealing_key() {
         let s = Settings::from_layers(&[DEV]).expect("dev parses");
         assert!(service_kit::sealed::Sealer::new(&s.sealing.keys).is_ok());
+        assert!(crate::search_key::SearchKey::new(&s.sealing.search_key).is_ok());
+    }
+
+    #[test]
+    fn production_defaults_hold_no_search_key() {
+        let s = Settings::from_layers(&[]).expect("defaults parse");
+        assert!(crate::search_key::SearchKey::new(&s.sealing.search_key).is_err());
     }
 }
 

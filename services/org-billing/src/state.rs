@@ -25,6 +25,8 @@ pub struct AppState {
     pub kyc: Peer,
     /// Seals each organization's verified legal identity (AES-256-GCM).
     pub sealer: Sealer,
+    /// The key of the tax id search hashes.
+    pub search_key: crate::search_key::SearchKey,
 }
 
 impl AppState {

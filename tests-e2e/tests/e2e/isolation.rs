@@ -74,7 +74,8 @@ async fn a_service_that_cannot_start_stops_the_whole_stack_with_its_error() {
     extra.insert(
         "org_billing".to_owned(),
         vec!["[assertion]\nkeys = [\"short\"]\n\
-             [sealing]\nkeys = [\"t1:aXNvbGF0aW9uLXRlc3Qtc2VhbGluZy1rZXktMzJieXQ=\"]\n"
+             [sealing]\nkeys = [\"t1:aXNvbGF0aW9uLXRlc3Qtc2VhbGluZy1rZXktMzJieXQ=\"]\n\
+             search_key = \"isolation-test-tax-id-search-key-32-chars\"\n"
             .to_owned()],
     );
     let started = hub_stack::Stack::start(hub_stack::StackConfig {

@@ -34,6 +34,7 @@ mod mfa;
 mod migrations;
 mod nats_permissions;
 mod order_limits;
+mod org_admin;
 mod org_audit;
 mod orgs;
 mod outage;

@@ -279,7 +279,7 @@ async fn identities_stored_in_clear_are_sealed_at_start_up_and_nothing_is_left_b
     let role = hub_stack::role_url(&url, "hub_org_billing").expect("role url");
     let key = "m1:bWlncmF0aW9uLXRlc3Qtc2VhbGluZy1rZXktMzJiISE=";
     let layer = |keys: &str| {
-        format!("[database]\nurl = {role:?}\nadmin_url = {url:?}\nmax_connections = 4\n[sealing]\nkeys = [{keys}]\n")
+        format!("[database]\nurl = {role:?}\nadmin_url = {url:?}\nmax_connections = 4\n[sealing]\nkeys = [{keys}]\nsearch_key = \"migration-test-tax-id-search-key-32-chars\"\n")
     };
     let settings =
         org_billing::Settings::from_layers(&[&layer(&format!("{key:?}"))]).expect("settings");

@@ -188,6 +188,10 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 - name: {{ .svc.envPrefix }}__SEALING__KEYS
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: {{ .svc.binary }}-sealing-keys } }
 {{- end }}
+{{- if eq .svc.assertionName "org_billing" }}
+- name: {{ .svc.envPrefix }}__SEALING__SEARCH_KEY
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: org-billing-search-key } }
+{{- end }}
 {{- if eq .svc.assertionName "identity" }}
 - name: {{ .svc.envPrefix }}__MAIL__SMTP_URL
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: identity-smtp-url } }

@@ -32,6 +32,7 @@ pub mod book;
 mod keyed;
 pub mod store;
 pub mod tokens;
+pub mod usage_routes;
 pub mod wallet;
 pub mod writer;
 

@@ -195,6 +195,36 @@ pub async fn allowance(
     })))
 }
 
+/// GET /v1/organizations/{id}/members/ai: every member's AI settings and
+/// spend in one answer (the admin roles, owner and manager, or staff), in
+/// the order members joined; members without settings have the defaults.
+#[tracing::instrument(skip_all, fields(org_id = %path))]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<OrgId>,
+) -> ApiResult<HttpResponse> {
+    let org_id = path.into_inner();
+    if !caller.identity.staff {
+        caller.require(org_id, Capability::Admin)?;
+    }
+    let mut conn = state.pool.acquire().await?;
+    crate::orgs::store::require(&mut conn, org_id).await?;
+    let rows = store::all(&mut conn, org_id).await?;
+    let members: Vec<MemberAi> = rows
+        .into_iter()
+        .map(|r| MemberAi {
+            org_id,
+            user_id: r.0,
+            role: r.1,
+            ai_enabled: r.2,
+            token_limit: r.3,
+            tokens_spent: r.4,
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(members))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

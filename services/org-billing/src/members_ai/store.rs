@@ -90,3 +90,35 @@ pub async fn allowance(
     .await?
     .map(|r| (r.balance, r.ai_enabled, r.token_limit, r.tokens_spent)))
 }
+
+/// Every member of `org` with their AI settings (defaults when none):
+/// `(user_id, role, ai_enabled, token_limit, tokens_spent)`.
+pub async fn all(
+    conn: &mut PgConnection,
+    org: OrgId,
+) -> sqlx::Result<Vec<(UserId, String, bool, Option<i64>, i64)>> {
+    let rows = sqlx::query!(
+        r#"SELECT m.user_id AS "user_id: UserId", m.role,
+                  COALESCE(a.ai_enabled, true) AS "ai_enabled!",
+                  a.token_limit AS "token_limit?",
+                  COALESCE(a.tokens_spent, 0) AS "tokens_spent!"
+           FROM org_members m
+           LEFT JOIN member_ai a ON a.org_id = m.org_id AND a.user_id = m.user_id
+           WHERE m.org_id = $1 ORDER BY m.changed_at, m.user_id"#,
+        org as OrgId,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            (
+                r.user_id,
+                r.role,
+                r.ai_enabled,
+                r.token_limit,
+                r.tokens_spent,
+            )
+        })
+        .collect())
+}

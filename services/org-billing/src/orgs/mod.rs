@@ -4,8 +4,10 @@
 //! SQL is in [`store`].
 
 mod model;
+pub mod search;
 pub mod status;
 pub mod store;
+pub mod update;
 
 pub use model::Organization;
 
