@@ -158,6 +158,21 @@ async fn a_suspended_organization_reads_but_refuses_every_write_until_reactivate
         (again.status, again.error()),
         (409, "the organization is already suspended")
     );
+    // Staff see why on the organization itself (not a member: the visitor's
+    // view plus the staff fields); its members do not.
+    let seen = s
+        .get(&format!("/v1/organizations/{org}"), Some(&staff))
+        .await;
+    assert_eq!(seen.status, 200, "{:?}", seen.body);
+    assert_eq!(
+        seen.body["staff"]["status_reason"],
+        "unpaid invoices since September"
+    );
+    assert!(seen.body["staff"]["status_changed_at"].is_string());
+    let owners = s
+        .get(&format!("/v1/organizations/{org}"), Some(&owner))
+        .await;
+    assert!(owners.body.get("staff").is_none(), "{:?}", owners.body);
 
     // The positive marker: the change reached identity and the gateway's cache.
     let projects = format!("/v1/organizations/{org}/projects");

@@ -183,6 +183,20 @@ struct Detail {
     #[serde(with = "time::serde::rfc3339::option")]
     kyc_verified_at: Option<OffsetDateTime>,
     kyc_retention_until: Option<String>,
+    /// Only for staff callers (member or not): what staff need beside the
+    /// member's view. The KYC history is `GET /v1/organizations/{id}/kyc`,
+    /// which staff read in full.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    staff: Option<StaffFields>,
+}
+
+/// What only staff see on an organization.
+#[derive(Serialize)]
+struct StaffFields {
+    /// Why staff suspended it (null while active).
+    status_reason: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    status_changed_at: Option<OffsetDateTime>,
 }
 
 /// GET /v1/organizations/{id}: OrganizationDetail for any member. Wallet fields
@@ -241,6 +255,10 @@ pub async fn detail(
         kyc_locked: r.kyc_locked,
         kyc_verified_at: r.kyc_verified_at,
         kyc_retention_until: retention,
+        staff: caller.identity.staff.then_some(StaffFields {
+            status_reason: r.status_reason,
+            status_changed_at: r.status_changed_at,
+        }),
     }))
 }
 

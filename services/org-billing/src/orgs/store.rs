@@ -228,6 +228,9 @@ pub struct DetailRow {
     pub legal_identity: Option<Vec<u8>>,
     pub kyc_locked: bool,
     pub kyc_verified_at: Option<OffsetDateTime>,
+    /// Why staff suspended it (staff see it).
+    pub status_reason: Option<String>,
+    pub status_changed_at: Option<OffsetDateTime>,
 }
 
 pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailRow>> {
@@ -238,6 +241,7 @@ pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailR
                   o.distributor_id AS "distributor_entity_id: DistributorId", d.name AS distributor_entity,
                   o.kyc_status AS "kyc_status: KycStatus", o.kyc_tier,
                   o.status AS "status: OrgStatus", o.legal_identity, o.kyc_locked, o.kyc_verified_at,
+                  o.status_reason, o.status_changed_at,
                   w.currency AS "wallet_currency: Currency",
                   w.balance_minor AS "wallet_balance_minor: MinorUnits",
                   t.balance AS tokens,
