@@ -416,24 +416,21 @@ async fn the_name_by_admins_the_country_and_legal_type_by_staff_before_kyc() {
         "{:?}",
         r.body
     );
-    let same_entity: Option<String> = sqlx::query_scalar(
-        "SELECT country::text FROM org_billing.distributor_coverage \
-          WHERE distributor_id = (SELECT distributor_id FROM org_billing.organizations WHERE id = $1::uuid) \
-            AND country <> 'TR' ORDER BY country LIMIT 1",
-    )
-    .bind(&org)
-    .fetch_optional(&s.db)
-    .await
-    .expect("coverage");
-    if let Some(c) = same_entity {
-        let r = s.patch(&path, Some(&staff), json!({"country": c})).await;
-        assert_eq!(
-            (r.status, r.body["country"].clone()),
-            (200, json!(c)),
-            "{:?}",
-            r.body
-        );
-    }
+    // A country within the organization's distributor entity (the demo
+    // catalog's European entity covers DE and FR); one of another entity is
+    // 422.
+    let euro = s.create_org(&owner, "Acme GmbH", "DE").await;
+    assert_eq!(euro.status, 201, "{:?}", euro.body);
+    let euro = format!("/v1/organizations/{}", euro.text("id"));
+    let r = s.patch(&euro, Some(&staff), json!({"country": "FR"})).await;
+    assert_eq!(
+        (r.status, r.body["country"].clone()),
+        (200, json!("FR")),
+        "{:?}",
+        r.body
+    );
+    let r = s.patch(&euro, Some(&staff), json!({"country": "TR"})).await;
+    assert_eq!(r.status, 422, "{:?}", r.body);
     // After KYC is verified: 409 for staff too; the name still changes.
     let sub = s
         .post(
