@@ -108,6 +108,23 @@ pub fn respond<T: serde::Serialize>(
     resp.json(page)
 }
 
+/// The filters a list was asked with, as the next page's link keeps them:
+/// `k=v&` for each given one (URL-encoded, in order), "" for none; the link
+/// is then `{path}?{kept}limit=..&cursor=..`.
+pub fn kept(filters: &[(&str, Option<&str>)]) -> String {
+    let mut out = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in filters {
+        if let Some(v) = v {
+            out.append_pair(k, v);
+        }
+    }
+    let mut out = out.finish();
+    if !out.is_empty() {
+        out.push('&');
+    }
+    out
+}
+
 /// Lists ordered newest first by a bigint sequence (a ledger's or the audit
 /// log's `id`): the cursor names the last row seen, and the next page holds
 /// the rows before it.
@@ -145,6 +162,18 @@ pub mod seq {
         let mut resp = actix_web::HttpResponse::Ok();
         let page = cut_by(rows, limit, &mut resp, |r| encode(key(r)), next);
         resp.json(page)
+    }
+}
+
+#[cfg(test)]
+mod kept_tests {
+    #[test]
+    fn only_the_given_filters_are_kept_encoded() {
+        assert_eq!(super::kept(&[("q", None), ("status", None)]), "");
+        assert_eq!(
+            super::kept(&[("q", Some("a b&c")), ("status", None), ("x", Some("1"))]),
+            "q=a+b%26c&x=1&"
+        );
     }
 }
 

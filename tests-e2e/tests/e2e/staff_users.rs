@@ -82,6 +82,16 @@ async fn staff_find_disable_enable_and_sign_out_a_user() {
         .and_then(|v| v.to_str().ok())
         .expect("a next page")
         .to_owned();
+    // The next page's link keeps the filters.
+    let link = first
+        .headers
+        .get("link")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    assert_eq!(
+        link,
+        format!("</v1/admin/users?q=staffusers-&limit=1&cursor={cursor}>; rel=\"next\"")
+    );
     let second = s
         .get(
             &format!("/v1/admin/users?q=staffusers-&limit=1&cursor={cursor}"),

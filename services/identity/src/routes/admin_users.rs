@@ -67,19 +67,12 @@ pub async fn search(
         },
     )
     .await?;
-    let mut keep = url::form_urlencoded::Serializer::new(String::new());
-    if let Some(q) = q {
-        keep.append_pair("q", q);
-    }
-    if let Some(s) = query.status.as_deref() {
-        keep.append_pair("status", s);
-    }
-    let keep = keep.finish();
+    let keep = page::kept(&[("q", q), ("status", query.status.as_deref())]);
     Ok(page::respond(
         rows,
         limit,
         |u| (u.created_at, u.id.as_uuid()),
-        |c| format!("/v1/admin/users?{keep}&limit={limit}&cursor={c}"),
+        |c| format!("/v1/admin/users?{keep}limit={limit}&cursor={c}"),
     ))
 }
 

@@ -95,23 +95,17 @@ pub async fn list(
     let limit = page::limit(q.limit, PAGE, PAGE)?;
     let before = page::seq::after(q.cursor.as_deref())?;
     let rows = audit::of_org(&state.pool, org, &f, before, limit + 1).await?;
-    let mut keep = url::form_urlencoded::Serializer::new(String::new());
-    for (k, v) in [
-        ("actor", &q.actor),
-        ("action", &q.action),
-        ("since", &q.since),
-        ("until", &q.until),
-    ] {
-        if let Some(v) = v {
-            keep.append_pair(k, v);
-        }
-    }
-    let keep = keep.finish();
+    let keep = page::kept(&[
+        ("actor", q.actor.as_deref()),
+        ("action", q.action.as_deref()),
+        ("since", q.since.as_deref()),
+        ("until", q.until.as_deref()),
+    ]);
     Ok(page::seq::respond(
         rows,
         limit,
         |e| e.id,
-        |c| format!("/v1/organizations/{org}/audit?{keep}&limit={limit}&cursor={c}"),
+        |c| format!("/v1/organizations/{org}/audit?{keep}limit={limit}&cursor={c}"),
     ))
 }
 

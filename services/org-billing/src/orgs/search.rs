@@ -113,32 +113,16 @@ pub async fn search(
     )
     .fetch_all(&state.pool)
     .await?;
-    let mut query = String::new();
-    for (k, v) in [
-        ("q", text.map(str::to_owned)),
-        ("country", country),
-        ("status", status),
-        ("kyc_status", kyc_status),
-    ] {
-        if let Some(v) = v {
-            query.push_str(&format!("{k}={}&", urlencode(&v)));
-        }
-    }
+    let query = page::kept(&[
+        ("q", text),
+        ("country", country.as_deref()),
+        ("status", status.as_deref()),
+        ("kyc_status", kyc_status.as_deref()),
+    ]);
     Ok(page::respond(
         rows,
         limit,
         |r| (r.created_at, r.id),
         |c| format!("/v1/admin/organizations?{query}limit={limit}&cursor={c}"),
     ))
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
