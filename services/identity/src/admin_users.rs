@@ -236,24 +236,6 @@ pub async fn set_disabled(
     Ok(())
 }
 
-/// Revoke every live session of `id`: (session id, token hash) of each.
-pub async fn revoke_sessions(
-    conn: &mut PgConnection,
-    id: UserId,
-) -> sqlx::Result<Vec<(SessionId, Vec<u8>)>> {
-    Ok(sqlx::query!(
-        r#"UPDATE sessions SET revoked_at = now()
-            WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now()
-            RETURNING id AS "id: SessionId", token_hash"#,
-        id as UserId,
-    )
-    .fetch_all(conn)
-    .await?
-    .into_iter()
-    .map(|r| (r.id, r.token_hash))
-    .collect())
-}
-
 /// Revoke every live API key `id` created, in any organization: (key id,
 /// token hash) of each.
 pub async fn revoke_keys(

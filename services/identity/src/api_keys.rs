@@ -169,3 +169,26 @@ pub async fn revoke_created_by(
     .map(|r| (r.id, r.token_hash))
     .collect())
 }
+
+/// Queue one `CredentialRevoked` per revoked key (caller's transaction), so
+/// every gateway drops them; a key is its own principal.
+pub async fn enqueue_revoked(
+    conn: &mut PgConnection,
+    naming: &event_contracts::Naming,
+    revoked: &[(ApiKeyId, Vec<u8>)],
+) -> anyhow::Result<()> {
+    for (id, hash) in revoked {
+        service_kit::outbox::enqueue(
+            &mut *conn,
+            naming,
+            event_contracts::CredentialRevoked {
+                user_id: id.as_principal(),
+                credential_kind: hub_domain::CredentialKind::ApiKey.as_str().into(),
+                credential_id: id.as_uuid(),
+                token_hash: hex::encode(hash),
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}

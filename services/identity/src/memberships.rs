@@ -4,10 +4,8 @@
 //! internal fast path and the `core.v1.org.created` consumer.
 
 use crate::state::AppState;
-use event_contracts::{
-    CredentialRevoked, Envelope, IdentityChanged, MembershipChanged, Naming, OrgCreated,
-};
-use hub_domain::{ApiKeyId, CredentialKind, OrgId, Role, UserId};
+use event_contracts::{Envelope, IdentityChanged, MembershipChanged, Naming, OrgCreated};
+use hub_domain::{ApiKeyId, OrgId, Role, UserId};
 use serde::Serialize;
 use service_kit::outbox;
 use sqlx::{PgConnection, PgPool};
@@ -170,19 +168,7 @@ pub async fn revoke_keys_created_by(
     user_id: UserId,
 ) -> anyhow::Result<Vec<ApiKeyId>> {
     let revoked = crate::api_keys::revoke_created_by(&mut *conn, org_id, user_id).await?;
-    for (id, hash) in &revoked {
-        outbox::enqueue(
-            &mut *conn,
-            naming,
-            CredentialRevoked {
-                user_id: id.as_principal(),
-                credential_kind: CredentialKind::ApiKey.as_str().into(),
-                credential_id: id.as_uuid(),
-                token_hash: hex::encode(hash),
-            },
-        )
-        .await?;
-    }
+    crate::api_keys::enqueue_revoked(&mut *conn, naming, &revoked).await?;
     Ok(revoked.into_iter().map(|(id, _)| id).collect())
 }
 

@@ -16,7 +16,7 @@
 //!   ([`Lockout::duration`]). A right code resets the count and the doubling.
 
 use crate::tokens::random_bytes as random;
-use hub_domain::{SessionId, UserId};
+use hub_domain::UserId;
 use serde::Serialize;
 use service_kit::sealed::Sealer;
 use sqlx::{PgConnection, PgPool};
@@ -469,28 +469,6 @@ pub async fn email_of(conn: &mut PgConnection, user_id: UserId) -> sqlx::Result<
     sqlx::query_scalar!("SELECT email FROM users WHERE id = $1", user_id as UserId)
         .fetch_one(conn)
         .await
-}
-
-/// Revoke every live session of `user_id` but `keep` (enabling MFA with
-/// `sign_out_other_sessions`); returns each revoked session's id and token
-/// hash (for the revocation events).
-pub async fn revoke_other_sessions(
-    conn: &mut PgConnection,
-    user_id: UserId,
-    keep: SessionId,
-) -> sqlx::Result<Vec<(SessionId, Vec<u8>)>> {
-    Ok(sqlx::query!(
-        r#"UPDATE sessions SET revoked_at = now()
-         WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL AND expires_at > now()
-         RETURNING id AS "id: SessionId", token_hash"#,
-        user_id as UserId,
-        keep as SessionId,
-    )
-    .fetch_all(conn)
-    .await?
-    .into_iter()
-    .map(|r| (r.id, r.token_hash))
-    .collect())
 }
 
 /// Turn MFA off for `user_id`: the secret, the recovery codes and any

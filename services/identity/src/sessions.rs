@@ -3,7 +3,9 @@
 //! [`crate::resolve`]), checked at compile time. Functions take the caller's
 //! connection or transaction; the handler decides the transaction boundary.
 
-use hub_domain::{Membership, SessionId, UserId};
+use event_contracts::{CredentialRevoked, Naming};
+use hub_domain::{CredentialKind, Membership, SessionId, UserId};
+use service_kit::outbox;
 use sqlx::{PgConnection, PgPool};
 use time::OffsetDateTime;
 
@@ -115,6 +117,52 @@ pub async fn revoke(
     .fetch_optional(conn)
     .await?
     .ok_or(Error::NotFound)
+}
+
+/// Revoke every live session of `user_id` but `keep` (all when None): (id,
+/// token hash) of each, for [`enqueue_revoked`].
+pub async fn revoke_all(
+    conn: &mut PgConnection,
+    user_id: UserId,
+    keep: Option<SessionId>,
+) -> sqlx::Result<Vec<(SessionId, Vec<u8>)>> {
+    Ok(sqlx::query!(
+        r#"UPDATE sessions SET revoked_at = now()
+         WHERE user_id = $1 AND ($2::uuid IS NULL OR id <> $2)
+           AND revoked_at IS NULL AND expires_at > now()
+         RETURNING id AS "id: SessionId", token_hash"#,
+        user_id as UserId,
+        keep as Option<SessionId>,
+    )
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.token_hash))
+    .collect())
+}
+
+/// Queue one `CredentialRevoked` per revoked session of `user_id` (caller's
+/// transaction), so every gateway drops them.
+pub async fn enqueue_revoked(
+    conn: &mut PgConnection,
+    naming: &Naming,
+    user_id: UserId,
+    revoked: &[(SessionId, Vec<u8>)],
+) -> anyhow::Result<()> {
+    for (id, hash) in revoked {
+        outbox::enqueue(
+            &mut *conn,
+            naming,
+            CredentialRevoked {
+                user_id,
+                credential_kind: CredentialKind::Session.as_str().into(),
+                credential_id: id.as_uuid(),
+                token_hash: hex::encode(hash),
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// `user_id`'s live sessions, newest first (at most 200).

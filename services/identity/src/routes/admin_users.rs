@@ -7,13 +7,11 @@
 
 use crate::{admin_users, audit, state::AppState};
 use actix_web::{web, HttpResponse};
-use event_contracts::{AuditAction, CredentialRevoked};
-use hub_domain::{CredentialKind, UserId};
+use event_contracts::AuditAction;
+use hub_domain::UserId;
 use serde::Deserialize;
 use serde_json::json;
-use service_kit::{
-    assertion::StaffCaller, http::identity_changed, outbox, page, ApiError, ApiResult,
-};
+use service_kit::{assertion::StaffCaller, http::identity_changed, page, ApiError, ApiResult};
 
 /// Longest search text, in characters.
 const Q_MAX: usize = 254;
@@ -206,37 +204,13 @@ async fn revoke_all(
     id: UserId,
     keys: bool,
 ) -> ApiResult<(usize, usize)> {
-    let sessions = admin_users::revoke_sessions(&mut *tx, id).await?;
-    for (sid, hash) in &sessions {
-        outbox::enqueue(
-            &mut *tx,
-            &state.naming,
-            CredentialRevoked {
-                user_id: id,
-                credential_kind: CredentialKind::Session.as_str().into(),
-                credential_id: sid.as_uuid(),
-                token_hash: hex::encode(hash),
-            },
-        )
-        .await?;
-    }
+    let sessions = crate::sessions::revoke_all(&mut *tx, id, None).await?;
+    crate::sessions::enqueue_revoked(&mut *tx, &state.naming, id, &sessions).await?;
     let revoked_keys = if keys {
         admin_users::revoke_keys(&mut *tx, id).await?
     } else {
         Vec::new()
     };
-    for (kid, hash) in &revoked_keys {
-        outbox::enqueue(
-            &mut *tx,
-            &state.naming,
-            CredentialRevoked {
-                user_id: kid.as_principal(),
-                credential_kind: CredentialKind::ApiKey.as_str().into(),
-                credential_id: kid.as_uuid(),
-                token_hash: hex::encode(hash),
-            },
-        )
-        .await?;
-    }
+    crate::api_keys::enqueue_revoked(&mut *tx, &state.naming, &revoked_keys).await?;
     Ok((sessions.len(), revoked_keys.len()))
 }

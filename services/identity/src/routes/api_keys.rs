@@ -10,11 +10,10 @@ use crate::{
     tokens,
 };
 use actix_web::{web, HttpResponse};
-use event_contracts::CredentialRevoked;
-use hub_domain::{ApiKeyId, Capability, CredentialKind, OrgId, Role};
+use hub_domain::{ApiKeyId, Capability, OrgId, Role};
 use serde::Deserialize;
 use serde_json::json;
-use service_kit::{assertion::Caller, outbox, ApiError, ApiResult};
+use service_kit::{assertion::Caller, ApiError, ApiResult};
 
 pub const NAME_MAX: usize = 100;
 
@@ -129,17 +128,7 @@ pub async fn revoke(
         &caller.ip,
     )
     .await?;
-    outbox::enqueue(
-        &mut tx,
-        &state.naming,
-        CredentialRevoked {
-            user_id: key_id.as_principal(),
-            credential_kind: CredentialKind::ApiKey.as_str().into(),
-            credential_id: key_id.as_uuid(),
-            token_hash: hex::encode(hash),
-        },
-    )
-    .await?;
+    crate::api_keys::enqueue_revoked(&mut tx, &state.naming, &[(key_id, hash)]).await?;
     tx.commit().await?;
     state.publish_now().await;
     // The key is its own principal: drop its cached identity.

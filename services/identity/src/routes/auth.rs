@@ -8,8 +8,8 @@ use crate::{
     tokens, users,
 };
 use actix_web::{http::header, web, HttpRequest, HttpResponse};
-use event_contracts::{CredentialRevoked, IdentityChanged};
-use hub_domain::{Credential, CredentialKind, Email, Identity, SessionId, UserId};
+use event_contracts::IdentityChanged;
+use hub_domain::{Credential, Email, Identity, SessionId, UserId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use service_kit::{
@@ -375,17 +375,7 @@ async fn revoke(
         ip,
     )
     .await?;
-    outbox::enqueue(
-        &mut tx,
-        &state.naming,
-        CredentialRevoked {
-            user_id,
-            credential_kind: CredentialKind::Session.as_str().into(),
-            credential_id: session_id.as_uuid(),
-            token_hash: hex::encode(hash),
-        },
-    )
-    .await?;
+    sessions::enqueue_revoked(&mut tx, &state.naming, user_id, &[(session_id, hash)]).await?;
     tx.commit().await?;
     // Gateways drop their cached identity when this event arrives: send it
     // before answering so that the revocation holds everywhere at once.

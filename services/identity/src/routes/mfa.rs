@@ -13,15 +13,15 @@ use actix_web::{
     http::{header, StatusCode},
     web, HttpResponse,
 };
-use event_contracts::{AuditAction, CredentialRevoked};
-use hub_domain::{CredentialKind, SessionId, UserId};
+use event_contracts::AuditAction;
+use hub_domain::{SessionId, UserId};
 use serde::Deserialize;
 use serde_json::json;
 use service_kit::{
     assertion::{RequestCtx, SessionCaller},
     error::json_error,
     http::identity_changed,
-    outbox, ApiError, ApiResult,
+    ApiError, ApiResult,
 };
 
 const BAD_CODE: &str = "invalid code";
@@ -229,23 +229,11 @@ pub async fn confirm(
     };
     let revoked = if body.sign_out_other_sessions {
         let current = SessionId::from_uuid(caller.session_id());
-        mfa::revoke_other_sessions(&mut tx, user_id, current).await?
+        crate::sessions::revoke_all(&mut tx, user_id, Some(current)).await?
     } else {
         Vec::new()
     };
-    for (session_id, hash) in &revoked {
-        outbox::enqueue(
-            &mut tx,
-            &state.naming,
-            CredentialRevoked {
-                user_id,
-                credential_kind: CredentialKind::Session.as_str().into(),
-                credential_id: session_id.as_uuid(),
-                token_hash: hex::encode(hash),
-            },
-        )
-        .await?;
-    }
+    crate::sessions::enqueue_revoked(&mut tx, &state.naming, user_id, &revoked).await?;
     audit::record(
         &mut tx,
         Some(user_id),
