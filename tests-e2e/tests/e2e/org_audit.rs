@@ -201,3 +201,49 @@ fn urlencode(v: &str) -> String {
         .trim_start_matches("v=")
         .to_owned()
 }
+
+#[tokio::test]
+async fn an_export_longer_than_a_batch_holds_every_entry_once_newest_first() {
+    let s = TestStack::spawn().await;
+    let (owner, org) = s.org_with_owner("orgaudit-long@example.com").await;
+    // More than two export batches (1,000 each) of this organization's
+    // history, as the audit consumer would have stored them (an action the
+    // test alone writes, so events still arriving do not change the count).
+    sqlx::query!(
+        "INSERT INTO identity.audit_log (actor_user_id, action, subject, detail, ip)
+         SELECT NULL, 'project.updated', 'org:' || $1, '{}', '' FROM generate_series(1, 2500)",
+        org,
+    )
+    .execute(&s.db)
+    .await
+    .expect("seeded");
+    let since = rfc3339(OffsetDateTime::now_utc() - time::Duration::hours(1));
+    let until = rfc3339(OffsetDateTime::now_utc() + time::Duration::hours(1));
+    let text = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/organizations/{org}/audit/export?action=project.updated&since={}&until={}",
+            s.core(),
+            urlencode(&since),
+            urlencode(&until)
+        ))
+        .bearer_auth(&owner)
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("body");
+    let ids: Vec<i64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("an entry")["id"]
+                .as_i64()
+                .expect("an id")
+        })
+        .collect();
+    assert_eq!(ids.len(), 2500);
+    assert!(
+        ids.windows(2).all(|w| w[0] > w[1]),
+        "each once, newest first"
+    );
+}

@@ -79,6 +79,18 @@ fn filter(q: &AuditQuery) -> ApiResult<audit::OrgFilter> {
     })
 }
 
+/// The organization asked about, if the caller may read its history (owner,
+/// manager, or staff audited as a staff read), and the filter asked for.
+fn asked(
+    caller: &Caller,
+    path: web::Path<OrgId>,
+    q: &AuditQuery,
+) -> ApiResult<(OrgId, audit::OrgFilter)> {
+    let org = path.into_inner();
+    caller.require_or_staff_read(org, Capability::Admin)?;
+    Ok((org, filter(q)?))
+}
+
 /// GET /v1/organizations/{id}/audit?actor=&action=&since=&until=&limit=&cursor=:
 /// newest first, `limit` (1 to 100, default 100) at a time; a page with more
 /// names the next in `x-next-cursor` and `Link: rel="next"`.
@@ -89,9 +101,7 @@ pub async fn list(
     path: web::Path<OrgId>,
     q: web::Query<AuditQuery>,
 ) -> ApiResult<HttpResponse> {
-    let org = path.into_inner();
-    caller.require_or_staff_read(org, Capability::Admin)?;
-    let f = filter(&q)?;
+    let (org, f) = asked(&caller, path, &q)?;
     let limit = page::limit(q.limit, PAGE, PAGE)?;
     let before = page::seq::after(q.cursor.as_deref())?;
     let rows = audit::of_org(&state.pool, org, &f, before, limit + 1).await?;
@@ -120,9 +130,7 @@ pub async fn export(
     path: web::Path<OrgId>,
     q: web::Query<AuditQuery>,
 ) -> ApiResult<HttpResponse> {
-    let org = path.into_inner();
-    caller.require_or_staff_read(org, Capability::Admin)?;
-    let f = filter(&q)?;
+    let (org, f) = asked(&caller, path, &q)?;
     let (Some(since), Some(until)) = (f.since, f.until) else {
         return Err(ApiError::bad_request(
             "an export needs a period: since and until",
@@ -133,38 +141,27 @@ pub async fn export(
             "an export covers at most {EXPORT_MAX_DAYS} days"
         )));
     }
-    let pool = state.pool.clone();
-    // State: the id to read before (None: from the newest), or done.
-    let batches = futures::stream::unfold(Some(None), move |next: Option<Option<i64>>| {
-        let (pool, f) = (pool.clone(), &f);
-        let f = audit::OrgFilter {
-            actor: f.actor,
-            action: f.action.clone(),
-            since: f.since,
-            until: f.until,
+    // Each step reads the batch before the last entry sent (the newest
+    // first); a short batch is the last.
+    let start = Some((state.pool.clone(), f, None::<i64>));
+    let batches = futures::stream::unfold(start, move |next| async move {
+        let (pool, f, before) = next?;
+        let rows = match audit::of_org(&pool, org, &f, before, EXPORT_BATCH).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::error!(error = %e, "audit export stopped");
+                return Some((Err(ApiError::from(e)), None));
+            }
         };
-        async move {
-            let before = next?;
-            let rows = match audit::of_org(&pool, org, &f, before, EXPORT_BATCH).await {
-                Ok(rows) => rows,
-                Err(e) => {
-                    tracing::error!(error = %e, "audit export stopped");
-                    return Some((Err(ApiError::from(e)), None));
-                }
-            };
-            if rows.is_empty() {
-                return None;
+        let last = rows.last()?.id;
+        let mut out = Vec::with_capacity(rows.len() * 256);
+        for e in &rows {
+            if serde_json::to_writer(&mut out, e).is_ok() {
+                out.push(b'\n');
             }
-            let last = rows.last().map(|e| e.id);
-            let more = rows.len() as i64 == EXPORT_BATCH;
-            let mut out = Vec::with_capacity(rows.len() * 256);
-            for e in &rows {
-                if serde_json::to_writer(&mut out, e).is_ok() {
-                    out.push(b'\n');
-                }
-            }
-            Some((Ok(Bytes::from(out)), more.then_some(last)))
         }
+        let more = rows.len() as i64 == EXPORT_BATCH;
+        Some((Ok(Bytes::from(out)), more.then_some((pool, f, Some(last)))))
     });
     let name = format!("audit-{org}-{}-{}.ndjson", since.date(), until.date());
     Ok(HttpResponse::Ok()
