@@ -34,9 +34,10 @@ route = re.compile(r'\.route\(\s*"([^"]+)",\s*methods::(get|post|patch|delete|pu
 bare_verb = re.compile(r'\.route\(\s*"([^"]+)",\s*web::(get|post|patch|delete|put)\(\)')
 # The gateway answers these itself (service_kit::http::health_routes).
 GATEWAY_LOCAL = {("get", "/healthz"), ("get", "/readyz")}
-# The gateway answers these from every service's own route of the same path
-# (service_kit::overview: the kit serves it on each, through a constant).
-GATEWAY_GATHERED = {("get", "/v1/admin/overview")}
+# The gateway answers these from the services' own routes of the same path,
+# registered through a constant (service_kit::overview: the kit serves it on
+# each; service_kit::export: identity and the agent serve their parts).
+GATEWAY_GATHERED = {("get", "/v1/admin/overview"), ("get", "/v1/auth/me/export")}
 registered = 0
 
 

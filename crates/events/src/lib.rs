@@ -86,6 +86,18 @@ impl Event for IdentityChanged {
     const SUBJECT: &'static str = "core.v1.identity.changed";
 }
 
+/// A user deleted their account (`DELETE /v1/auth/me`): identity has erased or
+/// pseudonymized what it holds; every service erases the user's own personal
+/// data (the agent: memory, activity, conversations, staged actions). Carries
+/// only the (now pseudonymous) id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserDeleted {
+    pub user_id: UserId,
+}
+impl Event for UserDeleted {
+    const SUBJECT: &'static str = "core.v1.identity.user_deleted";
+}
+
 /// Every auditable action, one variant each: producers name actions through
 /// this enum only (a misspelt action does not compile). On the wire the action
 /// stays a string ([`AuditRecorded::action`]), so identity stores actions of a
@@ -223,6 +235,21 @@ pub enum AuditAction {
     /// (staff, before KYC is verified) changed.
     #[serde(rename = "org.updated")]
     OrgUpdated,
+    /// A staff member (through MFA) made a user staff.
+    #[serde(rename = "staff.granted")]
+    StaffGranted,
+    /// A staff member (through MFA) took a user's staff grant back.
+    #[serde(rename = "staff.revoked")]
+    StaffRevoked,
+    /// A user downloaded their personal data.
+    #[serde(rename = "user.data_exported")]
+    UserDataExported,
+    /// A user deleted their account (personal fields erased or pseudonymized).
+    #[serde(rename = "user.deleted")]
+    UserDeleted,
+    /// The owner closed an organization (nothing running, nothing owed).
+    #[serde(rename = "org.closed")]
+    OrgClosed,
     #[serde(rename = "project.created")]
     ProjectCreated,
     #[serde(rename = "project.updated")]
@@ -265,7 +292,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 82] = [
+    pub const ALL: [AuditAction; 87] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -329,6 +356,11 @@ impl AuditAction {
         AuditAction::UserSessionsRevoked,
         AuditAction::OrgReactivated,
         AuditAction::OrgUpdated,
+        AuditAction::StaffGranted,
+        AuditAction::StaffRevoked,
+        AuditAction::UserDataExported,
+        AuditAction::UserDeleted,
+        AuditAction::OrgClosed,
         AuditAction::ProjectCreated,
         AuditAction::ProjectUpdated,
         AuditAction::ProjectDeleted,
@@ -416,6 +448,11 @@ impl AuditAction {
             AuditAction::UserSessionsRevoked => "user.sessions_revoked",
             AuditAction::OrgReactivated => "org.reactivated",
             AuditAction::OrgUpdated => "org.updated",
+            AuditAction::StaffGranted => "staff.granted",
+            AuditAction::StaffRevoked => "staff.revoked",
+            AuditAction::UserDataExported => "user.data_exported",
+            AuditAction::UserDeleted => "user.deleted",
+            AuditAction::OrgClosed => "org.closed",
             AuditAction::ProjectCreated => "project.created",
             AuditAction::ProjectUpdated => "project.updated",
             AuditAction::ProjectDeleted => "project.deleted",
@@ -862,6 +899,7 @@ mod tests {
         for s in [
             CredentialRevoked::SUBJECT,
             IdentityChanged::SUBJECT,
+            UserDeleted::SUBJECT,
             AuditRecorded::SUBJECT,
             OrgCreated::SUBJECT,
             MembershipChanged::SUBJECT,

@@ -30,6 +30,7 @@ pub mod clock;
 pub mod db;
 pub mod deadletter;
 pub mod error;
+pub mod export;
 pub mod group_commit;
 pub mod http;
 pub mod idempotency;

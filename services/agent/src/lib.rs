@@ -39,7 +39,7 @@ pub use routes::configure;
 pub use settings::Settings;
 
 use actix_web::web;
-use event_contracts::{AuditRecorded, Event};
+use event_contracts::{AuditRecorded, Event, UserDeleted};
 use service_kit::{
     db, nats,
     peer::Peer,
@@ -78,6 +78,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     f.tasks.extend(journal_tasks);
     let state = web::Data::new(app_state(&settings, &f, &rt, journal)?);
     f.tasks.push(consume_activity(&settings, &f, &rt));
+    f.tasks.push(consume_user_deleted(&settings, &f, &rt));
     f.tasks.push(spawn_curation(&settings, &state, &rt));
     f.serve(&settings.http, state, configure)
 }
@@ -160,6 +161,30 @@ fn consume_activity(
     )
 }
 
+/// Deleted accounts: their memory, activity and conversations are erased.
+fn consume_user_deleted(
+    settings: &Settings,
+    f: &Foundation,
+    rt: &service_kit::Runtime,
+) -> tokio::task::JoinHandle<()> {
+    let pool = f.pool.clone();
+    nats::spawn_consumer::<UserDeleted, _, _>(
+        f.js.clone(),
+        settings.nats.clone(),
+        USER_DELETED_CONSUMER,
+        rt.cancel.clone(),
+        move |env| {
+            let pool = pool.clone();
+            async move {
+                let user = env.data.user_id;
+                let conversations = store::personal::erase(&pool, user).await?;
+                tracing::info!(%user, conversations, "deleted account's assistant data erased");
+                Ok(())
+            }
+        },
+    )
+}
+
 /// The memory curation, every `curation.interval_secs`.
 fn spawn_curation(
     settings: &Settings,
@@ -184,13 +209,15 @@ pub struct Agent;
 
 /// Learns each user's activity (memory) from every service's audit events.
 const ACTIVITY_CONSUMER: nats::Durable = nats::Durable::of::<AuditRecorded>("agent-activity");
+/// Erases a deleted account's assistant data.
+const USER_DELETED_CONSUMER: nats::Durable = nats::Durable::of::<UserDeleted>("agent-user-deleted");
 
 impl service_kit::service::Service for Agent {
     const AUDIENCE: &'static str = SERVICE;
     const TARGET: &'static str = module_path!();
     const SCHEMA: &'static str = SCHEMA;
     const EMITS: &'static [&'static str] = &[AuditRecorded::SUBJECT];
-    const CONSUMES: &'static [nats::Durable] = &[ACTIVITY_CONSUMER];
+    const CONSUMES: &'static [nats::Durable] = &[ACTIVITY_CONSUMER, USER_DELETED_CONSUMER];
     const CALLS: &'static [(&'static str, &'static str)] = &[
         (hub_domain::ServiceName::Identity.as_str(), "identity"),
         (hub_domain::ServiceName::OrgBilling.as_str(), "org_billing"),

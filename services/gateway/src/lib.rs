@@ -9,6 +9,7 @@
 
 mod cache;
 mod clientip;
+mod export;
 mod flights;
 mod metrics;
 mod overview;

@@ -32,7 +32,7 @@ pub struct Upstreams<'a> {
 }
 
 impl Upstreams<'_> {
-    fn url(&self, service: &str) -> Option<&str> {
+    pub(crate) fn url(&self, service: &str) -> Option<&str> {
         self.urls
             .get(service)
             .map(String::as_str)

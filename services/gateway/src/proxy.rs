@@ -383,6 +383,26 @@ async fn proxy(
         };
         return Ok(gw.overview.answer(upstreams, client, r, &request_id).await);
     }
+    if let (service_kit::export::PATH, Some(r)) = (path, resolved.as_deref()) {
+        if method == actix_web::http::Method::GET {
+            req.extensions_mut()
+                .insert(service_kit::http::RouteLabel(service_kit::export::PATH));
+            let upstreams = crate::overview::Upstreams {
+                urls: &gw.upstreams,
+                minters: &gw.minters,
+            };
+            let ip = client_addr.map(|i| i.to_string()).unwrap_or_default();
+            return Ok(crate::export::answer(
+                upstreams,
+                client,
+                r,
+                &ip,
+                &request_id,
+                gw.upstream_timeout,
+            )
+            .await);
+        }
+    }
     let (Some(base), Some(minter)) = (gw.upstream(service), gw.minters.get(service)) else {
         return Err(json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available").into());
     };

@@ -4,6 +4,7 @@
 //! One constructor, [`build`], takes settings and returns a bound,
 //! running server: the binary, the one-process dev stack and tests-e2e all use it.
 
+mod account;
 mod admin_users;
 mod api_keys;
 mod audit;
@@ -18,6 +19,7 @@ mod resolve;
 mod routes;
 mod sessions;
 pub mod settings;
+mod staff;
 mod state;
 pub mod sweep;
 pub mod tokens;
@@ -31,7 +33,7 @@ pub use settings::Settings;
 use actix_web::web;
 use event_contracts::{
     AuditRecorded, CredentialRevoked, Event, IdentityChanged, MembershipChanged, OrgAccessChanged,
-    OrgCreated, OrgStatusChanged,
+    OrgCreated, OrgStatusChanged, UserDeleted,
 };
 use service_kit::{
     db, nats,
@@ -224,6 +226,7 @@ impl service_kit::service::Service for Identity {
     const EMITS: &'static [&'static str] = &[
         AuditRecorded::SUBJECT,
         IdentityChanged::SUBJECT,
+        UserDeleted::SUBJECT,
         CredentialRevoked::SUBJECT,
         MembershipChanged::SUBJECT,
         OrgAccessChanged::SUBJECT,

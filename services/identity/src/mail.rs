@@ -44,6 +44,25 @@ pub const KIND_INVITE: &str = "invite";
 /// A notice that the account's MFA codes are locked out after too many wrong
 /// ones: no link, no code, no secret; its sealed payload is only how long.
 pub const KIND_MFA_LOCKOUT: &str = "mfa_lockout";
+/// A notice to staff that someone was made staff or stopped being staff: who,
+/// by whom (sealed: addresses are personal data); no link, no secret.
+pub const KIND_STAFF_CHANGE: &str = "staff_change";
+
+/// Kinds that carry only a sealed notice (no link that could expire).
+fn is_notice(kind: &str) -> bool {
+    kind == KIND_MFA_LOCKOUT || kind == KIND_STAFF_CHANGE
+}
+
+/// What a staff-change notice says.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct StaffChange {
+    /// `granted` or `revoked`.
+    pub change: String,
+    /// The address of the user whose staff status changed.
+    pub subject: String,
+    /// The address of the staff member who changed it.
+    pub by: String,
+}
 
 /// How the SMTP connection is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,14 +274,39 @@ impl Mailer {
         recipient: &str,
         lockout_secs: i64,
     ) -> anyhow::Result<()> {
+        self.enqueue_notice(conn, KIND_MFA_LOCKOUT, recipient, &lockout_secs.to_string())
+            .await
+    }
+
+    /// Queue the notice of `change` to each of `recipients` (in the
+    /// transaction that makes the change).
+    pub async fn enqueue_staff_change(
+        &self,
+        conn: &mut PgConnection,
+        recipients: &[String],
+        change: &StaffChange,
+    ) -> anyhow::Result<()> {
+        let payload = serde_json::to_string(change)?;
+        for r in recipients {
+            self.enqueue_notice(&mut *conn, KIND_STAFF_CHANGE, r, &payload)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn enqueue_notice(
+        &self,
+        conn: &mut PgConnection,
+        kind: &str,
+        recipient: &str,
+        payload: &str,
+    ) -> anyhow::Result<()> {
         let id = Uuid::now_v7();
-        let sealed = self
-            .sealer
-            .seal(lockout_secs.to_string().as_bytes(), id.as_bytes())?;
+        let sealed = self.sealer.seal(payload.as_bytes(), id.as_bytes())?;
         sqlx::query!(
             "INSERT INTO mail_queue (id, kind, recipient, sealed) VALUES ($1, $2, $3, $4)",
             id,
-            KIND_MFA_LOCKOUT,
+            kind,
             recipient,
             sealed,
         )
@@ -331,6 +375,26 @@ impl Mailer {
                  codes lock it for longer.</p></body></html>"
             );
             ("Two-factor codes locked", text, html)
+        } else if kind == KIND_STAFF_CHANGE {
+            // `token` is the sealed StaffChange here.
+            let c: StaffChange = serde_json::from_str(token).context("the staff change notice")?;
+            let what = if c.change == "granted" {
+                format!("{} made {} staff on Hub.", c.by, c.subject)
+            } else {
+                format!("{} took staff away from {} on Hub.", c.by, c.subject)
+            };
+            let text = format!(
+                "{what}\n\nEvery staff member gets this notice. If the change is not \
+                 expected, take it back (DELETE /v1/admin/staff/{{user_id}}) and ask who \
+                 made it.\n"
+            );
+            let html = format!(
+                "<!doctype html><html><body><p>{}</p><p>Every staff member gets this \
+                 notice. If the change is not expected, take it back and ask who made \
+                 it.</p></body></html>",
+                html_escape(&what)
+            );
+            ("Hub staff changed", text, html)
         } else if kind == KIND_INVITE {
             let link = link(&self.invite_base_url, token);
             let days = self.invite_ttl_days;
@@ -451,13 +515,13 @@ pub async fn run_once(mailer: &Mailer, pool: &PgPool) -> anyhow::Result<u64> {
 }
 
 async fn attempt(mailer: &Mailer, pool: &PgPool, row: Claimed) -> Outcome {
-    if row.kind == KIND_MFA_LOCKOUT {
-        // A notice: nothing that expires, only its sealed length.
+    if is_notice(&row.kind) {
+        // A notice: nothing that expires, only its sealed payload.
         let Some(sealed) = row.sealed else {
             return Outcome::Drop("nothing to send".into());
         };
         return match mailer.sealer.open(&sealed, row.id.as_bytes()) {
-            Ok(secs) => send(mailer, &row.id, &row.kind, &row.recipient, &secs).await,
+            Ok(payload) => send(mailer, &row.id, &row.kind, &row.recipient, &payload).await,
             Err(e) => Outcome::Drop(format!("sealed payload: {e}")),
         };
     }

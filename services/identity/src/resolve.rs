@@ -16,12 +16,13 @@ pub struct Resolved {
     pub expires_at: OffsetDateTime,
 }
 
-/// `is_staff(email, mfa)`: whether a session of `email` (opened through a
-/// second factor or not) carries `staff: true`.
+/// `is_staff(email, granted, mfa)`: whether a session of `email` (whose user
+/// holds a staff grant or not, opened through a second factor or not) carries
+/// `staff: true`.
 pub async fn bearer(
     pool: &PgPool,
     token: &str,
-    is_staff: impl Fn(&str, bool) -> bool,
+    is_staff: impl Fn(&str, bool, bool) -> bool,
 ) -> sqlx::Result<Option<Resolved>> {
     if token.starts_with(API_KEY_PREFIX) {
         api_key(pool, token).await
@@ -33,12 +34,12 @@ pub async fn bearer(
 async fn session(
     pool: &PgPool,
     token: &str,
-    is_staff: impl Fn(&str, bool) -> bool,
+    is_staff: impl Fn(&str, bool, bool) -> bool,
 ) -> sqlx::Result<Option<Resolved>> {
     let row = crate::sessions::live_by_hash(pool, &crate::tokens::hash(token)).await?;
     Ok(row.map(|r| {
-        // Staff by email, and (mfa.staff_required) only through MFA.
-        let staff = is_staff(&r.email, r.mfa);
+        // Staff by email or grant, and (mfa.staff_required) only through MFA.
+        let staff = is_staff(&r.email, r.staff_granted, r.mfa);
         Resolved {
             identity: Identity {
                 user_id: r.user_id,

@@ -189,6 +189,8 @@ pub struct Live {
     pub expires_at: OffsetDateTime,
     /// Opened through a second factor.
     pub mfa: bool,
+    /// The user holds a staff grant ([`crate::staff`]).
+    pub staff_granted: bool,
 }
 
 /// The live session whose token hashes to `token_hash`, if any: one indexed
@@ -205,7 +207,8 @@ pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Opti
                                     ELSE json_build_object('org_id', m.org_id, 'role', m.role) END
                                ORDER BY m.created_at, m.org_id)
                      FROM memberships m WHERE m.user_id = u.id), '[]'::json)
-             AS "memberships!: sqlx::types::Json<Vec<Membership>>"
+             AS "memberships!: sqlx::types::Json<Vec<Membership>>",
+           EXISTS (SELECT 1 FROM staff_grants g WHERE g.user_id = u.id) AS "staff_granted!"
          FROM sessions s JOIN users u ON u.id = s.user_id
          WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
            AND u.disabled_at IS NULL"#,
@@ -221,5 +224,6 @@ pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Opti
         memberships: r.memberships.0,
         expires_at: r.expires_at,
         mfa: r.mfa,
+        staff_granted: r.staff_granted,
     }))
 }

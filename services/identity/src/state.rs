@@ -27,10 +27,16 @@ impl AppState {
         self.staff.contains(email)
     }
 
-    /// Whether a session of `email` is staff: a staff email, and, when
-    /// `mfa.staff_required`, a session opened through MFA (`mfa`).
-    pub fn is_staff_session(&self, email: &str, mfa: bool) -> bool {
-        self.is_staff(email) && (mfa || !self.mfa.staff_required)
+    /// The configured staff addresses (`auth.staff_emails`), the bootstrap.
+    pub fn configured_staff(&self) -> Vec<String> {
+        self.staff.iter().cloned().collect()
+    }
+
+    /// Whether a session of `email` is staff: a configured staff email or a
+    /// user with a staff grant (`granted`), and, when `mfa.staff_required`, a
+    /// session opened through MFA (`mfa`).
+    pub fn is_staff_session(&self, email: &str, granted: bool, mfa: bool) -> bool {
+        (granted || self.is_staff(email)) && (mfa || !self.mfa.staff_required)
     }
 
     /// Publish what the handler just committed before answering; on failure the

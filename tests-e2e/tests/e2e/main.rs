@@ -6,6 +6,7 @@
 // what must be there (the workspace denies unwrap in the services).
 #![allow(clippy::unwrap_used)]
 
+mod account;
 mod accounts;
 mod agent;
 mod agent_review;
@@ -50,6 +51,7 @@ mod schemathesis;
 mod server_credentials;
 pub mod servers;
 mod sessions;
+mod staff_grants;
 mod staff_read;
 mod staff_users;
 mod suspension;

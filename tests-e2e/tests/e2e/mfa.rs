@@ -74,7 +74,7 @@ fn the_tests_totp_follows_rfc_6238() {
 }
 
 /// The code of `secret` (base32) at the stack's now.
-fn code(s: &TestStack, secret: &str) -> String {
+pub(crate) fn code(s: &TestStack, secret: &str) -> String {
     totp(&base32_decode(secret), s.clock.now().unix_timestamp(), 6)
 }
 
@@ -89,11 +89,11 @@ fn wrong_code(right: &str) -> &'static str {
 
 /// Move the stack's clock to the next 30-second step (codes already used are
 /// refused until then).
-fn next_step(s: &TestStack) {
+pub(crate) fn next_step(s: &TestStack) {
     s.clock.advance(time::Duration::seconds(30));
 }
 
-fn email(what: &str) -> String {
+pub(crate) fn email(what: &str) -> String {
     format!("{what}-{}@example.com", Uuid::new_v4().simple())
 }
 
@@ -107,7 +107,7 @@ async fn verify_link(s: &TestStack, email: &str) -> Resp {
 }
 
 /// The first step of a sign-in with MFA on: the mfa_token.
-async fn mfa_token(s: &TestStack, email: &str) -> String {
+pub(crate) async fn mfa_token(s: &TestStack, email: &str) -> String {
     let v = verify_link(s, email).await;
     assert_eq!(v.status, 200, "{:?}", v.body);
     assert_eq!(v.body["mfa_required"], true, "{:?}", v.body);
@@ -118,7 +118,7 @@ async fn mfa_token(s: &TestStack, email: &str) -> String {
         .to_owned()
 }
 
-async fn mfa_verify(s: &TestStack, body: Value) -> Resp {
+pub(crate) async fn mfa_verify(s: &TestStack, body: Value) -> Resp {
     s.call(
         "POST",
         &format!("{}/v1/auth/mfa/verify", s.core()),
@@ -131,7 +131,7 @@ async fn mfa_verify(s: &TestStack, body: Value) -> Resp {
 
 /// Enroll and confirm MFA for a new user of `email`; returns (session,
 /// secret, recovery codes).
-async fn enable(s: &TestStack, email: &str) -> (String, String, Vec<String>) {
+pub(crate) async fn enable(s: &TestStack, email: &str) -> (String, String, Vec<String>) {
     let session = s.sign_in(email).await;
     let e = s
         .post("/v1/auth/mfa/enroll", Some(&session), json!({}))

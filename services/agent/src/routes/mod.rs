@@ -36,6 +36,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .route("/v1/agent/model", methods::get().to(get_model))
         .route("/v1/agent/model", methods::put().to(set_model))
+        .route(service_kit::export::PATH, methods::get().to(export))
         .route("/v1/memory", methods::get().to(get_memory))
         .route("/v1/memory/soul", methods::patch().to(set_soul))
         .route("/v1/memory/curate", methods::post().to(curate))
@@ -205,4 +206,14 @@ async fn set_soul(
 async fn curate(caller: SessionCaller, state: web::Data<AppState>) -> ApiResult<HttpResponse> {
     let n = memory::curate(&state, caller.user_id()).await?;
     Ok(HttpResponse::Ok().json(json!({"status": "curated", "entries_processed": n})))
+}
+
+/// GET /v1/auth/me/export (session): the agent's part of the user's
+/// personal-data export (the gateway merges it with identity's).
+#[tracing::instrument(skip_all)]
+async fn export(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
+    let data = store::personal::export(&state.pool, caller.user_id()).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header(("cache-control", "no-store"))
+        .json(data))
 }

@@ -72,6 +72,8 @@ pub async fn store_activity(
     sqlx::query!(
         "INSERT INTO activity (event_id, user_id, action, subject, at) \
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
+                AS a (event_id, user_id, action, subject, at) \
+          WHERE NOT EXISTS (SELECT 1 FROM erased_users e WHERE e.user_id = a.user_id) \
          ON CONFLICT (event_id) DO NOTHING",
         &ids,
         &users as &[UserId],

@@ -7,5 +7,6 @@ pub mod conversations;
 pub mod kb;
 pub mod memory;
 pub mod model;
+pub mod personal;
 pub mod proposals;
 pub mod staged;

@@ -287,8 +287,10 @@ pub async fn me(
     if token.is_empty() || token.len() > tokens::MAX_TOKEN_LEN {
         return Ok(refused());
     }
-    let resolved =
-        resolve::bearer(&state.pool, token, |e, mfa| state.is_staff_session(e, mfa)).await?;
+    let resolved = resolve::bearer(&state.pool, token, |e, granted, mfa| {
+        state.is_staff_session(e, granted, mfa)
+    })
+    .await?;
     match resolved {
         Some(r) => {
             let mut resp = identity_response(&r.identity, r.credential);

@@ -1,5 +1,6 @@
 //! identity's HTTP surface.
 
+mod account;
 mod admin_users;
 mod api_keys;
 mod audit;
@@ -10,6 +11,7 @@ mod members;
 mod mfa;
 mod org_audit;
 mod profile;
+mod staff;
 
 use actix_web::web;
 use service_kit::methods;
@@ -22,6 +24,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route("/v1/auth/verify", methods::post().to(auth::verify))
     .route("/v1/auth/me", methods::get().to(auth::me))
     .route("/v1/auth/me", methods::patch().to(auth::patch_me))
+    .route("/v1/auth/me", methods::delete().to(account::delete))
+    .route(
+        service_kit::export::PATH,
+        methods::get().to(account::export),
+    )
     .route("/v1/auth/logout", methods::post().to(auth::logout))
     .route("/v1/auth/sessions", methods::get().to(auth::list_sessions))
     .route(
@@ -49,6 +56,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route(
         "/v1/admin/users/{id}/sessions/revoke",
         methods::post().to(admin_users::revoke_sessions),
+    )
+    .route("/v1/admin/staff", methods::get().to(staff::list))
+    .route("/v1/admin/staff/{user_id}", methods::put().to(staff::grant))
+    .route(
+        "/v1/admin/staff/{user_id}",
+        methods::delete().to(staff::revoke),
     )
     .route(
         "/v1/organizations/{id}/audit",
