@@ -9,24 +9,25 @@ use uuid::Uuid;
 pub struct Membership {
     pub org_id: OrgId,
     pub role: Role,
-    /// The organization's status: on the wire only while it is suspended
-    /// (`"status": "suspended"`), so an active membership is exactly the
-    /// spec's `{org_id, role}`. Services refuse members' writes to a
-    /// suspended organization from this, without a call
+    /// The organization's status: on the wire only while it is suspended or
+    /// closed (`"status": "suspended"`), so an active membership is exactly
+    /// the spec's `{org_id, role}`. Services refuse members' writes to a
+    /// suspended or closed organization from this, without a call
     /// (`service_kit::assertion::Caller::require`).
     #[serde(default, skip_serializing_if = "OrgStatus::is_active")]
     pub status: OrgStatus,
 }
 
 /// An organization's status (OrganizationDetail's `status`): staff suspend
-/// and reactivate it. A suspended organization reads normally; its members'
-/// and keys' writes are refused.
+/// and reactivate it; its owner closes it, for good. A suspended or closed
+/// organization reads normally; its members' and keys' writes are refused.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OrgStatus {
     #[default]
     Active,
     Suspended,
+    Closed,
 }
 
 crate::text::sqlx_text!(OrgStatus, "organization status");
@@ -36,6 +37,7 @@ impl OrgStatus {
         match self {
             OrgStatus::Active => "active",
             OrgStatus::Suspended => "suspended",
+            OrgStatus::Closed => "closed",
         }
     }
 
@@ -43,12 +45,30 @@ impl OrgStatus {
         match s {
             "active" => Some(OrgStatus::Active),
             "suspended" => Some(OrgStatus::Suspended),
+            "closed" => Some(OrgStatus::Closed),
             _ => None,
         }
     }
 
     pub fn is_active(&self) -> bool {
         *self == OrgStatus::Active
+    }
+
+    /// The 403 of a write in a suspended organization.
+    pub const SUSPENDED_WRITE: &'static str =
+        "organization suspended: its members and API keys cannot change anything until staff reactivate it";
+    /// The 403 of a write in a closed organization.
+    pub const CLOSED_WRITE: &'static str =
+        "organization closed: its records stay readable, nothing in it can change";
+
+    /// The 403 of a member's or key's write while the organization has this
+    /// status (None while active).
+    pub fn write_refusal(self) -> Option<&'static str> {
+        match self {
+            OrgStatus::Active => None,
+            OrgStatus::Suspended => Some(Self::SUSPENDED_WRITE),
+            OrgStatus::Closed => Some(Self::CLOSED_WRITE),
+        }
     }
 }
 

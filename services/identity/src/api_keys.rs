@@ -149,6 +149,25 @@ pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Opti
     .await
 }
 
+/// Revoke every live key of `org_id` (it was closed); returns each revoked
+/// key with its token hash (for the revocation events).
+pub async fn revoke_all_of(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+) -> sqlx::Result<Vec<(ApiKeyId, Vec<u8>)>> {
+    Ok(sqlx::query!(
+        r#"UPDATE api_keys SET revoked_at = now()
+           WHERE org_id = $1 AND revoked_at IS NULL
+           RETURNING id AS "id: ApiKeyId", token_hash"#,
+        org_id as OrgId,
+    )
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.token_hash))
+    .collect())
+}
+
 /// Revoke every live key of `org_id` that `user_id` created; returns each
 /// revoked key with its token hash (for the revocation events).
 pub async fn revoke_created_by(

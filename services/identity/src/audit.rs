@@ -143,6 +143,19 @@ pub async fn store_events(pool: &PgPool, envs: Vec<Envelope<AuditRecorded>>) -> 
         ips.push(e.ip.chars().take(64).collect::<String>());
         ats.push(env.occurred_at);
     }
+    let mut tx = pool.begin().await?;
+    // The actors' rows, shared until the insert commits: an account deletion
+    // (which holds its row for update) either finished before, and the insert
+    // sees it, or waits, and its IP erasure sees the new entries.
+    let mut known: Vec<UserId> = actors.iter().flatten().copied().collect();
+    known.sort();
+    known.dedup();
+    sqlx::query!(
+        "SELECT 1 AS one FROM users WHERE id = ANY($1) ORDER BY id FOR SHARE",
+        &known as &[UserId],
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     sqlx::query!(
         "INSERT INTO audit_log (event_id, actor_user_id, action, subject, detail, ip, created_at) \
          SELECT e.event_id, e.actor, e.action, e.subject, e.detail, \
@@ -159,7 +172,8 @@ pub async fn store_events(pool: &PgPool, envs: Vec<Envelope<AuditRecorded>>) -> 
         &ips,
         &ats,
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Organizations' statuses (`org_states`), as org-billing announces them
 //! (`core.v1.org.status_changed`), copied onto their memberships
-//! (`memberships.org_suspended`, so the session lookup needs no join): the
+//! (`memberships.org_suspended`, `org_closed`, so the session lookup needs
+//! no join): the
 //! bearer lookups put each membership's status in the identity they resolve ([`crate::sessions::live_by_hash`],
 //! [`crate::api_keys::live_by_hash`]), and services refuse a suspended
 //! organization's writes from it. Applying a change tells the gateways
@@ -13,15 +14,25 @@ use hub_domain::{OrgId, OrgStatus};
 use service_kit::{outbox, ApiError};
 use sqlx::PgConnection;
 
-/// Whether staff have `org_id` suspended (as far as identity has heard).
-pub async fn is_suspended(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<bool> {
+/// `org_id`'s status as far as identity has heard (active when it has heard
+/// nothing).
+pub async fn status(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Result<OrgStatus> {
     Ok(sqlx::query_scalar!(
         r#"SELECT status AS "status: OrgStatus" FROM org_states WHERE org_id = $1"#,
         org_id as OrgId,
     )
     .fetch_optional(conn)
     .await?
-        == Some(OrgStatus::Suspended))
+    .unwrap_or_default())
+}
+
+/// 403 naming the status unless `org_id` is active (suspended or closed
+/// organizations refuse their members' writes).
+pub async fn refuse_unless_active(conn: &mut PgConnection, org_id: OrgId) -> Result<(), ApiError> {
+    match status(conn, org_id).await?.write_refusal() {
+        Some(refusal) => Err(ApiError::forbidden(refusal)),
+        None => Ok(()),
+    }
 }
 
 /// Hold `org_id`'s lock ([`crate::memberships::lock_org`], which a status
@@ -32,10 +43,7 @@ pub async fn is_suspended(conn: &mut PgConnection, org_id: OrgId) -> sqlx::Resul
 /// (it waits until identity applied the change, [`apply`]).
 pub async fn lock_writable(conn: &mut PgConnection, org_id: OrgId) -> Result<(), ApiError> {
     crate::memberships::lock_org(&mut *conn, org_id).await?;
-    if is_suspended(conn, org_id).await? {
-        return Err(ApiError::forbidden(service_kit::assertion::SUSPENDED));
-    }
-    Ok(())
+    refuse_unless_active(conn, org_id).await
 }
 
 /// The `core.v1.org.status_changed` consumer: [`apply`] (the backstop of
@@ -71,12 +79,18 @@ pub async fn apply(state: &AppState, e: OrgStatusChanged) -> anyhow::Result<bool
     .is_some();
     if applied {
         sqlx::query!(
-            "UPDATE memberships SET org_suspended = $2 WHERE org_id = $1",
+            "UPDATE memberships SET org_suspended = $2, org_closed = $3 WHERE org_id = $1",
             e.org_id as OrgId,
             e.status == OrgStatus::Suspended,
+            e.status == OrgStatus::Closed,
         )
         .execute(&mut *tx)
         .await?;
+        if e.status == OrgStatus::Closed {
+            // A closed organization has no programmatic access left.
+            let keys = crate::api_keys::revoke_all_of(&mut tx, e.org_id).await?;
+            crate::api_keys::enqueue_revoked(&mut tx, &state.naming, &keys).await?;
+        }
         outbox::enqueue(
             &mut tx,
             &state.naming,

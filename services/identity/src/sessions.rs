@@ -201,7 +201,10 @@ pub async fn live_by_hash(pool: &PgPool, token_hash: &[u8]) -> sqlx::Result<Opti
         r#"SELECT s.id AS "id: SessionId", s.expires_at, s.mfa, u.id AS "user_id: UserId",
                   u.email, u.name,
            COALESCE((SELECT json_agg(
-                               CASE WHEN m.org_suspended
+                               CASE WHEN m.org_closed
+                                    THEN json_build_object('org_id', m.org_id, 'role', m.role,
+                                                           'status', 'closed')
+                                    WHEN m.org_suspended
                                     THEN json_build_object('org_id', m.org_id, 'role', m.role,
                                                            'status', 'suspended')
                                     ELSE json_build_object('org_id', m.org_id, 'role', m.role) END

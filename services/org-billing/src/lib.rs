@@ -98,6 +98,12 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         naming: f.naming.clone(),
         identity: Peer::new(SERVICE, "identity", &settings.identity, &settings.tls)?,
         kyc: Peer::new(SERVICE, "kyc", &settings.kyc, &settings.tls)?,
+        server_product: Peer::new(
+            SERVICE,
+            "server_product",
+            &settings.server_product,
+            &settings.tls,
+        )?,
         orgs: settings.orgs.clone(),
         billing: settings.billing.clone(),
         sealer,
@@ -272,6 +278,10 @@ impl service_kit::service::Service for OrgBilling {
     const CALLS: &'static [(&'static str, &'static str)] = &[
         (hub_domain::ServiceName::Identity.as_str(), "identity"),
         (hub_domain::ServiceName::Kyc.as_str(), "kyc"),
+        (
+            hub_domain::ServiceName::ServerProduct.as_str(),
+            "server_product",
+        ),
     ];
     const EMITS: &'static [&'static str] = &[
         AuditRecorded::SUBJECT,

@@ -28,6 +28,10 @@ fn organizations(cfg: &mut web::ServiceConfig) {
             methods::patch().to(orgs::update::update),
         )
         .route(
+            "/v1/organizations/{id}/close",
+            methods::post().to(orgs::close::close),
+        )
+        .route(
             "/v1/organizations/{id}/wallet",
             methods::get().to(ledger::wallet::get),
         )

@@ -26,6 +26,8 @@ pub struct Settings {
     pub identity: PeerSettings,
     /// kyc's internal address and org-billing's caller key there.
     pub kyc: PeerSettings,
+    /// server-product's internal address and org-billing's caller key there.
+    pub server_product: PeerSettings,
     pub orgs: OrgSettings,
     pub seed: SeedSettings,
     /// The declared catalog file (its distributors), applied by `migrate`.

@@ -23,6 +23,8 @@ pub struct AppState {
     pub identity: Peer,
     /// kyc's internal routes (the KYC state of an organization).
     pub kyc: Peer,
+    /// server-product's internal routes (an organization's live servers).
+    pub server_product: Peer,
     /// Seals each organization's verified legal identity (AES-256-GCM).
     pub sealer: Sealer,
     /// The key of the tax id search hashes.

@@ -1,5 +1,5 @@
 //! Organizations' statuses, as org-billing announces them
-//! (`core.v1.org.status_changed`): a suspended organization's deliveries
+//! (`core.v1.org.status_changed`): a suspended (or closed) organization's deliveries
 //! wait in the queue, parked ([`PARKED`]: due never), neither attempted nor
 //! failed nor counted; its reactivation makes them due now, and they go out
 //! as if they had just been queued. The fan-out parks a suspended
@@ -10,7 +10,7 @@
 
 use crate::{state::AppState, worker::PARKED};
 use event_contracts::{Envelope, OrgStatusChanged};
-use hub_domain::{OrgId, OrgStatus};
+use hub_domain::OrgId;
 
 /// Apply a status change unless a newer one is already applied (events may
 /// arrive late or twice); then, if the organization is active as applied,
@@ -34,7 +34,7 @@ pub async fn on_status_changed(
            SELECT COALESCE((SELECT suspended FROM applied),
                            (SELECT suspended FROM org_states WHERE org_id = $1)) AS "suspended!""#,
         e.org_id as OrgId,
-        e.status == OrgStatus::Suspended,
+        !e.status.is_active(),
         e.version,
     )
     .fetch_one(&state.pool)

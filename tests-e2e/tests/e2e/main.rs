@@ -37,6 +37,7 @@ mod nats_permissions;
 mod order_limits;
 mod org_admin;
 mod org_audit;
+mod org_close;
 mod orgs;
 mod outage;
 mod outbox;

@@ -138,8 +138,7 @@ impl Authority {
 }
 
 /// The 403 of a write in a suspended organization.
-pub const SUSPENDED: &str =
-    "organization suspended: its members and API keys cannot change anything until staff reactivate it";
+pub const SUSPENDED: &str = OrgStatus::SUSPENDED_WRITE;
 
 /// Whether a request with this method may change something.
 fn is_write(method: &str) -> bool {
@@ -253,10 +252,9 @@ impl Caller {
     /// 403 naming the suspension when this request writes into `m`'s
     /// suspended organization.
     fn refuse_suspended_write(&self, m: &Membership) -> Result<(), ApiError> {
-        if self.writes && m.status == OrgStatus::Suspended {
-            Err(ApiError::forbidden(SUSPENDED))
-        } else {
-            Ok(())
+        match m.status.write_refusal() {
+            Some(refusal) if self.writes => Err(ApiError::forbidden(refusal)),
+            _ => Ok(()),
         }
     }
 

@@ -260,10 +260,8 @@ pub async fn accept(
         return Err(not_pending(invite.status));
     }
     // Joining is a write in the organization: refused while it is suspended
-    // (the invite stays pending for after the reactivation).
-    if crate::org_states::is_suspended(&mut tx, org_id).await? {
-        return Err(ApiError::forbidden(service_kit::assertion::SUSPENDED));
-    }
+    // (the invite stays pending for after the reactivation) or closed.
+    crate::org_states::refuse_unless_active(&mut tx, org_id).await?;
     memberships::lock_user(&mut tx, user_id).await?;
     let roles = memberships::OrgRoles::load(&mut tx, org_id).await?;
     if roles.of(user_id).is_some() {

@@ -3,6 +3,7 @@
 //! services, an organization's profile (kyc) and lookup by name (agent). The
 //! SQL is in [`store`].
 
+pub mod close;
 mod model;
 pub mod search;
 pub mod status;

@@ -67,6 +67,12 @@ async fn change(
     let mut tx = state.pool.begin().await?;
     let Some(version) = store::set_status(&mut tx, org_id, to, reason).await? else {
         store::require(&mut tx, org_id).await?;
+        if store::with_status(&mut tx, org_id).await?.status == OrgStatus::Closed {
+            return Err(ApiError::Conflict(
+                "the organization is closed, for good: it is neither suspended nor reactivated"
+                    .into(),
+            ));
+        }
         return Err(ApiError::Conflict(format!(
             "the organization is already {}",
             to.as_str()
@@ -85,6 +91,7 @@ async fn change(
     let action = match to {
         OrgStatus::Suspended => AuditAction::OrgSuspended,
         OrgStatus::Active => AuditAction::OrgReactivated,
+        OrgStatus::Closed => AuditAction::OrgClosed,
     };
     // The reason stays on the organization (staff read it here), out of audit.
     outbox::audit(

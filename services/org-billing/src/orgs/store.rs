@@ -45,10 +45,10 @@ pub async fn lock_writable(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<
     .fetch_optional(conn)
     .await?
     .ok_or(ApiError::NotFound)?;
-    if status == OrgStatus::Suspended {
-        return Err(ApiError::forbidden(service_kit::assertion::SUSPENDED));
+    match status.write_refusal() {
+        Some(refusal) => Err(ApiError::forbidden(refusal)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Hold, until the transaction ends, the lock that admits one creation at a
@@ -256,9 +256,9 @@ pub async fn detail(pool: &PgPool, org_id: OrgId) -> sqlx::Result<Option<DetailR
     .await
 }
 
-/// Move the organization to `to` (with `reason` when suspending) unless it
-/// is there already: the new status version, or None (no change, or no such
-/// organization).
+/// Move the organization to `to` (with `reason` when suspending or closing)
+/// unless it is there already or closed (closing is final): the new status
+/// version, or None (no change, or no such organization).
 pub async fn set_status(
     conn: &mut PgConnection,
     org_id: OrgId,
@@ -268,7 +268,7 @@ pub async fn set_status(
     sqlx::query_scalar!(
         "UPDATE organizations SET status = $2, status_reason = $3, status_changed_at = now(),
                 status_version = status_version + 1
-          WHERE id = $1 AND status <> $2 RETURNING status_version",
+          WHERE id = $1 AND status <> $2 AND status <> 'closed' RETURNING status_version",
         org_id as OrgId,
         to as OrgStatus,
         reason,

@@ -2,6 +2,7 @@
 
 mod admin;
 mod contract;
+mod internal;
 mod servers;
 mod skus;
 
@@ -74,4 +75,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/service-contract/export",
             methods::get().to(contract::export),
         );
+    // Calling services only (`/internal/...`).
+    service_kit::assertion::internal(cfg, |c| {
+        c.route(
+            "/v1/organizations/{id}/servers/live",
+            methods::get().to(internal::live_servers),
+        );
+    });
 }
