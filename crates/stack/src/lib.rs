@@ -508,6 +508,7 @@ mod tests {
         let mut addresses = BTreeMap::new();
         addresses.insert("identity", "http://127.0.0.1:1".to_owned());
         addresses.insert("kyc", "http://127.0.0.1:3".to_owned());
+        addresses.insert("server_product", "http://127.0.0.1:4".to_owned());
         let id = stack_layer(&SERVICES[0], &cfg, Some(&keys), &addresses).expect("identity");
         let ob = stack_layer(&SERVICES[1], &cfg, Some(&keys), &addresses).expect("billing");
         assert!(id.contains(keys.get("gateway", "identity")));
@@ -516,6 +517,10 @@ mod tests {
         assert!(ob.contains(keys.get("org_billing", "identity")));
         assert!(ob.contains("postgres://hub_org_billing@127.0.0.1:5432/x"));
         assert!(ob.contains(keys.get("org_billing", "kyc")) && ob.contains("http://127.0.0.1:3"));
+        assert!(
+            ob.contains(keys.get("org_billing", "server_product"))
+                && ob.contains("http://127.0.0.1:4")
+        );
         assert_ne!(
             keys.get("gateway", "identity"),
             keys.get("gateway", "org_billing")

@@ -119,7 +119,8 @@ pub fn by(authority: Authority, mut detail: Value) -> Value {
 }
 
 /// Store audit events from other services in one statement; a redelivered
-/// event is a no-op (unique event id). An event of a deleted account that
+/// event is a no-op (unique event id). Entries take their ids in the
+/// batch's order (the order the services emitted them). An event of a deleted account that
 /// arrives after the deletion is stored without its IP, as the deletion left
 /// the others.
 pub async fn store_events(pool: &PgPool, envs: Vec<Envelope<AuditRecorded>>) -> anyhow::Result<()> {
@@ -159,10 +160,13 @@ pub async fn store_events(pool: &PgPool, envs: Vec<Envelope<AuditRecorded>>) -> 
     sqlx::query!(
         "INSERT INTO audit_log (event_id, actor_user_id, action, subject, detail, ip, created_at) \
          SELECT e.event_id, e.actor, e.action, e.subject, e.detail, \
-                CASE WHEN u.deleted_at IS NULL THEN e.ip ELSE '' END, e.at \
+                CASE WHEN EXISTS (SELECT 1 FROM users u \
+                                   WHERE u.id = e.actor AND u.deleted_at IS NOT NULL) \
+                     THEN '' ELSE e.ip END, \
+                e.at \
            FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::timestamptz[]) \
-                AS e (event_id, actor, action, subject, detail, ip, at) \
-           LEFT JOIN users u ON u.id = e.actor \
+                WITH ORDINALITY AS e (event_id, actor, action, subject, detail, ip, at, n) \
+          ORDER BY e.n \
          ON CONFLICT (event_id) DO NOTHING",
         &ids,
         &actors as &[Option<UserId>],
