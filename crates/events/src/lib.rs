@@ -250,6 +250,15 @@ pub enum AuditAction {
     /// The owner closed an organization (nothing running, nothing owed).
     #[serde(rename = "org.closed")]
     OrgClosed,
+    /// Staff registered an OAuth client of the OpenID Provider.
+    #[serde(rename = "oauth_client.created")]
+    OAuthClientCreated,
+    /// Staff changed an OAuth client (fields named, or its secret replaced).
+    #[serde(rename = "oauth_client.updated")]
+    OAuthClientUpdated,
+    /// Staff retired an OAuth client.
+    #[serde(rename = "oauth_client.retired")]
+    OAuthClientRetired,
     #[serde(rename = "project.created")]
     ProjectCreated,
     #[serde(rename = "project.updated")]
@@ -292,7 +301,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 87] = [
+    pub const ALL: [AuditAction; 90] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -361,6 +370,9 @@ impl AuditAction {
         AuditAction::UserDataExported,
         AuditAction::UserDeleted,
         AuditAction::OrgClosed,
+        AuditAction::OAuthClientCreated,
+        AuditAction::OAuthClientUpdated,
+        AuditAction::OAuthClientRetired,
         AuditAction::ProjectCreated,
         AuditAction::ProjectUpdated,
         AuditAction::ProjectDeleted,
@@ -453,6 +465,9 @@ impl AuditAction {
             AuditAction::UserDataExported => "user.data_exported",
             AuditAction::UserDeleted => "user.deleted",
             AuditAction::OrgClosed => "org.closed",
+            AuditAction::OAuthClientCreated => "oauth_client.created",
+            AuditAction::OAuthClientUpdated => "oauth_client.updated",
+            AuditAction::OAuthClientRetired => "oauth_client.retired",
             AuditAction::ProjectCreated => "project.created",
             AuditAction::ProjectUpdated => "project.updated",
             AuditAction::ProjectDeleted => "project.deleted",

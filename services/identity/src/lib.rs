@@ -13,6 +13,7 @@ mod invites;
 pub mod mail;
 mod memberships;
 mod mfa;
+mod oauth_clients;
 mod org_states;
 mod ratelimit;
 mod resolve;

@@ -34,6 +34,7 @@ mod metrics;
 mod mfa;
 mod migrations;
 mod nats_permissions;
+mod oauth_clients;
 mod order_limits;
 mod org_admin;
 mod org_audit;

@@ -9,6 +9,7 @@ mod internal;
 mod invites;
 mod members;
 mod mfa;
+mod oauth_clients;
 mod org_audit;
 mod profile;
 mod staff;
@@ -56,6 +57,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route(
         "/v1/admin/users/{id}/sessions/revoke",
         methods::post().to(admin_users::revoke_sessions),
+    )
+    .route(
+        "/v1/admin/oauth-clients",
+        methods::get().to(oauth_clients::list),
+    )
+    .route(
+        "/v1/admin/oauth-clients",
+        methods::post().to(oauth_clients::create),
+    )
+    .route(
+        "/v1/admin/oauth-clients/{id}",
+        methods::patch().to(oauth_clients::update),
+    )
+    .route(
+        "/v1/admin/oauth-clients/{id}",
+        methods::delete().to(oauth_clients::retire),
     )
     .route("/v1/admin/staff", methods::get().to(staff::list))
     .route("/v1/admin/staff/{user_id}", methods::put().to(staff::grant))
