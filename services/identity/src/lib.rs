@@ -14,6 +14,7 @@ pub mod mail;
 mod memberships;
 mod mfa;
 mod oauth_clients;
+mod oidc_keys;
 mod org_states;
 mod ratelimit;
 mod resolve;
@@ -64,6 +65,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     let mut f = Foundation::start(parts(&settings), &rt).await?;
     settings.invites.check()?;
     settings.mfa.check()?;
+    settings.oidc.check()?;
     let mailer = mail::Mailer::from_settings(
         &settings.mail,
         &settings.sealing,
@@ -85,6 +87,15 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     if let Some(m) = mailer {
         f.tasks
             .push(mail::spawn(m, f.pool.clone(), rt.cancel.clone()));
+    }
+    if let Some(sealer) = &state.sealer {
+        f.tasks.push(oidc_keys::spawn(
+            f.pool.clone(),
+            sealer.clone(),
+            rt.clock.clone(),
+            settings.oidc.clone(),
+            rt.cancel.clone(),
+        ));
     }
     f.tasks.push(sweep::spawn(
         f.pool.clone(),

@@ -28,6 +28,8 @@ pub struct Settings {
     pub sealing: SealingSettings,
     pub invites: InviteSettings,
     pub mfa: MfaSettings,
+    /// The OpenID Provider's signing keys.
+    pub oidc: crate::oidc_keys::KeySettings,
 }
 
 /// `[invites]`: invitations to an organization (see `invites.rs`).

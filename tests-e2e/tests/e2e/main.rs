@@ -35,6 +35,7 @@ mod mfa;
 mod migrations;
 mod nats_permissions;
 mod oauth_clients;
+mod oidc_keys;
 mod order_limits;
 mod org_admin;
 mod org_audit;

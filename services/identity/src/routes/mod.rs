@@ -10,6 +10,7 @@ mod invites;
 mod members;
 mod mfa;
 mod oauth_clients;
+mod oidc;
 mod org_audit;
 mod profile;
 mod staff;
@@ -23,6 +24,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         methods::post().to(auth::request_link),
     )
     .route("/v1/auth/verify", methods::post().to(auth::verify))
+    .route("/.well-known/jwks.json", methods::get().to(oidc::jwks))
     .route("/v1/auth/me", methods::get().to(auth::me))
     .route("/v1/auth/me", methods::patch().to(auth::patch_me))
     .route("/v1/auth/me", methods::delete().to(account::delete))

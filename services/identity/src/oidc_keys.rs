@@ -1,0 +1,267 @@
+//! The OpenID Provider's signing keys (`oidc_keys`): ES256 (P-256, ring),
+//! made here, the private half sealed at rest (the kit's sealer, AES-256-GCM,
+//! bound to the kid), the public half published as a JWK at
+//! `GET /.well-known/jwks.json`.
+//!
+//! Rotation, on identity's clock, by [`rotate`] (every `oidc.key_check_secs`
+//! on every replica, serialized by an advisory lock):
+//! - a key signs from `signs_from` to `signs_until` (`oidc.key_rotation_days`);
+//! - the next key is made `oidc.key_prepublish_secs` before the current one's
+//!   window ends, and published at once: relying parties that cache the JWKS
+//!   know it before any token carries its kid;
+//! - a key stays published until `oidc.token_max_life_secs` after its window,
+//!   so every token it signed verifies until it expires, then it is deleted.
+
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use ring::{
+    digest,
+    rand::SystemRandom,
+    signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING},
+};
+use serde::{Deserialize, Serialize};
+use service_kit::sealed::Sealer;
+use sqlx::PgPool;
+use time::{Duration, OffsetDateTime};
+
+/// When keys are made, used and dropped.
+#[derive(Debug, Clone, Deserialize)]
+pub struct KeySettings {
+    pub key_rotation_days: i64,
+    pub key_prepublish_secs: i64,
+    pub token_max_life_secs: i64,
+    pub key_check_secs: u64,
+}
+
+impl KeySettings {
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=365).contains(&self.key_rotation_days),
+            "oidc.key_rotation_days: 1 to 365"
+        );
+        anyhow::ensure!(
+            self.key_prepublish_secs > 0
+                && self.key_prepublish_secs < self.key_rotation_days * 86_400,
+            "oidc.key_prepublish_secs: more than 0, less than the rotation period"
+        );
+        anyhow::ensure!(
+            self.token_max_life_secs > 0,
+            "oidc.token_max_life_secs must be positive"
+        );
+        anyhow::ensure!(
+            self.key_check_secs > 0,
+            "oidc.key_check_secs must be positive"
+        );
+        Ok(())
+    }
+}
+
+/// A public key as the JWKS publishes it (RFC 7517, 7518).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Jwk {
+    pub kty: String,
+    pub crv: String,
+    pub x: String,
+    pub y: String,
+    pub kid: String,
+    #[serde(rename = "use")]
+    pub use_: String,
+    pub alg: String,
+}
+
+/// The JWK of an uncompressed P-256 public key (`0x04 || X || Y`); its kid is
+/// the key's RFC 7638 thumbprint.
+pub fn jwk_of(public: &[u8]) -> anyhow::Result<Jwk> {
+    anyhow::ensure!(
+        public.len() == 65 && public[0] == 4,
+        "not an uncompressed P-256 point"
+    );
+    let x = URL_SAFE_NO_PAD.encode(&public[1..33]);
+    let y = URL_SAFE_NO_PAD.encode(&public[33..65]);
+    // The required members, in lexicographic order, no white space.
+    let canonical = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
+    let kid = URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, canonical.as_bytes()));
+    Ok(Jwk {
+        kty: "EC".into(),
+        crv: "P-256".into(),
+        x,
+        y,
+        kid,
+        use_: "sig".into(),
+        alg: "ES256".into(),
+    })
+}
+
+/// A new key: its JWK and its PKCS#8 document sealed (bound to the kid).
+pub fn generate(sealer: &Sealer) -> anyhow::Result<(Jwk, Vec<u8>)> {
+    let rng = SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+        .map_err(|_| anyhow::anyhow!("making a P-256 key failed"))?;
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+        .map_err(|_| anyhow::anyhow!("reading the new key failed"))?;
+    let jwk = jwk_of(pair.public_key().as_ref())?;
+    let sealed = sealer.seal(pkcs8.as_ref(), jwk.kid.as_bytes())?;
+    Ok((jwk, sealed))
+}
+
+/// Make the key the schedule needs at `now` (the first one, or the next one
+/// once the current window is within `key_prepublish_secs` of its end) and
+/// delete keys no token can need any more. Returns how many keys it made
+/// and deleted.
+pub async fn rotate(
+    pool: &PgPool,
+    sealer: &Sealer,
+    now: OffsetDateTime,
+    s: &KeySettings,
+) -> anyhow::Result<u64> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtextextended('oidc_keys', 4))")
+        .execute(&mut *tx)
+        .await?;
+    let latest = sqlx::query_scalar!("SELECT max(signs_until) FROM oidc_keys")
+        .fetch_one(&mut *tx)
+        .await?;
+    let from = match latest {
+        None => Some(now),
+        Some(until) if until - Duration::seconds(s.key_prepublish_secs) <= now => {
+            Some(until.max(now))
+        }
+        Some(_) => None,
+    };
+    let mut changed = 0;
+    if let Some(from) = from {
+        let (jwk, sealed) = generate(sealer)?;
+        let until = from + Duration::days(s.key_rotation_days);
+        sqlx::query!(
+            "INSERT INTO oidc_keys (kid, alg, private_sealed, public_jwk, published_from, \
+                                    signs_from, signs_until, published_until) \
+             VALUES ($1, 'ES256', $2, $3, $4, $5, $6, $7)",
+            jwk.kid,
+            sealed,
+            serde_json::to_value(&jwk)?,
+            now,
+            from,
+            until,
+            until + Duration::seconds(s.token_max_life_secs),
+        )
+        .execute(&mut *tx)
+        .await?;
+        tracing::info!(kid = %jwk.kid, %from, %until, "OpenID Provider signing key made");
+        changed += 1;
+    }
+    changed += sqlx::query!("DELETE FROM oidc_keys WHERE published_until <= $1", now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    Ok(changed)
+}
+
+/// The keys published at `now`, oldest window first.
+pub async fn published(pool: &PgPool, now: OffsetDateTime) -> anyhow::Result<Vec<Jwk>> {
+    let rows = sqlx::query_scalar!(
+        "SELECT public_jwk FROM oidc_keys WHERE published_from <= $1 AND published_until > $1 \
+          ORDER BY signs_from",
+        now,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<_, _>>()?)
+}
+
+/// [`rotate`] now, then every `key_check_secs`, until `cancel`.
+pub fn spawn(
+    pool: PgPool,
+    sealer: Sealer,
+    clock: service_kit::Clock,
+    s: KeySettings,
+    cancel: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = rotate(&pool, &sealer, clock.now(), &s).await {
+                if !service_kit::outage::report_background(&e) {
+                    tracing::warn!(error = ?e, "OpenID Provider key rotation failed; next check retries");
+                }
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep(std::time::Duration::from_secs(s.key_check_secs)) => {}
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED};
+
+    #[test]
+    fn the_kid_is_the_rfc_7638_thumbprint() {
+        // RFC 7638's method on a P-256 key: SHA-256 of the required members in
+        // order, base64url; recomputed here from the JWK's own x and y.
+        let sealer = Sealer::new(&[secrecy::SecretString::from(format!(
+            "t1:{}",
+            base64::engine::general_purpose::STANDARD.encode([7u8; 32])
+        ))])
+        .expect("a sealer");
+        let (jwk, sealed) = generate(&sealer).expect("a key");
+        let canonical = format!(
+            "{{\"crv\":\"P-256\",\"kty\":\"EC\",\"x\":\"{}\",\"y\":\"{}\"}}",
+            jwk.x, jwk.y
+        );
+        assert_eq!(
+            jwk.kid,
+            URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, canonical.as_bytes()))
+        );
+        assert_eq!(
+            (
+                jwk.kty.as_str(),
+                jwk.crv.as_str(),
+                jwk.alg.as_str(),
+                jwk.use_.as_str()
+            ),
+            ("EC", "P-256", "ES256", "sig")
+        );
+        // The sealed half opens (bound to its kid only) and signs what the
+        // published half verifies.
+        assert!(sealer.open(&sealed, b"another kid").is_err());
+        let pkcs8 = sealer.open(&sealed, jwk.kid.as_bytes()).expect("opens");
+        let rng = SystemRandom::new();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, &rng)
+            .expect("a key pair");
+        let sig = pair.sign(&rng, b"header.claims").expect("signs");
+        let mut point = vec![4u8];
+        point.extend(URL_SAFE_NO_PAD.decode(&jwk.x).expect("x"));
+        point.extend(URL_SAFE_NO_PAD.decode(&jwk.y).expect("y"));
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &point)
+            .verify(b"header.claims", sig.as_ref())
+            .expect("verifies with the JWK");
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let ok = KeySettings {
+            key_rotation_days: 30,
+            key_prepublish_secs: 86_400,
+            token_max_life_secs: 86_400,
+            key_check_secs: 3600,
+        };
+        assert!(ok.check().is_ok());
+        assert!(KeySettings {
+            key_prepublish_secs: 30 * 86_400,
+            ..ok.clone()
+        }
+        .check()
+        .is_err());
+        assert!(KeySettings {
+            key_rotation_days: 0,
+            ..ok
+        }
+        .check()
+        .is_err());
+    }
+}
