@@ -41,13 +41,19 @@ pub async fn export(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
 pub async fn delete(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
     let id = caller.user_id();
     let mut tx = state.pool.begin().await?;
-    memberships::lock_user(&mut tx, id).await?;
-    let email = lock(&mut tx, id).await?;
-    // Every organization's lock, in one order, before the owner check: no
-    // other owner can leave meanwhile.
+    // Locks in the order member changes take them (an organization, then the
+    // user): every organization's lock, sorted, so that no other owner leaves
+    // before the owner check; then the user's.
     let orgs = account::organizations(&mut tx, id).await?;
     for org in &orgs {
         memberships::lock_org(&mut tx, *org).await?;
+    }
+    memberships::lock_user(&mut tx, id).await?;
+    let email = lock(&mut tx, id).await?;
+    if account::organizations(&mut tx, id).await? != orgs {
+        return Err(ApiError::Conflict(
+            "your memberships changed while the account was being deleted: try again".into(),
+        ));
     }
     let sole = account::sole_owner_of(&mut tx, id).await?;
     if !sole.is_empty() {
