@@ -407,7 +407,7 @@ async fn proxy(
         return Err(json_error(StatusCode::SERVICE_UNAVAILABLE, "service not available").into());
     };
     let body = read_body(payload, gw.max_body_bytes).await?;
-    let mut headers = forwarded_headers(req);
+    let mut headers = forwarded_headers(req, path);
     let url = forward_url(base, path, req.query_string())?;
     let idempotency_key = idempotency_key(req)?;
     let facts = RequestFacts {
@@ -531,14 +531,24 @@ fn auth_me_from_cache(
 
 /// The client's headers to forward: hop-by-hop, credential and reserved ones
 /// dropped, the trace context the gateway's own.
-fn forwarded_headers(req: &HttpRequest) -> reqwest::header::HeaderMap {
+/// The OpenID Provider's token endpoint: the one route that gets the
+/// client's `Authorization` (HTTP Basic client authentication, RFC 6749
+/// 2.3.1), which identity checks itself; a bearer never travels.
+const CLIENT_AUTH_PATH: &str = "/oauth/token";
+
+fn forwarded_headers(req: &HttpRequest, path: &str) -> reqwest::header::HeaderMap {
     let mut headers = reqwest::header::HeaderMap::with_capacity(req.headers().len() + 4);
     // With tracing on, the service's span is a child of the gateway's (itself
     // the client's child when one came): the client's own context stays here.
     let context = service_kit::telemetry::trace_headers();
     for (name, value) in req.headers() {
         let n = name.as_str();
-        if DROP_REQUEST.contains(&n) || reserved(n) || n == "x-real-ip" || n == "x-request-id" {
+        let client_auth = n == "authorization"
+            && path == CLIENT_AUTH_PATH
+            && value.as_bytes().starts_with(b"Basic ");
+        if !client_auth
+            && (DROP_REQUEST.contains(&n) || reserved(n) || n == "x-real-ip" || n == "x-request-id")
+        {
             continue;
         }
         if !context.is_empty() && (n == TRACEPARENT || n == "tracestate") {

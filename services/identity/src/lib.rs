@@ -153,6 +153,7 @@ fn app_state(
         mailer,
         invites: settings.invites.clone(),
         mfa: settings.mfa.clone(),
+        oidc: settings.oidc.clone(),
         sealer,
     }
 }

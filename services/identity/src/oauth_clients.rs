@@ -221,6 +221,24 @@ pub async fn lock(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Clie
     .await
 }
 
+/// A live client as the token endpoint authenticates it.
+pub struct Authenticating {
+    pub id: Uuid,
+    pub secret_hash: Option<Vec<u8>>,
+    pub scopes: Vec<String>,
+}
+
+/// Client `id` unless retired (None: unknown or retired).
+pub async fn authenticating(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Authenticating>> {
+    sqlx::query_as!(
+        Authenticating,
+        "SELECT id, secret_hash, scopes FROM oauth_clients WHERE id = $1 AND retired_at IS NULL",
+        id,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
 /// Write `c`'s changeable fields back (and a new `secret_hash` when given).
 pub async fn update(
     conn: &mut PgConnection,

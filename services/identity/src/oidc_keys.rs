@@ -23,9 +23,14 @@ use service_kit::sealed::Sealer;
 use sqlx::PgPool;
 use time::{Duration, OffsetDateTime};
 
-/// When keys are made, used and dropped.
+/// `[oidc]`: who the provider is, what it issues, and when keys are made,
+/// used and dropped.
 #[derive(Debug, Clone, Deserialize)]
 pub struct KeySettings {
+    /// The issuer: the core host's public base URL (`iss` of every token).
+    pub issuer: String,
+    /// An access token's life.
+    pub access_token_secs: i64,
     pub key_rotation_days: i64,
     pub key_prepublish_secs: i64,
     pub token_max_life_secs: i64,
@@ -34,6 +39,20 @@ pub struct KeySettings {
 
 impl KeySettings {
     pub fn check(&self) -> anyhow::Result<()> {
+        let iss = url::Url::parse(&self.issuer)
+            .map_err(|_| anyhow::anyhow!("oidc.issuer is not a URL"))?;
+        anyhow::ensure!(
+            matches!(iss.scheme(), "https" | "http")
+                && iss.query().is_none()
+                && iss.fragment().is_none()
+                && !self.issuer.ends_with('/'),
+            "oidc.issuer: an http(s) URL without query, fragment or trailing slash"
+        );
+        anyhow::ensure!(
+            (60..=3600).contains(&self.access_token_secs)
+                && self.access_token_secs <= self.token_max_life_secs,
+            "oidc.access_token_secs: 60 to 3600, at most oidc.token_max_life_secs"
+        );
         anyhow::ensure!(
             (1..=365).contains(&self.key_rotation_days),
             "oidc.key_rotation_days: 1 to 365"
@@ -171,6 +190,54 @@ pub async fn published(pool: &PgPool, now: OffsetDateTime) -> anyhow::Result<Vec
         .collect::<Result<_, _>>()?)
 }
 
+/// The key that signs at `now` (its kid and pair), opened from its seal;
+/// None before the first key is made.
+pub async fn signing_key(
+    pool: &PgPool,
+    sealer: &Sealer,
+    now: OffsetDateTime,
+) -> anyhow::Result<Option<(String, EcdsaKeyPair)>> {
+    let Some(row) = sqlx::query!(
+        "SELECT kid, private_sealed FROM oidc_keys WHERE signs_from <= $1 AND signs_until > $1 \
+          ORDER BY signs_from DESC LIMIT 1",
+        now,
+    )
+    .fetch_optional(pool)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let pkcs8 = sealer
+        .open(&row.private_sealed, row.kid.as_bytes())
+        .map_err(|e| anyhow::anyhow!("opening signing key {}: {e:?}", row.kid))?;
+    let pair = EcdsaKeyPair::from_pkcs8(
+        &ECDSA_P256_SHA256_FIXED_SIGNING,
+        &pkcs8,
+        &SystemRandom::new(),
+    )
+    .map_err(|_| anyhow::anyhow!("signing key {} is not a P-256 key", row.kid))?;
+    Ok(Some((row.kid, pair)))
+}
+
+/// A compact JWS (ES256) of `claims` with header `typ` and `kid`.
+pub fn jwt(
+    pair: &EcdsaKeyPair,
+    kid: &str,
+    typ: &str,
+    claims: &serde_json::Value,
+) -> anyhow::Result<String> {
+    let header = serde_json::json!({"alg": "ES256", "typ": typ, "kid": kid});
+    let input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&header)?),
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims)?)
+    );
+    let sig = pair
+        .sign(&SystemRandom::new(), input.as_bytes())
+        .map_err(|_| anyhow::anyhow!("signing failed"))?;
+    Ok(format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.as_ref())))
+}
+
 /// [`rotate`] now, then every `key_check_secs`, until `cancel`.
 pub fn spawn(
     pool: PgPool,
@@ -245,6 +312,8 @@ mod tests {
     #[test]
     fn settings_are_checked() {
         let ok = KeySettings {
+            issuer: "https://hub.example.com".into(),
+            access_token_secs: 300,
             key_rotation_days: 30,
             key_prepublish_secs: 86_400,
             token_max_life_secs: 86_400,

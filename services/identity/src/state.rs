@@ -18,6 +18,8 @@ pub struct AppState {
     pub mailer: Option<crate::mail::Mailer>,
     pub invites: InviteSettings,
     pub mfa: MfaSettings,
+    /// The OpenID Provider's settings.
+    pub oidc: crate::oidc_keys::KeySettings,
     /// Seals TOTP secrets; `None` without `sealing.keys` (MFA unavailable).
     pub sealer: Option<service_kit::sealed::Sealer>,
 }

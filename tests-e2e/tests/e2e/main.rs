@@ -35,6 +35,7 @@ mod mfa;
 mod migrations;
 mod nats_permissions;
 mod oauth_clients;
+mod oauth_token;
 mod oidc_keys;
 mod order_limits;
 mod org_admin;

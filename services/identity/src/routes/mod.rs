@@ -9,6 +9,7 @@ mod internal;
 mod invites;
 mod members;
 mod mfa;
+mod oauth;
 mod oauth_clients;
 mod oidc;
 mod org_audit;
@@ -25,6 +26,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .route("/v1/auth/verify", methods::post().to(auth::verify))
     .route("/.well-known/jwks.json", methods::get().to(oidc::jwks))
+    .route("/oauth/token", methods::post().to(oauth::token))
     .route("/v1/auth/me", methods::get().to(auth::me))
     .route("/v1/auth/me", methods::patch().to(auth::patch_me))
     .route("/v1/auth/me", methods::delete().to(account::delete))
