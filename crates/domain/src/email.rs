@@ -49,7 +49,14 @@ impl Email {
                     && !label.ends_with('-')
                     && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
             });
-        if !simple_local || !simple_domain || !email_address::EmailAddress::is_valid(&lower) {
+        // `.invalid` (RFC 2606) never receives mail; deleted accounts keep a
+        // pseudonym there, which no one may sign in or be added as.
+        let reserved = domain == "invalid" || domain.ends_with(".invalid");
+        if !simple_local
+            || !simple_domain
+            || reserved
+            || !email_address::EmailAddress::is_valid(&lower)
+        {
             return Err(EmailError::Invalid);
         }
         Ok(Email(lower))
@@ -112,6 +119,8 @@ mod tests {
             "a..b@c.com",
             "\"q\"@b.com",
             "a@[127.0.0.1]",
+            "deleted-1@deleted.invalid",
+            "a@invalid",
         ] {
             assert!(Email::parse(bad).is_err(), "{bad:?} should be rejected");
         }

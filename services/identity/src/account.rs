@@ -145,11 +145,11 @@ pub async fn export(pool: &PgPool, id: UserId) -> sqlx::Result<Export> {
 }
 
 /// The organizations `id` is the only owner of (a deletion would leave them
-/// without one).
+/// without one); a closed organization needs no owner any more.
 pub async fn sole_owner_of(conn: &mut PgConnection, id: UserId) -> sqlx::Result<Vec<OrgId>> {
     sqlx::query_scalar!(
         r#"SELECT m.org_id AS "org_id: OrgId" FROM memberships m
-            WHERE m.user_id = $1 AND m.role = 'owner'
+            WHERE m.user_id = $1 AND m.role = 'owner' AND NOT m.org_closed
               AND NOT EXISTS (SELECT 1 FROM memberships o
                                WHERE o.org_id = m.org_id AND o.role = 'owner' AND o.user_id <> $1)
             ORDER BY m.org_id"#,
@@ -157,6 +157,17 @@ pub async fn sole_owner_of(conn: &mut PgConnection, id: UserId) -> sqlx::Result<
     )
     .fetch_all(conn)
     .await
+}
+
+/// Whether `id` deleted their account.
+pub async fn is_deleted(conn: &mut PgConnection, id: UserId) -> sqlx::Result<bool> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT deleted_at IS NOT NULL AS "deleted!" FROM users WHERE id = $1"#,
+        id as UserId,
+    )
+    .fetch_optional(conn)
+    .await?
+    .unwrap_or(false))
 }
 
 /// The organizations `id` belongs to (every membership ends with the account).

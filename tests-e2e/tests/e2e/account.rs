@@ -137,6 +137,19 @@ async fn a_user_exports_their_data_and_deletes_their_account() {
     assert_eq!(u.body["email"], format!("deleted-{bob_id}@deleted.invalid"));
     assert_eq!(u.body["name"], "");
     assert_eq!(u.body["status"], "disabled");
+    // For good: staff cannot enable it, and no one can sign in or be added
+    // under the pseudonym.
+    let r = s
+        .post(
+            &format!("/v1/admin/users/{bob_id}/enable"),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    let pseudonym = format!("deleted-{bob_id}@deleted.invalid");
+    let r = s.add_member(&alice, &org, &pseudonym, "visitor").await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
     let ips: i64 = sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!" FROM identity.audit_log WHERE actor_user_id = $1 AND ip <> ''"#,
         Uuid::parse_str(&bob_id).expect("a uuid"),

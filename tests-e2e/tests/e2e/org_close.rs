@@ -155,4 +155,8 @@ async fn the_owner_closes_an_organization_once_nothing_runs_is_owed_or_held() {
     })
     .await;
     assert!(audited.is_some(), "org.closed never in the history");
+    // A closed organization needs no owner: its only owner may delete their
+    // account.
+    let d = s.delete("/v1/auth/me", Some(&owner)).await;
+    assert_eq!(d.status, 200, "{:?}", d.body);
 }

@@ -131,6 +131,21 @@ async fn staff_through_mfa_grant_and_take_back_staff_and_every_staff_member_is_t
         .await;
     assert_eq!(r.status, 409, "{:?}", r.body);
     assert!(r.error().contains("configuration"), "{:?}", r.body);
+    // Granting a configured address adds no grant beside the configuration
+    // (which alone decides, so dropping it there demotes them).
+    let r = put(strong.clone(), format!("/v1/admin/staff/{staff_id}")).await;
+    assert_eq!(
+        (r.status, r.body["source"].clone()),
+        (200, json!("configured"))
+    );
+    let grants: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM identity.staff_grants WHERE user_id = $1"#,
+        Uuid::parse_str(&staff_id).expect("a uuid"),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("the count");
+    assert_eq!(grants, 0);
 
     // The list: the configured addresses (one never signed in), then grants.
     let l = s.get("/v1/admin/staff", Some(&carol)).await;

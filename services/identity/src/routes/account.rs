@@ -41,15 +41,15 @@ pub async fn export(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
 pub async fn delete(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
     let id = caller.user_id();
     let mut tx = state.pool.begin().await?;
-    // Locks in the order member changes take them (an organization, then the
-    // user): every organization's lock, sorted, so that no other owner leaves
-    // before the owner check; then the user's.
+    // Locks in the order a member add takes them (an organization, the user's
+    // row, the user's lock): every organization's lock, sorted, so that no
+    // other owner leaves before the owner check; then the row; then the user's.
     let orgs = account::organizations(&mut tx, id).await?;
     for org in &orgs {
         memberships::lock_org(&mut tx, *org).await?;
     }
-    memberships::lock_user(&mut tx, id).await?;
     let email = lock(&mut tx, id).await?;
+    memberships::lock_user(&mut tx, id).await?;
     if account::organizations(&mut tx, id).await? != orgs {
         return Err(ApiError::Conflict(
             "your memberships changed while the account was being deleted: try again".into(),

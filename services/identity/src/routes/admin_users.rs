@@ -5,7 +5,7 @@
 //! transaction, and the revocations are published before the answer, so
 //! every gateway drops them at once.
 
-use crate::{admin_users, audit, state::AppState};
+use crate::{account, admin_users, audit, state::AppState};
 use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
 use hub_domain::UserId;
@@ -151,6 +151,11 @@ pub async fn enable(
         None => return Err(ApiError::NotFound),
         Some(false) => return Err(ApiError::Conflict("the user is not disabled".into())),
         Some(true) => {}
+    }
+    if account::is_deleted(&mut tx, id).await? {
+        return Err(ApiError::Conflict(
+            "the account was deleted by its owner: it cannot be enabled".into(),
+        ));
     }
     admin_users::set_disabled(&mut tx, id, None).await?;
     audit::record(

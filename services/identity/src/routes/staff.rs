@@ -39,7 +39,10 @@ pub async fn grant(
             "the user is disabled: enable them first".into(),
         ));
     }
-    let new = staff::grant(&mut tx, id, caller.user_id()).await?;
+    // A configured address is staff already: a grant beside it would keep
+    // them staff once the configuration drops them.
+    let configured = state.is_staff(&subject.email);
+    let new = !configured && staff::grant(&mut tx, id, caller.user_id()).await?;
     if new {
         changed(
             &mut tx,
@@ -54,7 +57,6 @@ pub async fn grant(
     }
     tx.commit().await?;
     after_change(&state, new).await;
-    let configured = state.is_staff(&subject.email);
     Ok(HttpResponse::Ok()
         .insert_header(identity_changed(id))
         .json(json!({
