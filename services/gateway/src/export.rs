@@ -10,7 +10,6 @@ use actix_web::{http::StatusCode, HttpResponse};
 use hub_domain::CredentialKind;
 use serde_json::{Map, Value};
 use service_kit::{
-    assertion::{self, RequestFacts},
     error::json_error,
     export::{PARTS, PATH},
 };
@@ -83,42 +82,14 @@ async fn part(
     request_id: &str,
     timeout: Duration,
 ) -> Result<Value, Option<(StatusCode, bytes::Bytes)>> {
-    let (Some(base), Some(minter)) = (gw.url(service), gw.minters.get(service)) else {
+    let Some(sent) = gw.get(client, service, PATH, caller, ip, request_id, timeout) else {
         tracing::warn!(service, "export: service not deployed");
         return Err(None);
     };
-    // Who asks matters, not their organizations (each part reads them).
-    let identity = hub_domain::Identity {
-        memberships: Vec::new(),
-        ..caller.identity.clone()
-    };
-    let (a, sig) = minter.sign(
-        Some(identity),
-        Some(caller.credential),
-        !caller.identity.memberships.is_empty(),
-        &RequestFacts {
-            method: "GET",
-            path_and_query: PATH,
-            body: b"",
-            idempotency_key: None,
-            ip,
-            request_id,
-            deadline_ms: None,
-        },
-    );
-    let resp = client
-        .get(format!("{base}{PATH}"))
-        .header(assertion::ASSERTION_HEADER, a)
-        .header(assertion::SIGNATURE_HEADER, sig)
-        .header(service_kit::http::REQUEST_ID_HEADER, request_id)
-        .headers(service_kit::telemetry::trace_headers())
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|e| {
-            tracing::warn!(service, error = %e, "export: service unreachable");
-            None
-        })?;
+    let resp = sent.await.map_err(|e| {
+        tracing::warn!(service, error = %e, "export: service unreachable");
+        None
+    })?;
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let body = resp.bytes().await.map_err(|e| {
         tracing::warn!(service, error = %e, "export: unreadable part");

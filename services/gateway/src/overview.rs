@@ -32,11 +32,56 @@ pub struct Upstreams<'a> {
 }
 
 impl Upstreams<'_> {
-    pub(crate) fn url(&self, service: &str) -> Option<&str> {
+    fn url(&self, service: &str) -> Option<&str> {
         self.urls
             .get(service)
             .map(String::as_str)
             .filter(|u| !u.is_empty())
+    }
+
+    /// `GET path` of `service` on behalf of `caller` (who asks, not their
+    /// organizations: none travel), signed like any forwarded request; None
+    /// when the service is not deployed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get<'a>(
+        &self,
+        client: &'a reqwest::Client,
+        service: &str,
+        path: &'static str,
+        caller: &Resolved,
+        ip: &str,
+        request_id: &str,
+        timeout: Duration,
+    ) -> Option<impl std::future::Future<Output = reqwest::Result<reqwest::Response>> + 'a> {
+        let (base, minter) = (self.url(service)?, self.minters.get(service)?);
+        let identity = Identity {
+            memberships: Vec::new(),
+            ..caller.identity.clone()
+        };
+        let (a, sig) = minter.sign(
+            Some(identity),
+            Some(caller.credential),
+            !caller.identity.memberships.is_empty(),
+            &RequestFacts {
+                method: "GET",
+                path_and_query: path,
+                body: b"",
+                idempotency_key: None,
+                ip,
+                request_id,
+                deadline_ms: None,
+            },
+        );
+        Some(
+            client
+                .get(format!("{base}{path}"))
+                .header(assertion::ASSERTION_HEADER, a)
+                .header(assertion::SIGNATURE_HEADER, sig)
+                .header(service_kit::http::REQUEST_ID_HEADER, request_id)
+                .headers(service_kit::telemetry::trace_headers())
+                .timeout(timeout)
+                .send(),
+        )
     }
 }
 
@@ -183,45 +228,17 @@ impl Overview {
         staff: &Resolved,
         request_id: &str,
     ) -> Result<Part, String> {
-        let (Some(base), Some(minter)) = (gw.url(service), gw.minters.get(service)) else {
-            return Err("not deployed".into());
-        };
-        // Who asks matters, not their organizations: none travel.
-        let identity = Identity {
-            memberships: Vec::new(),
-            ..staff.identity.clone()
-        };
-        let (a, sig) = minter.sign(
-            Some(identity),
-            Some(staff.credential),
-            !staff.identity.memberships.is_empty(),
-            &RequestFacts {
-                method: "GET",
-                path_and_query: PATH,
-                body: b"",
-                idempotency_key: None,
-                ip: "",
-                request_id,
-                deadline_ms: None,
-            },
-        );
-        let resp = client
-            .get(format!("{base}{PATH}"))
-            .header(assertion::ASSERTION_HEADER, a)
-            .header(assertion::SIGNATURE_HEADER, sig)
-            .header(service_kit::http::REQUEST_ID_HEADER, request_id)
-            .headers(service_kit::telemetry::trace_headers())
-            .timeout(self.timeout)
-            .send()
-            .await
-            .map_err(|e| {
+        let resp = match gw.get(client, service, PATH, staff, "", request_id, self.timeout) {
+            None => return Err("not deployed".into()),
+            Some(sent) => sent.await.map_err(|e| {
                 tracing::warn!(service, error = %e, "overview: service unreachable");
                 if e.is_timeout() {
                     "timed out".to_owned()
                 } else {
                     "unreachable".to_owned()
                 }
-            })?;
+            })?,
+        };
         if !resp.status().is_success() {
             tracing::warn!(
                 service,

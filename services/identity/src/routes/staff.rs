@@ -31,9 +31,7 @@ pub async fn grant(
     let id = path.into_inner();
     let mut tx = state.pool.begin().await?;
     let actor = through_mfa(&mut tx, &caller).await?;
-    let Some(subject) = user(&mut tx, id).await? else {
-        return Err(ApiError::NotFound);
-    };
+    let subject = user(&mut tx, id).await?;
     if subject.disabled {
         return Err(ApiError::Conflict(
             "the user is disabled: enable them first".into(),
@@ -78,9 +76,7 @@ pub async fn revoke(
     let id = path.into_inner();
     let mut tx = state.pool.begin().await?;
     let actor = through_mfa(&mut tx, &caller).await?;
-    let Some(subject) = user(&mut tx, id).await? else {
-        return Err(ApiError::NotFound);
-    };
+    let subject = user(&mut tx, id).await?;
     if state.is_staff(&subject.email) {
         return Err(ApiError::Conflict(
             "staff by configuration (auth.staff_emails): change the configuration".into(),
@@ -130,9 +126,9 @@ struct Subject {
     disabled: bool,
 }
 
-/// User `id`, locked until the transaction ends.
-async fn user(conn: &mut PgConnection, id: UserId) -> sqlx::Result<Option<Subject>> {
-    Ok(sqlx::query!(
+/// User `id`, locked until the transaction ends (404 when there is none).
+async fn user(conn: &mut PgConnection, id: UserId) -> ApiResult<Subject> {
+    sqlx::query!(
         r#"SELECT email, disabled_at IS NOT NULL AS "disabled!" FROM users WHERE id = $1 FOR UPDATE"#,
         id as UserId,
     )
@@ -141,7 +137,8 @@ async fn user(conn: &mut PgConnection, id: UserId) -> sqlx::Result<Option<Subjec
     .map(|r| Subject {
         email: r.email,
         disabled: r.disabled,
-    }))
+    })
+    .ok_or(ApiError::NotFound)
 }
 
 /// Audit the change, tell every gateway the user's identity changed, and
