@@ -710,6 +710,20 @@ log_format = "pretty"
         .await
     }
 
+    /// The OpenID Provider's JWK Set once it holds a key (the first is made
+    /// at start).
+    pub async fn published_keys(&self) -> Value {
+        eventually(Duration::from_secs(20), || async {
+            let r = self.get("/.well-known/jwks.json", None).await;
+            r.body["keys"]
+                .as_array()
+                .is_some_and(|k| !k.is_empty())
+                .then_some(r.body)
+        })
+        .await
+        .expect("a published signing key")
+    }
+
     /// Sign in through the gateway from a fresh client IP; returns the session token.
     pub async fn sign_in(&self, email: &str) -> String {
         let ip = random_ip();

@@ -99,6 +99,10 @@ impl Identity {
 pub enum CredentialKind {
     Session,
     ApiKey,
+    /// An access token of the OpenID Provider (a JWT): acts as its person,
+    /// within the organizations it lists; its id is the session it came from.
+    /// Not a session: what needs one (account, MFA, sign-in) refuses it.
+    AccessToken,
 }
 
 impl CredentialKind {
@@ -106,6 +110,7 @@ impl CredentialKind {
         match self {
             CredentialKind::Session => "session",
             CredentialKind::ApiKey => "api_key",
+            CredentialKind::AccessToken => "access_token",
         }
     }
 
@@ -113,6 +118,7 @@ impl CredentialKind {
         match s {
             "session" => Some(CredentialKind::Session),
             "api_key" => Some(CredentialKind::ApiKey),
+            "access_token" => Some(CredentialKind::AccessToken),
             _ => None,
         }
     }

@@ -16,6 +16,7 @@
 //! - [`tls`]: rustls (ring) and the one trust store of every client.
 //! - [`catalog`]: reading the declared catalog file (`catalog.file`).
 //! - [`idempotency`]: `Idempotency-Key` replays, stored with the operation.
+//! - [`jwt`]: verifying the OpenID Provider's ES256 tokens (identity, gateway).
 //! - [`overview`]: each service's part of the staff overview (queues, dead letters).
 //! - [`page`]: cursor pages (newest first) and their `limit`.
 //! - [`group_commit`]: many requests applied in one transaction (ledgers, journals).
@@ -34,6 +35,7 @@ pub mod export;
 pub mod group_commit;
 pub mod http;
 pub mod idempotency;
+pub mod jwt;
 pub mod methods;
 pub mod metrics;
 pub mod nats;

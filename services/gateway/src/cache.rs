@@ -14,7 +14,7 @@ use event_contracts::{
     CredentialRevoked, Envelope, Event, IdentityChanged, Naming, OrgAccessChanged,
 };
 use futures::StreamExt;
-use hub_domain::{Credential, Identity, OrgId, UserId};
+use hub_domain::{Credential, CredentialKind, Identity, OrgId, UserId};
 use moka::sync::Cache;
 use ring::digest;
 use std::{
@@ -128,6 +128,13 @@ impl IdentityCache {
         self.entries.invalidate(k);
     }
 
+    /// Drop the access tokens resolved from credential `id` (a session).
+    pub fn invalidate_credential(&self, id: uuid::Uuid) {
+        self.invalidate_if(move |v| {
+            v.credential.kind == CredentialKind::AccessToken && v.credential.id == id
+        });
+    }
+
     pub fn invalidate_user(&self, user_id: UserId) {
         self.invalidate_if(move |v| v.identity.user_id == user_id);
     }
@@ -163,14 +170,22 @@ impl IdentityCache {
                 _ = cancel.cancelled() => break,
                 Some(m) = revoked.next() => {
                     match serde_json::from_slice::<Envelope<CredentialRevoked>>(&m.payload) {
-                        Ok(env) => match hex::decode(&env.data.token_hash) {
-                            Ok(h) if h.len() == 32 => {
-                                let mut k = [0u8; 32];
-                                k.copy_from_slice(&h);
-                                self.invalidate_token(&k);
+                        Ok(env) => {
+                            match hex::decode(&env.data.token_hash) {
+                                Ok(h) if h.len() == 32 => {
+                                    let mut k = [0u8; 32];
+                                    k.copy_from_slice(&h);
+                                    self.invalidate_token(&k);
+                                }
+                                _ => self.invalidate_user(env.data.user_id),
                             }
-                            _ => self.invalidate_user(env.data.user_id),
-                        },
+                            // The OpenID Provider's access tokens of a revoked
+                            // session are cached under their own hashes, with
+                            // the session as their credential.
+                            if env.data.credential_kind == CredentialKind::Session.as_str() {
+                                self.invalidate_credential(env.data.credential_id);
+                            }
+                        }
                         Err(e) => tracing::warn!(error = %e, "bad credential_revoked event"),
                     }
                 }

@@ -27,7 +27,7 @@ pub async fn answer(
     if resolved.credential.kind != CredentialKind::Session {
         return json_error(
             StatusCode::UNAUTHORIZED,
-            "this endpoint needs a session token; API keys are not accepted",
+            "this endpoint needs a session token; API keys and access tokens are not accepted",
         );
     }
     let asked = PARTS

@@ -50,7 +50,10 @@ fn listener_server(
         // this cannot fail for a reason the first build did not.
         let client = web::Data::new(proxy::upstream_client(&gw.tls).unwrap_or_else(|e| {
             tracing::error!(error = %e, "cannot build the upstream HTTP client");
-            reqwest::Client::new()
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default()
         }));
         App::new()
             .wrap(from_fn(http::request_span))

@@ -52,9 +52,12 @@ pub struct Gateway {
 }
 
 /// The HTTP client for calls to services (one per worker), over TLS for
-/// `https://` upstreams (the platform's roots plus `tls.extra_ca_file`).
+/// `https://` upstreams (the platform's roots plus `tls.extra_ca_file`). A
+/// service's redirect is the client's to follow (the OpenID Provider's
+/// authorization endpoint answers 302): the gateway never follows one.
 pub fn upstream_client(tls: &service_kit::tls::TlsSettings) -> anyhow::Result<reqwest::Client> {
     Ok(service_kit::tls::http_client(tls)?
+        .redirect(reqwest::redirect::Policy::none())
         .pool_max_idle_per_host(256)
         .pool_idle_timeout(Duration::from_secs(60))
         .tcp_nodelay(true)
@@ -115,7 +118,12 @@ fn bearer(req: &HttpRequest) -> Result<&str, &'static str> {
         .map_err(|_| MALFORMED)?;
     let (scheme, token) = v.split_once(' ').ok_or(MALFORMED)?;
     let token = token.trim();
-    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.len() > 512 {
+    // Session tokens and API keys are under 100 bytes; the OpenID Provider's
+    // access tokens (JWTs listing memberships) are longer.
+    if !scheme.eq_ignore_ascii_case("bearer")
+        || token.is_empty()
+        || token.len() > service_kit::jwt::MAX_LEN
+    {
         return Err(MALFORMED);
     }
     Ok(token)
@@ -531,10 +539,21 @@ fn auth_me_from_cache(
 
 /// The client's headers to forward: hop-by-hop, credential and reserved ones
 /// dropped, the trace context the gateway's own.
-/// The OpenID Provider's token endpoint: the one route that gets the
-/// client's `Authorization` (HTTP Basic client authentication, RFC 6749
-/// 2.3.1), which identity checks itself; a bearer never travels.
-const CLIENT_AUTH_PATH: &str = "/oauth/token";
+/// The OpenID Provider's endpoints that get the client's `Authorization`,
+/// which identity checks itself: HTTP Basic client authentication (RFC 6749
+/// 2.3.1) on the token, introspection and revocation endpoints, and a
+/// provider's access token on userinfo (OIDC Core 5.3). Every other route
+/// drops it: a session bearer never travels past the gateway.
+const CLIENT_AUTH_PATHS: [&str; 3] = ["/oauth/token", "/oauth/introspect", "/oauth/revoke"];
+const USERINFO_PATH: &str = "/oauth/userinfo";
+
+/// Whether this `Authorization` value goes on to identity on `path`.
+fn provider_credential(path: &str, value: &[u8]) -> bool {
+    // The scheme is case-insensitive (RFC 9110 11.1).
+    let scheme = |s: &[u8]| value.len() > s.len() && value[..s.len()].eq_ignore_ascii_case(s);
+    (CLIENT_AUTH_PATHS.contains(&path) && scheme(b"basic "))
+        || (path == USERINFO_PATH && scheme(b"bearer "))
+}
 
 fn forwarded_headers(req: &HttpRequest, path: &str) -> reqwest::header::HeaderMap {
     let mut headers = reqwest::header::HeaderMap::with_capacity(req.headers().len() + 4);
@@ -543,9 +562,7 @@ fn forwarded_headers(req: &HttpRequest, path: &str) -> reqwest::header::HeaderMa
     let context = service_kit::telemetry::trace_headers();
     for (name, value) in req.headers() {
         let n = name.as_str();
-        let client_auth = n == "authorization"
-            && path == CLIENT_AUTH_PATH
-            && value.as_bytes().starts_with(b"Basic ");
+        let client_auth = n == "authorization" && provider_credential(path, value.as_bytes());
         if !client_auth
             && (DROP_REQUEST.contains(&n) || reserved(n) || n == "x-real-ip" || n == "x-request-id")
         {

@@ -373,8 +373,8 @@ mod tests {
         let own = Settings::from_layers(&[
             "[[routes.core]]\nprefix = \"/v1/auth\"\nservice = \"identity\"\nmethods = [\"post\", \"GET\"]\n\
              [[routes.core]]\nprefix = \"/v1/kb\"\nservice = \"agent\"\n\
-             [[routes.core]]\nprefix = \"/.well-known/jwks.json\"\nservice = \"identity\"\n\
-             [[routes.core]]\nprefix = \"/oauth/token\"\nservice = \"identity\"\n",
+             [[routes.core]]\nprefix = \"/.well-known\"\nservice = \"identity\"\n\
+             [[routes.core]]\nprefix = \"/oauth\"\nservice = \"identity\"\n",
         ]);
         let own = Router::new(&own.expect("settings")).expect("router");
         let t = own.route(false, "/v1/auth/verify").expect("routed");

@@ -13,6 +13,7 @@ mod invites;
 pub mod mail;
 mod memberships;
 mod mfa;
+mod oauth;
 mod oauth_clients;
 mod oidc_keys;
 mod org_states;
@@ -154,6 +155,7 @@ fn app_state(
         invites: settings.invites.clone(),
         mfa: settings.mfa.clone(),
         oidc: settings.oidc.clone(),
+        oidc_keys: Default::default(),
         sealer,
     }
 }

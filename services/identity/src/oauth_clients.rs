@@ -224,15 +224,22 @@ pub async fn lock(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Clie
 /// A live client as the token endpoint authenticates it.
 pub struct Authenticating {
     pub id: Uuid,
+    /// None: a public client.
     pub secret_hash: Option<Vec<u8>>,
     pub scopes: Vec<String>,
+    pub redirect_uris: Vec<String>,
+    pub post_logout_redirect_uris: Vec<String>,
+    pub allowed_org_ids: Vec<Uuid>,
+    pub first_party: bool,
 }
 
 /// Client `id` unless retired (None: unknown or retired).
 pub async fn authenticating(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Authenticating>> {
     sqlx::query_as!(
         Authenticating,
-        "SELECT id, secret_hash, scopes FROM oauth_clients WHERE id = $1 AND retired_at IS NULL",
+        "SELECT id, secret_hash, scopes, redirect_uris, post_logout_redirect_uris, \
+                allowed_org_ids, first_party \
+           FROM oauth_clients WHERE id = $1 AND retired_at IS NULL",
         id,
     )
     .fetch_optional(pool)

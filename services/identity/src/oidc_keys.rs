@@ -19,8 +19,10 @@ use ring::{
     signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING},
 };
 use serde::{Deserialize, Serialize};
+use service_kit::jwt::{self, Expect, PublicKey, Refused};
 use service_kit::sealed::Sealer;
 use sqlx::PgPool;
+use std::sync::Arc;
 use time::{Duration, OffsetDateTime};
 
 /// `[oidc]`: who the provider is, what it issues, and when keys are made,
@@ -35,6 +37,16 @@ pub struct KeySettings {
     pub key_prepublish_secs: i64,
     pub token_max_life_secs: i64,
     pub key_check_secs: u64,
+    /// The console page that signs a person in for an authorization request
+    /// (`?request=<handle>` added).
+    pub login_url: String,
+    /// How long an authorization request waits for the person.
+    pub request_secs: i64,
+    /// An authorization code's life.
+    pub code_secs: i64,
+    /// A refresh token's life (each use makes a new one; the grant ends
+    /// with its session in any case).
+    pub refresh_token_secs: i64,
 }
 
 impl KeySettings {
@@ -69,6 +81,24 @@ impl KeySettings {
         anyhow::ensure!(
             self.key_check_secs > 0,
             "oidc.key_check_secs must be positive"
+        );
+        anyhow::ensure!(
+            self.access_token_secs > 0 && self.access_token_secs <= self.token_max_life_secs,
+            "oidc.access_token_secs: positive, at most oidc.token_max_life_secs"
+        );
+        anyhow::ensure!(
+            self.request_secs > 0 && self.code_secs > 0 && self.code_secs <= 600,
+            "oidc.request_secs must be positive; oidc.code_secs 1 to 600 (RFC 6749 4.1.2)"
+        );
+        anyhow::ensure!(
+            self.refresh_token_secs > 0,
+            "oidc.refresh_token_secs must be positive"
+        );
+        let login = url::Url::parse(&self.login_url)
+            .map_err(|_| anyhow::anyhow!("oidc.login_url is not a URL"))?;
+        anyhow::ensure!(
+            matches!(login.scheme(), "http" | "https") && login.fragment().is_none(),
+            "oidc.login_url must be an http(s) URL without a fragment"
         );
         Ok(())
     }
@@ -192,13 +222,13 @@ pub async fn published(pool: &PgPool, now: OffsetDateTime) -> anyhow::Result<Vec
 
 /// The key that signs at `now` (its kid and pair), opened from its seal;
 /// None before the first key is made.
-pub async fn signing_key(
+async fn signing_key(
     pool: &PgPool,
     sealer: &Sealer,
     now: OffsetDateTime,
-) -> anyhow::Result<Option<(String, EcdsaKeyPair)>> {
+) -> anyhow::Result<Option<(String, EcdsaKeyPair, OffsetDateTime)>> {
     let Some(row) = sqlx::query!(
-        "SELECT kid, private_sealed FROM oidc_keys WHERE signs_from <= $1 AND signs_until > $1 \
+        "SELECT kid, private_sealed, signs_until FROM oidc_keys WHERE signs_from <= $1 AND signs_until > $1 \
           ORDER BY signs_from DESC LIMIT 1",
         now,
     )
@@ -216,7 +246,7 @@ pub async fn signing_key(
         &SystemRandom::new(),
     )
     .map_err(|_| anyhow::anyhow!("signing key {} is not a P-256 key", row.kid))?;
-    Ok(Some((row.kid, pair)))
+    Ok(Some((row.kid, pair, row.signs_until)))
 }
 
 /// A compact JWS (ES256) of `claims` with header `typ` and `kid`.
@@ -236,6 +266,94 @@ pub fn jwt(
         .sign(&SystemRandom::new(), input.as_bytes())
         .map_err(|_| anyhow::anyhow!("signing failed"))?;
     Ok(format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.as_ref())))
+}
+
+/// How long a replica reuses a key it opened or the keys it read.
+const CACHE_SECS: i64 = 30;
+
+/// The signing key and the verifying keys, kept in memory: the token
+/// endpoint does not unseal a key per request. A cached signer is used until
+/// its window ends or for [`CACHE_SECS`], whichever comes first.
+#[derive(Default)]
+pub struct KeyCache {
+    signer: std::sync::Mutex<Option<(OffsetDateTime, Signer)>>,
+    verifiers: std::sync::Mutex<Option<(OffsetDateTime, Arc<Vec<PublicKey>>)>>,
+}
+
+/// The key that signs now.
+#[derive(Clone)]
+pub struct Signer {
+    pub kid: String,
+    pub pair: Arc<EcdsaKeyPair>,
+}
+
+impl KeyCache {
+    /// The key that signs at `now` (None before the first key is made).
+    pub async fn signer(
+        &self,
+        pool: &PgPool,
+        sealer: &Sealer,
+        now: OffsetDateTime,
+    ) -> anyhow::Result<Option<Signer>> {
+        if let Some((until, s)) = self.signer.lock().expect("key cache").as_ref() {
+            if now < *until {
+                return Ok(Some(s.clone()));
+            }
+        }
+        let Some((kid, pair, signs_until)) = signing_key(pool, sealer, now).await? else {
+            return Ok(None);
+        };
+        let s = Signer {
+            kid,
+            pair: Arc::new(pair),
+        };
+        let until = signs_until.min(now + Duration::seconds(CACHE_SECS));
+        *self.signer.lock().expect("key cache") = Some((until, s.clone()));
+        Ok(Some(s))
+    }
+
+    /// The keys published at `now`; `fresh` reads them again unless they were
+    /// read in the last second (a kid not seen yet).
+    pub async fn verifiers(
+        &self,
+        pool: &PgPool,
+        now: OffsetDateTime,
+        fresh: bool,
+    ) -> anyhow::Result<Arc<Vec<PublicKey>>> {
+        if let Some((at, keys)) = self.verifiers.lock().expect("key cache").as_ref() {
+            let age = now - *at;
+            let limit = if fresh { 1 } else { CACHE_SECS };
+            if age >= Duration::ZERO && age < Duration::seconds(limit) {
+                return Ok(keys.clone());
+            }
+        }
+        let keys: Vec<PublicKey> = published(pool, now)
+            .await?
+            .iter()
+            .filter_map(|j| PublicKey::from_jwk(&j.kid, &j.crv, &j.x, &j.y))
+            .collect();
+        let keys = Arc::new(keys);
+        *self.verifiers.lock().expect("key cache") = Some((now, keys.clone()));
+        Ok(keys)
+    }
+
+    /// Verify one of this provider's tokens (ES256, a published kid).
+    pub async fn verify(
+        &self,
+        pool: &PgPool,
+        now: OffsetDateTime,
+        token: &str,
+        expect: &Expect<'_>,
+    ) -> anyhow::Result<Result<serde_json::Value, Refused>> {
+        let keys = self.verifiers(pool, now, false).await?;
+        match jwt::verify(token, &keys, expect) {
+            Err(Refused::UnknownKey) => {
+                let keys = self.verifiers(pool, now, true).await?;
+                Ok(jwt::verify(token, &keys, expect))
+            }
+            r => Ok(r),
+        }
+    }
 }
 
 /// [`rotate`] now, then every `key_check_secs`, until `cancel`.
@@ -318,8 +436,28 @@ mod tests {
             key_prepublish_secs: 86_400,
             token_max_life_secs: 86_400,
             key_check_secs: 3600,
+            login_url: "https://app.example.com/oauth/continue".into(),
+            request_secs: 600,
+            code_secs: 60,
+            refresh_token_secs: 86_400,
         };
         assert!(ok.check().is_ok());
+        for bad in [
+            KeySettings {
+                access_token_secs: 86_401,
+                ..ok.clone()
+            },
+            KeySettings {
+                code_secs: 601,
+                ..ok.clone()
+            },
+            KeySettings {
+                login_url: "javascript:alert(1)".into(),
+                ..ok.clone()
+            },
+        ] {
+            assert!(bad.check().is_err());
+        }
         assert!(KeySettings {
             key_prepublish_secs: 30 * 86_400,
             ..ok.clone()

@@ -193,6 +193,43 @@ pub struct Live {
     pub staff_granted: bool,
 }
 
+/// The live session `id`, if any: [`live_by_hash`] by the session's id (an
+/// access token of the OpenID Provider names its session).
+pub async fn live_by_id(pool: &PgPool, id: SessionId) -> sqlx::Result<Option<Live>> {
+    let row = sqlx::query!(
+        r#"SELECT s.id AS "id: SessionId", s.expires_at, s.mfa, u.id AS "user_id: UserId",
+                  u.email, u.name,
+           COALESCE((SELECT json_agg(
+                               CASE WHEN m.org_closed
+                                    THEN json_build_object('org_id', m.org_id, 'role', m.role,
+                                                           'status', 'closed')
+                                    WHEN m.org_suspended
+                                    THEN json_build_object('org_id', m.org_id, 'role', m.role,
+                                                           'status', 'suspended')
+                                    ELSE json_build_object('org_id', m.org_id, 'role', m.role) END
+                               ORDER BY m.created_at, m.org_id)
+                     FROM memberships m WHERE m.user_id = u.id), '[]'::json)
+             AS "memberships!: sqlx::types::Json<Vec<Membership>>",
+           EXISTS (SELECT 1 FROM staff_grants g WHERE g.user_id = u.id) AS "staff_granted!"
+         FROM sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.id = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
+           AND u.disabled_at IS NULL"#,
+        id as SessionId,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| Live {
+        id: r.id,
+        user_id: r.user_id,
+        email: r.email,
+        name: r.name,
+        memberships: r.memberships.0,
+        expires_at: r.expires_at,
+        mfa: r.mfa,
+        staff_granted: r.staff_granted,
+    }))
+}
+
 /// The live session whose token hashes to `token_hash`, if any: one indexed
 /// lookup with the memberships folded in as JSON (the hot path of every
 /// request with a session).

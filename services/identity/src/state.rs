@@ -20,6 +20,8 @@ pub struct AppState {
     pub mfa: MfaSettings,
     /// The OpenID Provider's settings.
     pub oidc: crate::oidc_keys::KeySettings,
+    /// Its keys, opened once and kept for a while.
+    pub oidc_keys: crate::oidc_keys::KeyCache,
     /// Seals TOTP secrets; `None` without `sealing.keys` (MFA unavailable).
     pub sealer: Option<service_kit::sealed::Sealer>,
 }

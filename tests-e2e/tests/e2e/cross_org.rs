@@ -26,7 +26,7 @@ const STAFF: Want = (403, "staff only");
 /// Session-only routes refuse every API key before looking at the id.
 const SESSION: Want = (
     401,
-    "this endpoint needs a session token; API keys are not accepted",
+    "this endpoint needs a session token; API keys and access tokens are not accepted",
 );
 /// Member and key management under B's own organization: B's key passes the
 /// role check in B and is refused as a key, before A's id is looked at.

@@ -247,7 +247,7 @@ async fn organization_list_and_create_need_a_session() {
     assert_eq!(r.status, 401);
     assert_eq!(
         r.error(),
-        "this endpoint needs a session token; API keys are not accepted"
+        "this endpoint needs a session token; API keys and access tokens are not accepted"
     );
     assert_eq!(s.create_org(&key, "Nope", "TR").await.status, 401);
     assert_eq!(s.get("/v1/organizations", None).await.status, 401);

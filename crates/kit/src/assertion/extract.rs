@@ -339,7 +339,42 @@ impl FromRequest for SessionCaller {
                 Ok(SessionCaller(c))
             } else {
                 Err(ApiError::unauthorized(
-                    "this endpoint needs a session token; API keys are not accepted",
+                    "this endpoint needs a session token; API keys and access tokens are not accepted",
+                ))
+            }
+        });
+        Box::pin(async move { r })
+    }
+}
+
+/// A person: a session, or an access token of the OpenID Provider acting
+/// for the person who signed in (never an API key). For what a product may
+/// do with a person's token (read and edit the profile); what needs the
+/// sign-in itself (account, MFA, sessions, authorizing clients) takes a
+/// [`SessionCaller`].
+#[derive(Debug, Clone)]
+pub struct PersonCaller(pub Caller);
+
+impl std::ops::Deref for PersonCaller {
+    type Target = Caller;
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
+impl FromRequest for PersonCaller {
+    type Error = ApiError;
+    type Future = Ready<Self>;
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let r = Caller::of(req).and_then(|c| {
+            if matches!(
+                c.credential.kind,
+                CredentialKind::Session | CredentialKind::AccessToken
+            ) {
+                Ok(PersonCaller(c))
+            } else {
+                Err(ApiError::unauthorized(
+                    "this endpoint needs a person's credential; API keys are not accepted",
                 ))
             }
         });

@@ -41,7 +41,8 @@ pub use claims::{
     IDEMPOTENCY_HEADER, RESERVED_HEADER_PREFIXES, SIGNATURE_HEADER,
 };
 pub use extract::{
-    from, Authority, Caller, Callers, Peer, RequestCtx, SessionCaller, StaffCaller, SUSPENDED,
+    from, Authority, Caller, Callers, Peer, PersonCaller, RequestCtx, SessionCaller, StaffCaller,
+    SUSPENDED,
 };
 pub use middleware::{internal, require_assertion, BodyLimit};
 pub use mint::Minter;

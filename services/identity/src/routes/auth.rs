@@ -284,13 +284,32 @@ pub async fn me(
         return Ok(identity_response(identity, cred));
     }
     let token = bearer(&req).ok_or_else(|| ApiError::unauthorized("missing bearer token"))?;
-    if token.is_empty() || token.len() > tokens::MAX_TOKEN_LEN {
+    let is_staff = |e: &str, granted, mfa| state.is_staff_session(e, granted, mfa);
+    let resolved = if resolve::looks_like_jwt(token) {
+        // The OpenID Provider's access token: verified here (ES256, a
+        // published key, at+jwt, this issuer, unexpired), then its session.
+        let now = state.clock.now();
+        let expect = service_kit::jwt::Expect {
+            typ: "at+jwt",
+            iss: &state.oidc.issuer,
+            aud: &state.oidc.issuer,
+            now: now.unix_timestamp(),
+            allow_expired: false,
+        };
+        match state
+            .oidc_keys
+            .verify(&state.pool, now, token, &expect)
+            .await
+            .map_err(ApiError::internal)?
+        {
+            Ok(claims) => resolve::access_token(&state.pool, &claims, is_staff).await?,
+            Err(_) => None,
+        }
+    } else if token.is_empty() || token.len() > tokens::MAX_TOKEN_LEN {
         return Ok(refused());
-    }
-    let resolved = resolve::bearer(&state.pool, token, |e, granted, mfa| {
-        state.is_staff_session(e, granted, mfa)
-    })
-    .await?;
+    } else {
+        resolve::bearer(&state.pool, token, is_staff).await?
+    };
     match resolved {
         Some(r) => {
             let mut resp = identity_response(&r.identity, r.credential);
@@ -359,7 +378,7 @@ pub async fn patch_me(
 }
 
 /// Revoke one session of `user_id` (or fail with 404) and announce it.
-async fn revoke(
+pub(crate) async fn revoke(
     state: &AppState,
     user_id: UserId,
     session_id: SessionId,

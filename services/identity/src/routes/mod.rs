@@ -5,6 +5,7 @@ mod admin_users;
 mod api_keys;
 mod audit;
 pub mod auth;
+mod authorize;
 mod internal;
 mod invites;
 mod members;
@@ -26,7 +27,31 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .route("/v1/auth/verify", methods::post().to(auth::verify))
     .route("/.well-known/jwks.json", methods::get().to(oidc::jwks))
+    .route(
+        "/.well-known/openid-configuration",
+        methods::get().to(oidc::discovery),
+    )
     .route("/oauth/token", methods::post().to(oauth::token))
+    .route("/oauth/introspect", methods::post().to(oauth::introspect))
+    .route("/oauth/revoke", methods::post().to(oauth::revoke))
+    .route("/oauth/authorize", methods::get().to(authorize::authorize))
+    .route("/oauth/authorize", methods::post().to(authorize::authorize))
+    .route("/oauth/userinfo", methods::get().to(authorize::userinfo))
+    .route("/oauth/userinfo", methods::post().to(authorize::userinfo))
+    .route("/oauth/logout", methods::get().to(authorize::logout))
+    .route("/oauth/logout", methods::post().to(authorize::logout))
+    .route(
+        "/v1/oauth/authorization",
+        methods::post().to(authorize::show),
+    )
+    .route(
+        "/v1/oauth/authorization/accept",
+        methods::post().to(authorize::accept),
+    )
+    .route(
+        "/v1/oauth/authorization/reject",
+        methods::post().to(authorize::reject),
+    )
     .route("/v1/auth/me", methods::get().to(auth::me))
     .route("/v1/auth/me", methods::patch().to(auth::patch_me))
     .route("/v1/auth/me", methods::delete().to(account::delete))

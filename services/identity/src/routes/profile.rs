@@ -9,11 +9,11 @@ use actix_web::{web, HttpResponse};
 use event_contracts::IdentityChanged;
 use serde::Deserialize;
 use serde_json::json;
-use service_kit::{assertion::SessionCaller, outbox, ApiResult};
+use service_kit::{assertion::PersonCaller, outbox, ApiResult};
 
 /// GET /v1/profile
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
-pub async fn get(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
+pub async fn get(state: web::Data<AppState>, caller: PersonCaller) -> ApiResult<HttpResponse> {
     Ok(HttpResponse::Ok().json(users::profile(&state.pool, caller.user_id()).await?))
 }
 
@@ -79,7 +79,7 @@ fn changed_fields(old: &Profile, new: &Profile) -> Vec<&'static str> {
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn patch(
     state: web::Data<AppState>,
-    caller: SessionCaller,
+    caller: PersonCaller,
     body: web::Json<ProfilePatch>,
 ) -> ApiResult<HttpResponse> {
     let valid = body.into_inner().validate()?;
