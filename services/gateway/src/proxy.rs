@@ -541,10 +541,16 @@ fn auth_me_from_cache(
 /// dropped, the trace context the gateway's own.
 /// The OpenID Provider's endpoints that get the client's `Authorization`,
 /// which identity checks itself: HTTP Basic client authentication (RFC 6749
-/// 2.3.1) on the token, introspection and revocation endpoints, and a
+/// 2.3.1) on the token, introspection, revocation and device authorization
+/// endpoints, and a
 /// provider's access token on userinfo (OIDC Core 5.3). Every other route
 /// drops it: a session bearer never travels past the gateway.
-const CLIENT_AUTH_PATHS: [&str; 3] = ["/oauth/token", "/oauth/introspect", "/oauth/revoke"];
+const CLIENT_AUTH_PATHS: [&str; 4] = [
+    "/oauth/token",
+    "/oauth/introspect",
+    "/oauth/revoke",
+    "/oauth/device_authorization",
+];
 const USERINFO_PATH: &str = "/oauth/userinfo";
 
 /// Whether this `Authorization` value goes on to identity on `path`.

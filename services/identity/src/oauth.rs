@@ -452,6 +452,13 @@ pub async fn sweep(pool: &PgPool, keep_secs: f64) -> sqlx::Result<u64> {
     .await?
     .rows_affected();
     n += sqlx::query!(
+        "DELETE FROM oauth_device_requests WHERE expires_at < now() - make_interval(secs => $1)",
+        keep_secs,
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
+    n += sqlx::query!(
         "DELETE FROM oauth_refresh_tokens WHERE expires_at < now() - make_interval(secs => $1)",
         keep_secs,
     )
@@ -459,4 +466,141 @@ pub async fn sweep(pool: &PgPool, keep_secs: f64) -> sqlx::Result<u64> {
     .await?
     .rows_affected();
     Ok(n)
+}
+
+/// A device authorization request to store (RFC 8628 3.1).
+pub struct NewDevice<'a> {
+    pub device_code_hash: Vec<u8>,
+    pub user_code_hash: Vec<u8>,
+    pub client_id: Uuid,
+    pub scopes: &'a [String],
+    pub now: OffsetDateTime,
+    pub expires_at: OffsetDateTime,
+    pub interval_secs: i32,
+}
+
+/// Store a device request; false when the user code is taken (draw again).
+pub async fn insert_device(pool: &PgPool, d: NewDevice<'_>) -> sqlx::Result<bool> {
+    Ok(sqlx::query!(
+        "INSERT INTO oauth_device_requests (device_code_hash, user_code_hash, client_id, scopes, \
+                                            created_at, expires_at, interval_secs) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (user_code_hash) DO NOTHING",
+        d.device_code_hash,
+        d.user_code_hash,
+        d.client_id,
+        d.scopes,
+        d.now,
+        d.expires_at,
+        d.interval_secs,
+    )
+    .execute(pool)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// A device request waiting for its person, as the console shows it.
+pub struct PendingDevice {
+    pub device_code_hash: Vec<u8>,
+    pub client_id: Uuid,
+    pub client_name: String,
+    pub first_party: bool,
+    pub allowed_org_ids: Vec<Uuid>,
+    pub scopes: Vec<String>,
+    pub expires_at: OffsetDateTime,
+}
+
+/// The unanswered, unexpired request whose user code hashes to
+/// `user_code_hash`, locked.
+pub async fn pending_device(
+    conn: &mut PgConnection,
+    user_code_hash: &[u8],
+    now: OffsetDateTime,
+) -> sqlx::Result<Option<PendingDevice>> {
+    sqlx::query_as!(
+        PendingDevice,
+        r#"SELECT d.device_code_hash, d.client_id, c.name AS client_name, c.first_party,
+                  c.allowed_org_ids, d.scopes, d.expires_at
+             FROM oauth_device_requests d JOIN oauth_clients c ON c.id = d.client_id
+            WHERE d.user_code_hash = $1 AND d.approved IS NULL AND d.expires_at > $2
+              AND c.retired_at IS NULL
+            FOR UPDATE OF d"#,
+        user_code_hash,
+        now,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The person's answer to a device request.
+pub async fn answer_device(
+    conn: &mut PgConnection,
+    device_code_hash: &[u8],
+    user_id: UserId,
+    session_id: SessionId,
+    approved: bool,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE oauth_device_requests SET user_id = $2, session_id = $3, approved = $4 \
+          WHERE device_code_hash = $1",
+        device_code_hash,
+        user_id as UserId,
+        session_id as SessionId,
+        approved,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A device request as the token endpoint polls it.
+pub struct Device {
+    pub client_id: Uuid,
+    pub scopes: Vec<String>,
+    pub expires_at: OffsetDateTime,
+    pub interval_secs: i32,
+    pub last_poll_at: Option<OffsetDateTime>,
+    pub user_id: Option<UserId>,
+    pub session_id: Option<SessionId>,
+    pub approved: Option<bool>,
+    pub used_at: Option<OffsetDateTime>,
+}
+
+/// The device request of `device_code_hash`, locked.
+pub async fn device(
+    conn: &mut PgConnection,
+    device_code_hash: &[u8],
+) -> sqlx::Result<Option<Device>> {
+    sqlx::query_as!(
+        Device,
+        r#"SELECT client_id, scopes, expires_at, interval_secs, last_poll_at,
+                  user_id AS "user_id: UserId", session_id AS "session_id: SessionId",
+                  approved, used_at
+             FROM oauth_device_requests WHERE device_code_hash = $1 FOR UPDATE"#,
+        device_code_hash,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Record a poll: its time, a new interval (slow_down), the tokens handed out.
+pub async fn device_polled(
+    conn: &mut PgConnection,
+    device_code_hash: &[u8],
+    now: OffsetDateTime,
+    interval_secs: i32,
+    used: bool,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE oauth_device_requests SET last_poll_at = $2, interval_secs = $3, \
+                used_at = CASE WHEN $4 THEN $2 ELSE used_at END \
+          WHERE device_code_hash = $1",
+        device_code_hash,
+        now,
+        interval_secs,
+        used,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
 }

@@ -47,6 +47,11 @@ pub struct KeySettings {
     /// A refresh token's life (each use makes a new one; the grant ends
     /// with its session in any case).
     pub refresh_token_secs: i64,
+    /// The console page where a person enters a device's user code (RFC 8628
+    /// `verification_uri`).
+    pub device_url: String,
+    /// How often a device may poll the token endpoint, at first.
+    pub device_poll_secs: i32,
 }
 
 impl KeySettings {
@@ -94,12 +99,21 @@ impl KeySettings {
             self.refresh_token_secs > 0,
             "oidc.refresh_token_secs must be positive"
         );
-        let login = url::Url::parse(&self.login_url)
-            .map_err(|_| anyhow::anyhow!("oidc.login_url is not a URL"))?;
         anyhow::ensure!(
-            matches!(login.scheme(), "http" | "https") && login.fragment().is_none(),
-            "oidc.login_url must be an http(s) URL without a fragment"
+            (1..=60).contains(&self.device_poll_secs),
+            "oidc.device_poll_secs: 1 to 60"
         );
+        for (name, u) in [
+            ("login_url", &self.login_url),
+            ("device_url", &self.device_url),
+        ] {
+            let parsed =
+                url::Url::parse(u).map_err(|_| anyhow::anyhow!("oidc.{name} is not a URL"))?;
+            anyhow::ensure!(
+                matches!(parsed.scheme(), "http" | "https") && parsed.fragment().is_none(),
+                "oidc.{name} must be an http(s) URL without a fragment"
+            );
+        }
         Ok(())
     }
 }
@@ -440,6 +454,8 @@ mod tests {
             request_secs: 600,
             code_secs: 60,
             refresh_token_secs: 86_400,
+            device_url: "https://app.example.com/device".into(),
+            device_poll_secs: 5,
         };
         assert!(ok.check().is_ok());
         for bad in [

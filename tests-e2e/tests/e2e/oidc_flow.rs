@@ -857,3 +857,154 @@ async fn access_tokens_are_bearers_at_the_gateway_within_their_organizations() {
     .await;
     assert!(refused.is_some(), "a disabled person's token still works");
 }
+
+#[tokio::test]
+async fn a_command_line_tool_signs_in_with_the_device_grant() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let fay = s.sign_in("fay@example.com").await;
+    let c = s
+        .post(
+            "/v1/admin/oauth-clients",
+            Some(&staff),
+            json!({"name": "hub-cli", "kind": "public",
+                   "redirect_uris": ["http://127.0.0.1/cb"],
+                   "scopes": ["openid", "email", "offline_access"]}),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{:?}", c.body);
+    let id = c.text("id").to_owned();
+    s.published_keys().await;
+    let disco = s.get("/.well-known/openid-configuration", None).await;
+    assert_eq!(
+        disco.body["device_authorization_endpoint"],
+        "http://localhost:8080/oauth/device_authorization"
+    );
+    let start = |scope: &'static str| {
+        let (s, id) = (&s, id.clone());
+        async move {
+            form(
+                s,
+                "/oauth/device_authorization",
+                None,
+                &format!("client_id={id}&scope={}", enc(scope)),
+            )
+            .await
+        }
+    };
+    let poll = |device: String| {
+        let (s, id) = (&s, id.clone());
+        async move {
+            form(
+                s,
+                "/oauth/token",
+                None,
+                &format!(
+                    "grant_type={}&client_id={id}&device_code={device}",
+                    enc("urn:ietf:params:oauth:grant-type:device_code")
+                ),
+            )
+            .await
+        }
+    };
+    let d = start("openid email offline_access").await;
+    assert_eq!(d.status, 200, "{:?}", d.body);
+    assert_eq!(d.body["verification_uri"], "https://app.example.com/device");
+    assert_eq!(d.body["interval"], 5);
+    let user_code = d.text("user_code").to_owned();
+    assert_eq!(user_code.len(), 9, "XXXX-XXXX: {user_code}");
+    let device = d.text("device_code").to_owned();
+    assert_eq!(
+        d.body["verification_uri_complete"],
+        format!("https://app.example.com/device?user_code={user_code}")
+    );
+
+    // Before the person answers: pending; polling too fast: slow_down.
+    let r = poll(device.clone()).await;
+    assert_eq!((r.status, r.text("error")), (400, "authorization_pending"));
+    let r = poll(device.clone()).await;
+    assert_eq!((r.status, r.text("error")), (400, "slow_down"));
+    s.clock.advance(time::Duration::seconds(11));
+
+    // The person types the code (any case, with or without the dash).
+    let typed = user_code.replace('-', "").to_lowercase();
+    let show = s
+        .post("/v1/oauth/device", Some(&fay), json!({"user_code": typed}))
+        .await;
+    assert_eq!(show.status, 200, "{:?}", show.body);
+    assert_eq!(show.body["client"]["name"], "hub-cli");
+    assert_eq!(show.body["consent_required"], true);
+    let r = s
+        .post(
+            "/v1/oauth/device/accept",
+            Some(&fay),
+            json!({"user_code": user_code}),
+        )
+        .await;
+    assert_eq!(
+        r.status, 409,
+        "a third-party client needs consent: {:?}",
+        r.body
+    );
+    let r = s
+        .post(
+            "/v1/oauth/device/accept",
+            Some(&fay),
+            json!({"user_code": user_code, "consent": true}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    // Answered: the code is no one's any more.
+    let r = s
+        .post(
+            "/v1/oauth/device",
+            Some(&fay),
+            json!({"user_code": user_code}),
+        )
+        .await;
+    assert_eq!(r.status, 404);
+
+    let t = poll(device.clone()).await;
+    assert_eq!(t.status, 200, "{:?}", t.body);
+    let ui = s
+        .http
+        .get(format!("{}/oauth/userinfo", s.core()))
+        .bearer_auth(t.text("access_token"))
+        .send()
+        .await
+        .expect("userinfo");
+    let ui: Value = ui.json().await.expect("JSON");
+    assert_eq!(ui["email"], "fay@example.com");
+    assert!(t.body["refresh_token"].is_string());
+    // Once.
+    s.clock.advance(time::Duration::seconds(11));
+    let r = poll(device).await;
+    assert_eq!((r.status, r.text("error")), (400, "invalid_grant"));
+
+    // Refused: access_denied. Expired: expired_token. Not a code: 404.
+    let d = start("openid").await;
+    let r = s
+        .post(
+            "/v1/oauth/device/reject",
+            Some(&fay),
+            json!({"user_code": d.text("user_code")}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = poll(d.text("device_code").to_owned()).await;
+    assert_eq!((r.status, r.text("error")), (400, "access_denied"));
+    let d = start("openid").await;
+    s.clock.advance(time::Duration::seconds(601));
+    let r = poll(d.text("device_code").to_owned()).await;
+    assert_eq!((r.status, r.text("error")), (400, "expired_token"));
+    let r = s
+        .post(
+            "/v1/oauth/device",
+            Some(&fay),
+            json!({"user_code": "AEIO-UAEI"}),
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    let r = start("openid admin").await;
+    assert_eq!((r.status, r.text("error")), (400, "invalid_scope"));
+}

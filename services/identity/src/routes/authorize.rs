@@ -603,3 +603,164 @@ pub async fn logout(
             .json(json!({"status": "logged_out"}))),
     }
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceRef {
+    /// The user code the device showed (`XXXX-XXXX`; case and separators
+    /// do not matter).
+    user_code: String,
+    /// Accepting: the person agreed to the scopes (third-party clients).
+    #[serde(default)]
+    consent: bool,
+}
+
+/// User codes a person may try per ten minutes (a code is about 34 bits).
+const USER_CODE_TRIES: i64 = 30;
+
+/// The waiting device request of the caller's user code, after the
+/// rate limit on entering codes (429 beyond it); 404 for a code that is not
+/// one, unknown, expired or answered.
+async fn device_for_caller(
+    state: &AppState,
+    tx: &mut sqlx::PgConnection,
+    caller: &SessionCaller,
+    typed: &str,
+) -> ApiResult<oauth::PendingDevice> {
+    let bucket = format!("device:user:{}", caller.user_id());
+    let allowed = crate::ratelimit::check_and_record(
+        tx,
+        state.clock.now(),
+        &[crate::ratelimit::Limit {
+            bucket: &bucket,
+            max: USER_CODE_TRIES,
+            window_secs: 600,
+        }],
+    )
+    .await?;
+    if !allowed {
+        return Err(ApiError::TooManyRequests);
+    }
+    let code = super::oauth::user_code(typed).ok_or_else(unknown_request)?;
+    oauth::pending_device(tx, &tokens::hash(&code), state.clock.now())
+        .await?
+        .ok_or_else(unknown_request)
+}
+
+/// POST /v1/oauth/device (session): what the console shows of the device
+/// request whose user code the person typed.
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn show_device(
+    state: web::Data<AppState>,
+    caller: SessionCaller,
+    body: web::Json<DeviceRef>,
+) -> ApiResult<HttpResponse> {
+    let mut tx = state.pool.begin().await?;
+    let found = device_for_caller(&state, &mut tx, &caller, &body.user_code).await;
+    // The attempt counts whatever the answer.
+    let d = match found {
+        Ok(d) => d,
+        Err(e) => {
+            tx.commit().await?;
+            return Err(e);
+        }
+    };
+    let given = oauth::consented(&mut tx, caller.user_id(), d.client_id).await?;
+    tx.commit().await?;
+    let consent = if d.first_party {
+        Vec::new()
+    } else {
+        unconsented(&d.scopes, &given)
+    };
+    Ok(HttpResponse::Ok()
+        .insert_header(("cache-control", "no-store"))
+        .json(json!({
+            "client": {"id": d.client_id, "name": d.client_name, "first_party": d.first_party},
+            "scopes": d.scopes,
+            "consent_required": !consent.is_empty(),
+            "scopes_to_consent": consent,
+            "expires_at": d.expires_at.format(&time::format_description::well_known::Rfc3339).ok(),
+        })))
+}
+
+/// POST /v1/oauth/device/accept and /reject (session): the person's answer.
+/// Accepting binds the device's grant to the caller's session; 409 while a
+/// third-party client's scopes need consent not given; a client limited to
+/// organizations the person is not a member of is refused (403).
+async fn answer_device(
+    state: &AppState,
+    caller: &SessionCaller,
+    body: &DeviceRef,
+    approve: bool,
+) -> ApiResult<HttpResponse> {
+    let session_id = hub_domain::SessionId::from_uuid(caller.session_id());
+    let mut tx = state.pool.begin().await?;
+    let d = match device_for_caller(state, &mut tx, caller, &body.user_code).await {
+        Ok(d) => d,
+        Err(e) => {
+            tx.commit().await?;
+            return Err(e);
+        }
+    };
+    if approve {
+        let Some(who) = oauth::subject(&mut tx, session_id).await? else {
+            return Err(ApiError::unauthorized("the session has ended"));
+        };
+        let member_of_allowed = d.allowed_org_ids.is_empty()
+            || who
+                .memberships
+                .iter()
+                .any(|m| oauth::org_allowed(&d.allowed_org_ids, m.org_id));
+        if !member_of_allowed {
+            return Err(ApiError::Forbidden(
+                "this client is limited to organizations you are not a member of".into(),
+            ));
+        }
+        if !d.first_party {
+            let given = oauth::consented(&mut tx, caller.user_id(), d.client_id).await?;
+            if !unconsented(&d.scopes, &given).is_empty() {
+                if !body.consent {
+                    tx.commit().await?;
+                    return Err(ApiError::Conflict(
+                        "consent required: the person must agree to this client's scopes (consent: true)"
+                            .into(),
+                    ));
+                }
+                let now = state.clock.now();
+                oauth::consent(&mut tx, caller.user_id(), d.client_id, &d.scopes, now).await?;
+            }
+        }
+    }
+    oauth::answer_device(
+        &mut tx,
+        &d.device_code_hash,
+        caller.user_id(),
+        session_id,
+        approve,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(HttpResponse::Ok()
+        .insert_header(("cache-control", "no-store"))
+        .json(json!({ "status": if approve { "approved" } else { "denied" } })))
+}
+
+/// POST /v1/oauth/device/accept (session).
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn accept_device(
+    state: web::Data<AppState>,
+    caller: SessionCaller,
+    body: web::Json<DeviceRef>,
+) -> ApiResult<HttpResponse> {
+    answer_device(&state, &caller, &body, true).await
+}
+
+/// POST /v1/oauth/device/reject (session).
+#[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
+pub async fn reject_device(
+    state: web::Data<AppState>,
+    caller: SessionCaller,
+    body: web::Json<DeviceRef>,
+) -> ApiResult<HttpResponse> {
+    answer_device(&state, &caller, &body, false).await
+}

@@ -34,6 +34,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route("/oauth/token", methods::post().to(oauth::token))
     .route("/oauth/introspect", methods::post().to(oauth::introspect))
     .route("/oauth/revoke", methods::post().to(oauth::revoke))
+    .route(
+        "/oauth/device_authorization",
+        methods::post().to(oauth::device_authorization),
+    )
     .route("/oauth/authorize", methods::get().to(authorize::authorize))
     .route("/oauth/authorize", methods::post().to(authorize::authorize))
     .route("/oauth/userinfo", methods::get().to(authorize::userinfo))
@@ -51,6 +55,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route(
         "/v1/oauth/authorization/reject",
         methods::post().to(authorize::reject),
+    )
+    .route(
+        "/v1/oauth/device",
+        methods::post().to(authorize::show_device),
+    )
+    .route(
+        "/v1/oauth/device/accept",
+        methods::post().to(authorize::accept_device),
+    )
+    .route(
+        "/v1/oauth/device/reject",
+        methods::post().to(authorize::reject_device),
     )
     .route("/v1/auth/me", methods::get().to(auth::me))
     .route("/v1/auth/me", methods::patch().to(auth::patch_me))

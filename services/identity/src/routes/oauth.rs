@@ -34,6 +34,14 @@ use uuid::Uuid;
 const BODY_MAX: usize = 8192;
 /// Refresh tokens carry this prefix (and are 256 random bits).
 const REFRESH_PREFIX: &str = "hub_rt_";
+/// The device code grant's type (RFC 8628 3.4).
+pub(super) const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
+/// Device codes carry this prefix.
+const DEVICE_PREFIX: &str = "hub_dc_";
+/// User codes: 8 letters of this alphabet (no vowels, no look-alikes: RFC
+/// 8628 6.1), shown as XXXX-XXXX; about 34 bits, and entering them is
+/// rate-limited.
+pub(super) const USER_CODE_ALPHABET: &[u8] = b"BCDFGHJKLMNPQRSTVWXZ";
 
 /// An RFC 6749 5.2 error.
 pub(super) fn oauth_error(status: u16, code: &str, description: &str) -> HttpResponse {
@@ -358,12 +366,14 @@ pub async fn token(
         Err(why) => return Ok(oauth_error(400, "invalid_request", &why)),
     };
     let grant_type = match form.get("grant_type").map(String::as_str) {
-        Some(g @ ("client_credentials" | "authorization_code" | "refresh_token")) => g,
+        Some(
+            g @ ("client_credentials" | "authorization_code" | "refresh_token" | DEVICE_GRANT),
+        ) => g,
         Some(_) => {
             return Ok(oauth_error(
                 400,
                 "unsupported_grant_type",
-                "this provider grants authorization_code, refresh_token and client_credentials",
+                "this provider grants authorization_code, refresh_token, client_credentials and the device code",
             ))
         }
         None => {
@@ -381,6 +391,7 @@ pub async fn token(
     match grant_type {
         "client_credentials" => client_credentials(&state, &c, &form).await,
         "authorization_code" => authorization_code(&state, &c, &form).await,
+        DEVICE_GRANT => device_code(&state, &c, &form).await,
         _ => refresh_token(&state, &c, &form).await,
     }
 }
@@ -651,6 +662,211 @@ async fn refresh_token(
             refresh: Some(next),
         },
     )
+}
+
+/// A user code as typed: upper case, without separators; None when it cannot
+/// be one.
+pub(super) fn user_code(typed: &str) -> Option<String> {
+    let c: String = typed
+        .chars()
+        .filter(|c| !matches!(c, '-' | ' '))
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    (c.len() == 8 && c.bytes().all(|b| USER_CODE_ALPHABET.contains(&b))).then_some(c)
+}
+
+/// POST /oauth/device_authorization (RFC 8628 3.1, 3.2): a device (a
+/// command-line tool) asks to sign a person in. It gets a device code to
+/// poll the token endpoint with, and a user code for the person to enter at
+/// the console (`oidc.device_url`).
+#[tracing::instrument(skip_all)]
+pub async fn device_authorization(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> ApiResult<HttpResponse> {
+    let (form, c) = match client_request(&state, &req, &body, false).await? {
+        Ok(fc) => fc,
+        Err(r) => return Ok(r),
+    };
+    let mut scopes: Vec<String> = Vec::new();
+    for one in form
+        .get("scope")
+        .map(String::as_str)
+        .unwrap_or("")
+        .split(' ')
+        .filter(|x| !x.is_empty())
+    {
+        if !c.scopes.iter().any(|s| s == one) {
+            return Ok(oauth_error(
+                400,
+                "invalid_scope",
+                &format!("{one} is not a scope of this client"),
+            ));
+        }
+        if !scopes.iter().any(|s| s == one) {
+            scopes.push(one.to_owned());
+        }
+    }
+    if scopes.is_empty() {
+        return Ok(oauth_error(400, "invalid_scope", "scope is required"));
+    }
+    let now = state.clock.now();
+    let device = tokens::generate(DEVICE_PREFIX).map_err(ApiError::internal)?;
+    // Draw user codes until one is free (a clash is a one-in-billions event
+    // while few requests wait).
+    for _ in 0..5 {
+        let raw = tokens::random_bytes(8).map_err(ApiError::internal)?;
+        let code: String = raw
+            .iter()
+            .map(|b| USER_CODE_ALPHABET[*b as usize % USER_CODE_ALPHABET.len()] as char)
+            .collect();
+        let stored = oauth::insert_device(
+            &state.pool,
+            oauth::NewDevice {
+                device_code_hash: tokens::hash(&device),
+                user_code_hash: tokens::hash(&code),
+                client_id: c.id,
+                scopes: &scopes,
+                now,
+                expires_at: now + Duration::seconds(state.oidc.request_secs),
+                interval_secs: state.oidc.device_poll_secs,
+            },
+        )
+        .await?;
+        if stored {
+            let shown = format!("{}-{}", &code[..4], &code[4..]);
+            let mut complete =
+                url::Url::parse(&state.oidc.device_url).map_err(ApiError::internal)?;
+            complete.query_pairs_mut().append_pair("user_code", &shown);
+            return Ok(HttpResponse::Ok()
+                .insert_header(("cache-control", "no-store"))
+                .json(json!({
+                    "device_code": device,
+                    "user_code": shown,
+                    "verification_uri": state.oidc.device_url,
+                    "verification_uri_complete": complete.as_str(),
+                    "expires_in": state.oidc.request_secs,
+                    "interval": state.oidc.device_poll_secs,
+                })));
+        }
+    }
+    Err(ApiError::Unavailable("no free user code; try again".into()))
+}
+
+/// RFC 8628 3.4, 3.5: a device polls with its code. Until the person answers:
+/// `authorization_pending`, or `slow_down` when it polls faster than its
+/// interval (which then grows by 5 seconds); `access_denied` if they refused;
+/// `expired_token` after `oidc.request_secs`. Accepted: the tokens, once.
+async fn device_code(
+    state: &AppState,
+    client: &Authenticating,
+    form: &HashMap<String, String>,
+) -> ApiResult<HttpResponse> {
+    let Some(code) = form.get("device_code") else {
+        return Ok(oauth_error(
+            400,
+            "invalid_request",
+            "device_code is required",
+        ));
+    };
+    let invalid = |why: &str| Ok(oauth_error(400, "invalid_grant", why));
+    if code.len() > tokens::MAX_TOKEN_LEN {
+        return invalid("unknown device code");
+    }
+    let now = state.clock.now();
+    let signer = signer(state, now).await?;
+    let hash = tokens::hash(code);
+    let mut tx = state.pool.begin().await?;
+    let Some(d) = oauth::device(&mut tx, &hash).await? else {
+        return invalid("unknown device code");
+    };
+    if d.client_id != client.id {
+        return invalid("unknown device code");
+    }
+    if d.used_at.is_some() {
+        return invalid("the device code was already used");
+    }
+    if d.expires_at <= now {
+        return Ok(oauth_error(
+            400,
+            "expired_token",
+            "the device code has expired",
+        ));
+    }
+    let too_soon = d
+        .last_poll_at
+        .is_some_and(|last| now - last < Duration::seconds(i64::from(d.interval_secs)));
+    match d.approved {
+        _ if too_soon => {
+            let slower = d.interval_secs.saturating_add(5).min(60);
+            oauth::device_polled(&mut tx, &hash, now, slower, false).await?;
+            tx.commit().await?;
+            Ok(oauth_error(
+                400,
+                "slow_down",
+                &format!("poll at most every {slower} seconds"),
+            ))
+        }
+        None => {
+            oauth::device_polled(&mut tx, &hash, now, d.interval_secs, false).await?;
+            tx.commit().await?;
+            Ok(oauth_error(
+                400,
+                "authorization_pending",
+                "the person has not answered yet",
+            ))
+        }
+        Some(false) => {
+            oauth::device_polled(&mut tx, &hash, now, d.interval_secs, true).await?;
+            tx.commit().await?;
+            Ok(oauth_error(400, "access_denied", "the person refused"))
+        }
+        Some(true) => {
+            let (Some(user_id), Some(session_id)) = (d.user_id, d.session_id) else {
+                return invalid("unknown device code");
+            };
+            let Some(who) = oauth::subject(&mut tx, session_id).await? else {
+                oauth::device_polled(&mut tx, &hash, now, d.interval_secs, true).await?;
+                tx.commit().await?;
+                return invalid("the sign-in behind this code has ended");
+            };
+            if who.user_id != user_id {
+                return invalid("unknown device code");
+            }
+            let grant = Grant {
+                id: Uuid::now_v7(),
+                client_id: client.id,
+                user_id,
+                session_id,
+                scopes: d.scopes.clone(),
+                auth_time: who.auth_time,
+                mfa: who.mfa,
+            };
+            oauth::insert_grant(&mut tx, &grant, now).await?;
+            let refresh = if grant.scopes.iter().any(|s| s == "offline_access") {
+                Some(new_refresh(state, &mut tx, grant.id, now).await?)
+            } else {
+                None
+            };
+            oauth::device_polled(&mut tx, &hash, now, d.interval_secs, true).await?;
+            tx.commit().await?;
+            let scope = grant.scopes.join(" ");
+            tokens_response(
+                state,
+                &signer,
+                now,
+                Issue {
+                    client,
+                    grant: &grant,
+                    who: &who,
+                    scope: &scope,
+                    nonce: None,
+                    refresh,
+                },
+            )
+        }
+    }
 }
 
 /// An access token of this provider (ES256, `at+jwt`, issued for the hub),
