@@ -604,3 +604,87 @@ pub async fn device_polled(
     .await?;
     Ok(())
 }
+
+/// A refresh in one statement (the token endpoint's hot path): when the
+/// token hashing to `token_hash` is `client_id`'s, unused, unexpired, its
+/// grant live and the grant's session live with its user enabled, it is
+/// marked used and `next_hash` stored in its place, and the grant and the
+/// person come back. None otherwise, with nothing written: the caller finds
+/// out why the slow way ([`refresh`], which also catches a reuse). Two uses
+/// of one token: the second waits on the first's row lock, then no longer
+/// matches (`used_at`), and takes the slow way.
+pub async fn refresh_at_once(
+    pool: &PgPool,
+    token_hash: &[u8],
+    client_id: Uuid,
+    now: OffsetDateTime,
+    next_hash: &[u8],
+    next_expires_at: OffsetDateTime,
+) -> sqlx::Result<Option<(Grant, Subject)>> {
+    let row = sqlx::query!(
+        r#"WITH cur AS (
+             SELECT t.token_hash, g.id, g.client_id, g.user_id, g.session_id, g.scopes,
+                    g.auth_time, g.mfa AS grant_mfa
+               FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+              WHERE t.token_hash = $1 AND t.used_at IS NULL AND t.expires_at > $2
+                AND g.revoked_at IS NULL AND g.client_id = $3
+                FOR UPDATE OF t, g
+           ), who AS (
+             SELECT s.created_at, s.mfa, u.id AS user_id, u.email, u.name,
+                    COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role)
+                                              ORDER BY m.created_at, m.org_id)
+                              FROM memberships m
+                              WHERE m.user_id = u.id AND NOT m.org_closed AND NOT m.org_suspended),
+                             '[]'::json) AS memberships,
+                    EXISTS (SELECT 1 FROM staff_grants sg WHERE sg.user_id = u.id) AS staff_granted
+               FROM cur JOIN sessions s ON s.id = cur.session_id JOIN users u ON u.id = s.user_id
+              WHERE s.revoked_at IS NULL AND s.expires_at > now() AND u.disabled_at IS NULL
+                AND u.id = cur.user_id
+           ), spent AS (
+             UPDATE oauth_refresh_tokens t SET used_at = $2
+               FROM cur, who WHERE t.token_hash = cur.token_hash
+             RETURNING t.grant_id
+           ), fresh AS (
+             INSERT INTO oauth_refresh_tokens (token_hash, grant_id, created_at, expires_at)
+             SELECT $4, grant_id, $2, $5 FROM spent
+             RETURNING grant_id
+           )
+           SELECT cur.id AS "id!", cur.client_id AS "client_id!",
+                  cur.user_id AS "user_id!: UserId", cur.session_id AS "session_id!: SessionId",
+                  cur.scopes AS "scopes!", cur.auth_time AS "auth_time!", cur.grant_mfa AS "grant_mfa!",
+                  who.created_at AS "created_at!", who.mfa AS "mfa!", who.email AS "email!",
+                  who.name AS "name!",
+                  who.memberships AS "memberships!: sqlx::types::Json<Vec<Membership>>",
+                  who.staff_granted AS "staff_granted!"
+             FROM cur, who, fresh"#,
+        token_hash,
+        now,
+        client_id,
+        next_hash,
+        next_expires_at,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| {
+        (
+            Grant {
+                id: r.id,
+                client_id: r.client_id,
+                user_id: r.user_id,
+                session_id: r.session_id,
+                scopes: r.scopes,
+                auth_time: r.auth_time,
+                mfa: r.grant_mfa,
+            },
+            Subject {
+                user_id: r.user_id,
+                email: r.email,
+                name: r.name,
+                memberships: r.memberships.0,
+                staff_granted: r.staff_granted,
+                mfa: r.mfa,
+                auth_time: r.created_at,
+            },
+        )
+    }))
+}

@@ -363,6 +363,25 @@ async fn a_person_signs_in_to_a_product_with_the_code_flow_and_pkce() {
     assert_eq!(ui.status(), 401);
     assert_eq!(s.get("/v1/profile", Some(&access)).await.status, 401);
 
+    // Two uses of one refresh token at the same time: exactly one wins, the
+    // other is a reuse, and the family ends (the winner's new token too).
+    let verifier = "r".repeat(50);
+    let acc = sign_in_through(&s, &id, &alice, &verifier, "openid offline_access", false).await;
+    let t = exchange(query(acc.text("redirect_to"))["code"].clone(), verifier).await;
+    let rt = t.text("refresh_token").to_owned();
+    let (a, b) = tokio::join!(refresh_with(rt.clone()), refresh_with(rt.clone()));
+    let mut statuses = [a.status, b.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 400], "{:?} {:?}", a.body, b.body);
+    let winner = if a.status == 200 { a } else { b };
+    let r = refresh_with(winner.text("refresh_token").to_owned()).await;
+    assert_eq!(
+        (r.status, r.text("error")),
+        (400, "invalid_grant"),
+        "{:?}",
+        r.body
+    );
+
     // Negative table of the authorization request: before the redirect URI
     // is known good, 400 here; after it, an error sent to the client.
     let ch = challenge(&"y".repeat(43));
