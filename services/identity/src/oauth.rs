@@ -440,6 +440,18 @@ pub fn org_allowed(allowed: &[Uuid], org: OrgId) -> bool {
     allowed.is_empty() || allowed.contains(&org.as_uuid())
 }
 
+impl Subject {
+    /// Whether the person may use a client limited to `allowed` (none: any
+    /// client): a member of one of those organizations.
+    pub fn may_use(&self, allowed: &[Uuid]) -> bool {
+        allowed.is_empty()
+            || self
+                .memberships
+                .iter()
+                .any(|m| org_allowed(allowed, m.org_id))
+    }
+}
+
 /// Delete requests and codes long past their life, and grants revoked or
 /// ended long ago with their tokens; returns the rows deleted.
 pub async fn sweep(pool: &PgPool, keep_secs: f64) -> sqlx::Result<u64> {

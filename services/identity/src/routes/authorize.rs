@@ -237,29 +237,34 @@ fn unknown_request() -> ApiError {
     ApiError::NotFound
 }
 
-/// The waiting request `handle_hash`, for the caller's session: the first
-/// session that reads a request is its only reader, so a handle seen in a log
-/// is of no use to another person. 404 for anything else.
+/// The waiting request of `handle` (as the console got it) and the handle's
+/// hash, for the caller's session: the first session that reads a request is
+/// its only reader, so a handle seen in a log is of no use to another person.
+/// 404 for anything else.
 async fn for_caller(
     conn: &mut sqlx::PgConnection,
-    handle_hash: &[u8],
+    handle: &str,
     caller: &SessionCaller,
     now: time::OffsetDateTime,
-) -> ApiResult<oauth::Pending> {
-    let r = oauth::pending(conn, handle_hash, now)
+) -> ApiResult<(oauth::Pending, Vec<u8>)> {
+    if handle.len() > tokens::MAX_TOKEN_LEN {
+        return Err(unknown_request());
+    }
+    let handle_hash = tokens::hash(handle);
+    let r = oauth::pending(conn, &handle_hash, now)
         .await?
         .ok_or_else(unknown_request)?;
     match r.viewer_session_id {
         Some(v) if v != caller.session_id() => Err(unknown_request()),
-        Some(_) => Ok(r),
+        Some(_) => Ok((r, handle_hash)),
         None => {
             oauth::bind_viewer(
                 conn,
-                handle_hash,
+                &handle_hash,
                 hub_domain::SessionId::from_uuid(caller.session_id()),
             )
             .await?;
-            Ok(r)
+            Ok((r, handle_hash))
         }
     }
 }
@@ -291,17 +296,8 @@ pub async fn show(
     caller: SessionCaller,
     body: web::Json<RequestRef>,
 ) -> ApiResult<HttpResponse> {
-    if body.request.len() > tokens::MAX_TOKEN_LEN {
-        return Err(unknown_request());
-    }
     let mut tx = state.pool.begin().await?;
-    let r = for_caller(
-        &mut tx,
-        &tokens::hash(&body.request),
-        &caller,
-        state.clock.now(),
-    )
-    .await?;
+    let (r, _) = for_caller(&mut tx, &body.request, &caller, state.clock.now()).await?;
     let session_id = hub_domain::SessionId::from_uuid(caller.session_id());
     let Some(who) = oauth::subject(&mut tx, session_id).await? else {
         return Err(ApiError::unauthorized("the session has ended"));
@@ -333,14 +329,10 @@ pub async fn accept(
     caller: SessionCaller,
     body: web::Json<RequestRef>,
 ) -> ApiResult<HttpResponse> {
-    if body.request.len() > tokens::MAX_TOKEN_LEN {
-        return Err(unknown_request());
-    }
     let now = state.clock.now();
-    let handle_hash = tokens::hash(&body.request);
     let session_id = hub_domain::SessionId::from_uuid(caller.session_id());
     let mut tx = state.pool.begin().await?;
-    let r = for_caller(&mut tx, &handle_hash, &caller, now).await?;
+    let (r, handle_hash) = for_caller(&mut tx, &body.request, &caller, now).await?;
     let Some(who) = oauth::subject(&mut tx, session_id).await? else {
         return Err(ApiError::unauthorized("the session has ended"));
     };
@@ -349,12 +341,7 @@ pub async fn accept(
     if let Some(s) = r.state.as_deref() {
         params.push(("state", s));
     }
-    let member_of_allowed = r.allowed_org_ids.is_empty()
-        || who
-            .memberships
-            .iter()
-            .any(|m| oauth::org_allowed(&r.allowed_org_ids, m.org_id));
-    if !member_of_allowed {
+    if !who.may_use(&r.allowed_org_ids) {
         oauth::delete_request(&mut tx, &handle_hash).await?;
         tx.commit().await?;
         params.push(("error", "access_denied"));
@@ -405,12 +392,8 @@ pub async fn reject(
     caller: SessionCaller,
     body: web::Json<RequestRef>,
 ) -> ApiResult<HttpResponse> {
-    if body.request.len() > tokens::MAX_TOKEN_LEN {
-        return Err(unknown_request());
-    }
-    let handle_hash = tokens::hash(&body.request);
     let mut tx = state.pool.begin().await?;
-    let r = for_caller(&mut tx, &handle_hash, &caller, state.clock.now()).await?;
+    let (r, handle_hash) = for_caller(&mut tx, &body.request, &caller, state.clock.now()).await?;
     oauth::delete_request(&mut tx, &handle_hash).await?;
     tx.commit().await?;
     let mut params: Vec<(&str, &str)> = vec![
@@ -706,12 +689,7 @@ async fn answer_device(
         let Some(who) = oauth::subject(&mut tx, session_id).await? else {
             return Err(ApiError::unauthorized("the session has ended"));
         };
-        let member_of_allowed = d.allowed_org_ids.is_empty()
-            || who
-                .memberships
-                .iter()
-                .any(|m| oauth::org_allowed(&d.allowed_org_ids, m.org_id));
-        if !member_of_allowed {
+        if !who.may_use(&d.allowed_org_ids) {
             return Err(ApiError::Forbidden(
                 "this client is limited to organizations you are not a member of".into(),
             ));

@@ -486,6 +486,37 @@ async fn new_refresh(
     Ok(t)
 }
 
+/// A new grant of `scopes` to `client` for the person `who` signed in as
+/// `session_id` (the code flow's and the device flow's), stored in `conn`'s
+/// transaction, with its first refresh token when `offline_access` is among
+/// them.
+async fn open_grant(
+    state: &AppState,
+    conn: &mut sqlx::PgConnection,
+    client: &Authenticating,
+    who: &Subject,
+    session_id: SessionId,
+    scopes: Vec<String>,
+    now: OffsetDateTime,
+) -> ApiResult<(Grant, Option<String>)> {
+    let grant = Grant {
+        id: Uuid::now_v7(),
+        client_id: client.id,
+        user_id: who.user_id,
+        session_id,
+        scopes,
+        auth_time: who.auth_time,
+        mfa: who.mfa,
+    };
+    oauth::insert_grant(conn, &grant, now).await?;
+    let refresh = if grant.scopes.iter().any(|s| s == "offline_access") {
+        Some(new_refresh(state, conn, grant.id, now).await?)
+    } else {
+        None
+    };
+    Ok((grant, refresh))
+}
+
 /// RFC 6749 4.1.3 with RFC 7636: a code, once, by the client it was made
 /// for, with the redirect URI it was sent to and the PKCE verifier. A code
 /// used twice revokes the grant its first use made (RFC 6749 4.1.2).
@@ -551,21 +582,16 @@ async fn authorization_code(
     if who.user_id != user_id {
         return invalid("unknown code");
     }
-    let grant = Grant {
-        id: Uuid::now_v7(),
-        client_id: client.id,
-        user_id,
+    let (grant, refresh) = open_grant(
+        state,
+        &mut tx,
+        client,
+        &who,
         session_id,
-        scopes: c.scopes.clone(),
-        auth_time: who.auth_time,
-        mfa: who.mfa,
-    };
-    oauth::insert_grant(&mut tx, &grant, now).await?;
-    let refresh = if grant.scopes.iter().any(|s| s == "offline_access") {
-        Some(new_refresh(state, &mut tx, grant.id, now).await?)
-    } else {
-        None
-    };
+        c.scopes.clone(),
+        now,
+    )
+    .await?;
     oauth::code_used(&mut tx, &c.handle_hash, Some(grant.id), now).await?;
     tx.commit().await?;
     let scope = grant.scopes.join(" ");
@@ -865,21 +891,16 @@ async fn device_code(
             if who.user_id != user_id {
                 return invalid("unknown device code");
             }
-            let grant = Grant {
-                id: Uuid::now_v7(),
-                client_id: client.id,
-                user_id,
+            let (grant, refresh) = open_grant(
+                state,
+                &mut tx,
+                client,
+                &who,
                 session_id,
-                scopes: d.scopes.clone(),
-                auth_time: who.auth_time,
-                mfa: who.mfa,
-            };
-            oauth::insert_grant(&mut tx, &grant, now).await?;
-            let refresh = if grant.scopes.iter().any(|s| s == "offline_access") {
-                Some(new_refresh(state, &mut tx, grant.id, now).await?)
-            } else {
-                None
-            };
+                d.scopes.clone(),
+                now,
+            )
+            .await?;
             oauth::device_polled(&mut tx, &hash, now, d.interval_secs, true).await?;
             tx.commit().await?;
             let scope = grant.scopes.join(" ");
