@@ -58,6 +58,22 @@ if ! command -v chromium >/dev/null 2>&1; then
   apt_install --no-install-recommends chromium
 fi
 
+# The console's browser tests (tests-e2e/tests/e2e/console.rs) drive Chromium
+# through ChromeDriver (WebDriver) and run axe-core (npm, pinned by
+# tests-e2e/browser/package-lock.json) in every page.
+if ! command -v chromedriver >/dev/null 2>&1; then
+  log "installing chromium-driver (the console's browser tests)"
+  apt_install --no-install-recommends chromium-driver
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  log "installing npm (axe-core for the console's browser tests)"
+  apt_install --no-install-recommends npm
+fi
+if [ ! -f tests-e2e/browser/node_modules/axe-core/axe.min.js ]; then
+  log "installing axe-core (tests-e2e/browser, from its lock file)"
+  (cd tests-e2e/browser && npm ci --no-audit --no-fund --silent)
+fi
+
 # --- Postgres ----------------------------------------------------------------
 pg_ok() { psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1; }
 if pg_ok; then

@@ -407,6 +407,12 @@ impl Stack {
         Ok(stack)
     }
 
+    /// Serve `run` with the stack (a front started after it, such as the
+    /// console): it stops with the stack, and its stopping stops the stack.
+    pub fn serve_with(&mut self, name: &'static str, run: BoxFuture<'static, anyhow::Result<()>>) {
+        self.runs.push((name, run));
+    }
+
     /// A generated stack's key from `from` (a service or `gateway`) to `to`.
     pub fn key(&self, from: &str, to: &str) -> Option<String> {
         self.keys

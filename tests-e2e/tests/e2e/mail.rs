@@ -132,6 +132,12 @@ pub(crate) fn temp_dir(name: &str) -> PathBuf {
 
 /// identity's settings for mail through `smtp_url` (echo off: production-like).
 pub(crate) fn mail_toml(smtp_url: &str, ca_file: Option<&Path>) -> String {
+    mail_toml_linking(smtp_url, ca_file, LINK_BASE)
+}
+
+/// The same, with the mailed links built from `link_base` (the console's
+/// sign-in page).
+pub(crate) fn mail_toml_linking(smtp_url: &str, ca_file: Option<&Path>, link_base: &str) -> String {
     let key = base64::Engine::encode(
         &base64::engine::general_purpose::STANDARD,
         [Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat(),
@@ -139,7 +145,7 @@ pub(crate) fn mail_toml(smtp_url: &str, ca_file: Option<&Path>) -> String {
     format!(
         "[auth]\necho_dev_token = false\n\
          [mail]\nsmtp_url = {smtp_url:?}\nfrom = \"Hub <no-reply@hub.test>\"\n\
-         link_base_url = {LINK_BASE:?}\nca_file = {ca:?}\ntimeout_ms = 5000\nlease_ms = 15000\n\
+         link_base_url = {link_base:?}\nca_file = {ca:?}\ntimeout_ms = 5000\nlease_ms = 15000\n\
          poll_ms = 100\nretry_base_ms = 100\nretry_max_ms = 400\n\
          [sealing]\nkeys = [\"m1:{key}\"]\n",
         ca = ca_file.map(|p| p.display().to_string()).unwrap_or_default()

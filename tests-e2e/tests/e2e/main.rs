@@ -16,6 +16,7 @@ mod auth;
 mod bad_input;
 mod billing;
 mod catalog;
+mod console;
 mod consumers;
 mod contract;
 mod cross_org;

@@ -5,10 +5,11 @@
 //! list, loopback trusted as proxy, the dev keys). `HUB_DATABASE_URL` (an
 //! administrator URL, default `postgres://postgres@127.0.0.1:5432/hub`) is the
 //! database every service gets its own role on; `HUB_NATS_URL` the NATS server.
+//! The console serves at http://127.0.0.1:8070 (the mailed links point there).
 //! Ctrl-C stops everything; a service that fails stops everything too.
 
 use hub_stack::{Source, Stack, StackConfig};
-use service_kit::Runtime;
+use service_kit::{settings::Layered, Runtime};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -32,7 +33,18 @@ async fn main() -> anyhow::Result<()> {
     let telemetry = Stack::telemetry(&cfg)?;
     let _guard = service_kit::telemetry::init("devstack", &telemetry)?;
     service_kit::shutdown::cancel_on_signal(cancel.clone());
-    let stack = Stack::start(cfg).await?;
+    let mut stack = Stack::start(cfg).await?;
+    // The console (http://127.0.0.1:8070) in front of the first gateway.
+    let (core, product) = stack.gateways.first().cloned().unwrap_or_default();
+    let console = console::Settings::load_with(&[format!(
+        "[console]\ngateway_url = {core:?}\nproduct_gateway_url = {product:?}\n"
+    )])?;
+    let console = console::Application::build(console, Runtime::new(cancel.clone())).await?;
+    tracing::info!(url = %format!("http://127.0.0.1:{}", console.port()), "console ready");
+    stack.serve_with(
+        "console",
+        futures::FutureExt::boxed(console.run_until_stopped()),
+    );
     tracing::info!(
         services = ?stack.services,
         gateways = ?stack.gateways,

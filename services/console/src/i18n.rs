@@ -1,0 +1,184 @@
+//! English and Turkish: every text of every page, in both languages.
+//!
+//! The texts are one table ([`texts!`]): a key without its Turkish (or
+//! English) text does not compile, and templates read them as fields
+//! (`{{ t.sign_in_title }}`), so a misspelt key does not compile either.
+//! [`KEYS`] lists them for the test that walks every key.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    En,
+    Tr,
+}
+
+impl Lang {
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::Tr => "tr",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Lang> {
+        match s {
+            "en" => Some(Lang::En),
+            "tr" => Some(Lang::Tr),
+            _ => None,
+        }
+    }
+
+    pub fn texts(self) -> &'static Texts {
+        match self {
+            Lang::En => &EN,
+            Lang::Tr => &TR,
+        }
+    }
+
+    /// The best of ours in an `Accept-Language` header (RFC 9110 12.5.4:
+    /// highest `q` first, a language range's primary tag); None when it
+    /// names neither.
+    pub fn negotiate(header: &str) -> Option<Lang> {
+        let mut best: Option<(f32, Lang)> = None;
+        for item in header.split(',').take(32) {
+            let mut parts = item.split(';');
+            let tag = parts.next().unwrap_or("").trim();
+            let q = parts
+                .find_map(|p| p.trim().strip_prefix("q="))
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            let primary = tag.split('-').next().unwrap_or("").to_ascii_lowercase();
+            let Some(lang) = Lang::parse(&primary) else {
+                continue;
+            };
+            if q > 0.0 && best.is_none_or(|(bq, _)| q > bq) {
+                best = Some((q, lang));
+            }
+        }
+        best.map(|(_, l)| l)
+    }
+}
+
+macro_rules! texts {
+    ($($key:ident: $en:literal, $tr:literal;)*) => {
+        /// Every text of the console, in one language.
+        pub struct Texts {
+            $(pub $key: &'static str,)*
+        }
+        pub static EN: Texts = Texts { $($key: $en,)* };
+        pub static TR: Texts = Texts { $($key: $tr,)* };
+        /// Every key with its English and Turkish texts.
+        pub const KEYS: &[(&str, &str, &str)] = &[$((stringify!($key), $en, $tr),)*];
+    };
+}
+
+texts! {
+    lang_name: "English", "Türkçe";
+    other_lang: "Türkçe", "English";
+    product: "Hub", "Hub";
+    skip: "Skip to content", "İçeriğe geç";
+    nav_label: "Main", "Ana menü";
+    nav_orgs: "Organizations", "Organizasyonlar";
+    sign_out: "Sign out", "Çıkış yap";
+    signed_in_as: "Signed in as", "Oturum açık:";
+    sign_in_title: "Sign in", "Giriş yap";
+    sign_in_hint: "We will email you a link that signs you in. No password needed.", "Size giriş bağlantısı içeren bir e-posta göndereceğiz. Parola gerekmez.";
+    email: "Email address", "E-posta adresi";
+    send_link: "Email me a sign-in link", "Bana giriş bağlantısı gönder";
+    check_mail_title: "Check your mail", "E-postanızı kontrol edin";
+    check_mail_body: "If this address can sign in, a link is on its way. It works once, for 15 minutes, in this browser or another.", "Bu adresle giriş yapılabiliyorsa bağlantı yolda. Bağlantı bir kez ve 15 dakika boyunca geçerlidir.";
+    landing_title: "Finish signing in", "Girişi tamamlayın";
+    landing_body: "Continue to sign in on this device.", "Bu cihazda giriş yapmak için devam edin.";
+    continue_: "Continue", "Devam";
+    link_invalid: "This link is invalid, expired or already used.", "Bu bağlantı geçersiz, süresi dolmuş ya da daha önce kullanılmış.";
+    request_new: "Request a new link", "Yeni bağlantı isteyin";
+    mfa_title: "Two-step verification", "İki adımlı doğrulama";
+    mfa_code: "Code from your authenticator app", "Doğrulama uygulamanızdaki kod";
+    mfa_recovery: "Or one of your recovery codes", "Ya da kurtarma kodlarınızdan biri";
+    verify: "Verify", "Doğrula";
+    mfa_wrong: "That code did not work. Try again, or sign in again if it keeps failing.", "Kod kabul edilmedi. Tekrar deneyin; sorun sürerse yeniden giriş yapın.";
+    orgs_title: "Organizations", "Organizasyonlar";
+    orgs_empty: "You are not a member of any organization yet.", "Henüz hiçbir organizasyonun üyesi değilsiniz.";
+    name: "Name", "Ad";
+    country: "Country (two letters, e.g. TR, DE)", "Ülke (iki harf, ör. TR, DE)";
+    country_short: "Country", "Ülke";
+    legal_type: "Legal type", "Hukuki tür";
+    legal_individual: "Individual", "Bireysel";
+    legal_corporate: "Corporate", "Kurumsal";
+    kyc_status: "Verification", "Doğrulama";
+    kyc_unverified: "Not verified", "Doğrulanmadı";
+    kyc_pending: "Under review", "İnceleniyor";
+    kyc_verified: "Verified", "Doğrulandı";
+    kyc_rejected: "Rejected", "Reddedildi";
+    create_org: "Create an organization", "Organizasyon oluştur";
+    create: "Create", "Oluştur";
+    not_created: "The organization was not created:", "Organizasyon oluşturulamadı:";
+    your_role: "Your role", "Rolünüz";
+    status: "Status", "Durum";
+    status_active: "Active", "Etkin";
+    status_suspended: "Suspended", "Askıya alındı";
+    members: "Members", "Üyeler";
+    wallet: "Wallet", "Cüzdan";
+    no_wallet: "No wallet", "Cüzdan yok";
+    tokens: "AI tokens", "Yapay zekâ jetonları";
+    entity: "Served by", "Hizmet veren";
+    verified_at: "Verified on", "Doğrulama tarihi";
+    role_owner: "Owner", "Sahip";
+    role_manager: "Manager", "Yönetici";
+    role_finance: "Finance", "Finans";
+    role_developer: "Developer", "Geliştirici";
+    role_visitor: "Visitor", "Ziyaretçi";
+    back_to_orgs: "All organizations", "Tüm organizasyonlar";
+    consent_title: "Allow access to your account?", "Hesabınıza erişime izin verilsin mi?";
+    consent_wants: "asks to:", "şunları istiyor:";
+    scope_openid: "Sign you in", "Sizi oturum açmış olarak tanımak";
+    scope_email: "See your email address", "E-posta adresinizi görmek";
+    scope_profile: "See your name", "Adınızı görmek";
+    scope_orgs: "See your organizations and roles", "Organizasyonlarınızı ve rollerinizi görmek";
+    scope_offline_access: "Keep access while you are away", "Siz yokken de erişimi sürdürmek";
+    allow: "Allow", "İzin ver";
+    deny: "Deny", "Reddet";
+    sign_in_again: "This application asks you to sign in again. Sign out, then start from the application.", "Bu uygulama yeniden giriş yapmanızı istiyor. Çıkış yapın ve uygulamadan yeniden başlayın.";
+    device_title: "Connect a device", "Cihaz bağla";
+    device_code: "The code shown on your device", "Cihazınızda görünen kod";
+    device_unknown: "This code is unknown or has expired.", "Bu kod bilinmiyor ya da süresi dolmuş.";
+    device_approved: "Your device is connected. You can close this page.", "Cihazınız bağlandı. Bu sayfayı kapatabilirsiniz.";
+    device_denied: "The request was refused. Nothing was connected.", "İstek reddedildi. Hiçbir şey bağlanmadı.";
+    error_title: "Something went wrong", "Bir sorun oluştu";
+    not_found: "There is nothing here, or it is not yours to see.", "Burada bir şey yok ya da görme yetkiniz yok.";
+    forbidden: "You are not allowed to do this.", "Bu işlem için yetkiniz yok.";
+    unavailable: "The service is unavailable. Try again in a moment.", "Hizmet şu anda kullanılamıyor. Birazdan tekrar deneyin.";
+    form_expired: "This form has expired. Go back, reload the page and try again.", "Bu formun süresi doldu. Geri dönün, sayfayı yenileyin ve tekrar deneyin.";
+    rate_limited: "Too many attempts. Wait a while and try again.", "Çok fazla deneme. Bir süre bekleyip tekrar deneyin.";
+    home: "Home", "Ana sayfa";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_has_both_languages_and_turkish_is_not_a_copy() {
+        let mut same = Vec::new();
+        for (key, en, tr) in KEYS {
+            assert!(!en.trim().is_empty(), "{key}: no English");
+            assert!(!tr.trim().is_empty(), "{key}: no Turkish");
+            if en == tr && *key != "product" {
+                same.push(*key);
+            }
+        }
+        assert!(same.is_empty(), "untranslated: {same:?}");
+    }
+
+    #[test]
+    fn accept_language_picks_the_best_of_ours() {
+        assert_eq!(Lang::negotiate("tr-TR,tr;q=0.9,en;q=0.8"), Some(Lang::Tr));
+        assert_eq!(Lang::negotiate("de-DE, en;q=0.5, tr;q=0.7"), Some(Lang::Tr));
+        assert_eq!(Lang::negotiate("en-GB"), Some(Lang::En));
+        assert_eq!(Lang::negotiate("de, fr;q=0.9"), None);
+        assert_eq!(Lang::negotiate("tr;q=0, en;q=0.1"), Some(Lang::En));
+        assert_eq!(Lang::negotiate(""), None);
+    }
+}

@@ -1,0 +1,171 @@
+//! console: the customer panel and the staff control tower, rendered on the
+//! server. It talks to the hub only through the gateway's public API, with
+//! the person's session as the bearer, as any product does: it has no
+//! database and calls no internal route, so everything a page does can be
+//! done through the API.
+//!
+//! Every answer carries a strict Content-Security-Policy (no inline script,
+//! no framing); the hub session lives in a sealed HttpOnly cookie
+//! ([`session`]); every form carries the visitor's form token.
+
+pub mod api;
+pub mod format;
+pub mod i18n;
+mod pages;
+pub mod session;
+pub mod settings;
+
+pub use settings::Settings;
+
+use actix_web::{
+    dev::Server,
+    middleware::{from_fn, DefaultHeaders},
+    web, App, HttpServer,
+};
+use service_kit::{http, sealed::Sealer};
+use std::net::TcpListener;
+
+/// The stylesheet, served at /assets/console.css.
+pub const CSS: &str = include_str!("../assets/console.css");
+
+/// The Content-Security-Policy of every answer: nothing inline, nothing from
+/// elsewhere, never in a frame. (No `form-action`: Chrome applies it to the
+/// redirects after a form, and signing in to a product ends in a redirect to
+/// the product.)
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// What the pages share.
+pub struct Console {
+    pub api: api::Api,
+    pub sealer: Sealer,
+    pub secure_cookies: bool,
+    pub cookie_max_age_secs: i64,
+    pub default_lang: i18n::Lang,
+}
+
+pub struct Application {
+    port: u16,
+    metrics_port: u16,
+    servers: Vec<Server>,
+}
+
+fn routes(cfg: &mut web::ServiceConfig) {
+    use pages::{auth, oauth, orgs};
+    use service_kit::methods::{get, post};
+    cfg.route("/", get().to(pages::home))
+        .route("/assets/console.css", get().to(pages::stylesheet))
+        .route("/lang/{code}", get().to(pages::language))
+        .route("/sign-in", get().to(auth::page))
+        .route("/sign-in", post().to(auth::request_link))
+        .route("/sign-in/verify", post().to(auth::verify))
+        .route("/sign-in/mfa", get().to(auth::mfa_page))
+        .route("/sign-in/mfa", post().to(auth::mfa_verify))
+        .route("/sign-out", post().to(auth::sign_out))
+        .route("/orgs", get().to(orgs::list))
+        .route("/orgs", post().to(orgs::create))
+        .route("/orgs/{id}", get().to(orgs::detail))
+        .route("/oauth/continue", get().to(oauth::continue_page))
+        .route("/oauth/continue", post().to(oauth::decide))
+        .route("/device", get().to(oauth::device))
+        .route("/device", post().to(oauth::device_lookup))
+        .route("/device/answer", post().to(oauth::device_answer));
+}
+
+/// The headers of every answer.
+fn security_headers(hsts: bool) -> DefaultHeaders {
+    let mut h = DefaultHeaders::new()
+        .add(("content-security-policy", CSP))
+        .add(("x-content-type-options", "nosniff"))
+        .add(("x-frame-options", "DENY"))
+        // A mailed link's token never leaves in a Referer.
+        .add(("referrer-policy", "no-referrer"))
+        .add(("cross-origin-opener-policy", "same-origin"))
+        .add((
+            "permissions-policy",
+            "camera=(), microphone=(), geolocation=()",
+        ));
+    if hsts {
+        h = h.add((
+            "strict-transport-security",
+            "max-age=63072000; includeSubDomains",
+        ));
+    }
+    h
+}
+
+impl Application {
+    pub async fn build(
+        settings: Settings,
+        rt: service_kit::Runtime,
+    ) -> anyhow::Result<Application> {
+        anyhow::ensure!(
+            !settings.console.cookie_keys.is_empty(),
+            "console.cookie_keys is required (CONSOLE__CONSOLE__COOKIE_KEYS: \"<id>:<base64 of 32 bytes>\")"
+        );
+        service_kit::tls::install_provider();
+        let console = web::Data::new(Console {
+            api: api::Api::new(&settings)?,
+            sealer: Sealer::new(&settings.console.cookie_keys)?,
+            secure_cookies: settings.console.secure_cookies,
+            cookie_max_age_secs: settings.console.cookie_max_age_secs,
+            default_lang: settings.console.default_locale,
+        });
+        if !settings.console.secure_cookies && !rt.dev {
+            tracing::warn!(
+                "console.secure_cookies is off: the session cookie may travel over plain HTTP"
+            );
+        }
+        let metrics = service_kit::metrics::Metrics::new("console");
+        let (metrics_port, metrics_server) = service_kit::metrics::serve(
+            TcpListener::bind(settings.http.metrics_addr())?,
+            metrics.clone(),
+            rt.cancel.clone(),
+        )?;
+        let metrics = web::Data::new(metrics);
+        let listener = match rt.listener.take() {
+            Some(l) => l,
+            None => TcpListener::bind(settings.http.addr())?,
+        };
+        let port = listener.local_addr()?.port();
+        let hsts = settings.console.hsts;
+        let max_body = settings.http.max_body_bytes;
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .wrap(security_headers(hsts))
+                .wrap(from_fn(http::request_span))
+                .app_data(console.clone())
+                .app_data(metrics.clone())
+                .app_data(web::FormConfig::default().limit(max_body))
+                .configure(|c| http::health_routes(c, http::Readiness::default()))
+                .configure(routes)
+                .default_service(web::to(pages::not_found))
+        })
+        .listen(listener)?
+        .disable_signals()
+        .shutdown_timeout(10);
+        if settings.http.workers > 0 {
+            server = server.workers(settings.http.workers);
+        }
+        let server = server.run();
+        service_kit::shutdown::stop_server_on(rt.cancel.clone(), server.handle());
+        tracing::info!(port, metrics_port, "console listening");
+        Ok(Application {
+            port,
+            metrics_port,
+            servers: vec![server, metrics_server],
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn metrics_port(&self) -> u16 {
+        self.metrics_port
+    }
+
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        futures::future::try_join_all(self.servers).await?;
+        Ok(())
+    }
+}

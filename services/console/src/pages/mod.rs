@@ -1,0 +1,246 @@
+//! The pages: each handler reads the visitor ([`Visit`]), calls the gateway's
+//! public API with the person's session, and renders a template.
+
+pub mod auth;
+pub mod oauth;
+pub mod orgs;
+
+use crate::{
+    api::{Answer, Down, Host},
+    i18n::Texts,
+    session::Visit,
+    Console,
+};
+use actix_web::{http::StatusCode, web, HttpResponse};
+use askama::Template;
+use reqwest::Method;
+use serde_json::Value;
+
+/// What every page's frame needs (base.html).
+pub struct Chrome {
+    pub t: &'static Texts,
+    pub lang: &'static str,
+    pub other_lang: &'static str,
+    pub csrf: String,
+    pub signed_in: bool,
+    pub email: Option<String>,
+    /// This page's path, for the language switch to come back to.
+    pub here: String,
+}
+
+pub fn chrome(v: &Visit) -> Chrome {
+    let other = match v.lang {
+        crate::i18n::Lang::En => "tr",
+        crate::i18n::Lang::Tr => "en",
+    };
+    Chrome {
+        t: v.lang.texts(),
+        lang: v.lang.code(),
+        other_lang: other,
+        csrf: v.state.csrf.clone(),
+        signed_in: v.signed_in(),
+        email: v.state.email.clone(),
+        here: v.path.clone(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "message.html")]
+pub struct Message {
+    pub c: Chrome,
+    pub title: &'static str,
+    pub body: &'static str,
+    pub alert: bool,
+    pub link: Option<(&'static str, &'static str)>,
+}
+
+/// A rendered template as a page (500 if it does not render).
+pub fn render(v: &Visit, c: &Console, status: StatusCode, t: impl Template) -> HttpResponse {
+    match t.render() {
+        Ok(html) => v.page(c, status, html),
+        Err(e) => {
+            tracing::error!(error = %e, "a template did not render");
+            HttpResponse::InternalServerError()
+                .content_type("text/plain; charset=utf-8")
+                .body("500")
+        }
+    }
+}
+
+/// A page of one message.
+pub fn message(
+    v: &Visit,
+    c: &Console,
+    status: StatusCode,
+    title: &'static str,
+    body: &'static str,
+    link: Option<(&'static str, &'static str)>,
+) -> HttpResponse {
+    let alert = !status.is_success();
+    render(
+        v,
+        c,
+        status,
+        Message {
+            c: chrome(v),
+            title,
+            body,
+            alert,
+            link,
+        },
+    )
+}
+
+/// The page for an answer the page cannot use: 401 (the session ended) signs
+/// the visitor out and sends them to sign in, coming back here; 404 and 403
+/// say so (a 403 of someone else's organization is a 404, as the API's);
+/// 429, and the gateway down, say to wait.
+pub fn trouble(mut v: Visit, c: &Console, got: Result<&Answer, &Down>) -> HttpResponse {
+    let t = v.lang.texts();
+    match got.map(|a| a.status) {
+        Ok(401) => {
+            let back = v.path.clone();
+            v.sign_out();
+            v.state.next = crate::session::local_path(&back).map(str::to_owned);
+            v.redirect(c, "/sign-in")
+        }
+        Ok(404) => message(
+            &v,
+            c,
+            StatusCode::NOT_FOUND,
+            t.error_title,
+            t.not_found,
+            Some(("/", t.home)),
+        ),
+        Ok(403) => message(
+            &v,
+            c,
+            StatusCode::FORBIDDEN,
+            t.error_title,
+            t.forbidden,
+            Some(("/", t.home)),
+        ),
+        Ok(429) => message(
+            &v,
+            c,
+            StatusCode::TOO_MANY_REQUESTS,
+            t.error_title,
+            t.rate_limited,
+            None,
+        ),
+        _ => message(
+            &v,
+            c,
+            StatusCode::SERVICE_UNAVAILABLE,
+            t.error_title,
+            t.unavailable,
+            None,
+        ),
+    }
+}
+
+/// A form whose token is not the visitor's: 403, nothing done.
+pub fn form_expired(v: &Visit, c: &Console) -> HttpResponse {
+    let t = v.lang.texts();
+    message(
+        v,
+        c,
+        StatusCode::FORBIDDEN,
+        t.error_title,
+        t.form_expired,
+        Some(("/", t.home)),
+    )
+}
+
+/// Not signed in: to the sign-in page, coming back to this page after.
+pub fn sign_in_first(mut v: Visit, c: &Console) -> HttpResponse {
+    v.state.next = crate::session::local_path(&v.path).map(str::to_owned);
+    v.redirect(c, "/sign-in")
+}
+
+/// A call with the visitor's session.
+pub async fn call(
+    c: &Console,
+    v: &Visit,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Answer, Down> {
+    c.api
+        .call(
+            Host::Core,
+            method,
+            path,
+            v.state.token.as_deref(),
+            body,
+            &v.forwarded_for,
+        )
+        .await
+}
+
+/// GET /: the organizations when signed in, else the sign-in page.
+pub async fn home(v: Visit, c: web::Data<Console>) -> HttpResponse {
+    let to = if v.signed_in() { "/orgs" } else { "/sign-in" };
+    v.redirect(&c, to)
+}
+
+#[derive(serde::Deserialize)]
+pub struct Back {
+    back: Option<String>,
+}
+
+/// GET /lang/{code}?back=: the pages in that language from now on (kept in
+/// the profile when signed in), then back where the person was.
+pub async fn language(
+    mut v: Visit,
+    c: web::Data<Console>,
+    code: web::Path<String>,
+    q: web::Query<Back>,
+) -> HttpResponse {
+    let Some(lang) = crate::i18n::Lang::parse(&code) else {
+        let t = v.lang.texts();
+        return message(
+            &v,
+            &c,
+            StatusCode::NOT_FOUND,
+            t.error_title,
+            t.not_found,
+            Some(("/", t.home)),
+        );
+    };
+    v.state.lang = Some(lang);
+    v.lang = lang;
+    if v.signed_in() {
+        let body = serde_json::json!({ "locale": lang.code() });
+        // The switch works for this browser whatever the profile says.
+        let _ = call(&c, &v, Method::PATCH, "/v1/profile", Some(&body)).await;
+    }
+    let back = q
+        .back
+        .as_deref()
+        .and_then(crate::session::local_path)
+        .unwrap_or("/")
+        .to_owned();
+    v.redirect(&c, &back)
+}
+
+/// GET /assets/console.css.
+pub async fn stylesheet() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/css; charset=utf-8")
+        .insert_header(("cache-control", "public, max-age=3600"))
+        .body(crate::CSS)
+}
+
+/// Any other path: a 404 page.
+pub async fn not_found(v: Visit, c: web::Data<Console>) -> HttpResponse {
+    let t = v.lang.texts();
+    message(
+        &v,
+        &c,
+        StatusCode::NOT_FOUND,
+        t.error_title,
+        t.not_found,
+        Some(("/", t.home)),
+    )
+}

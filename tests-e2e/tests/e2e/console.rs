@@ -1,0 +1,694 @@
+//! The console (services/console) as people use it: Debian's Chromium driven
+//! through ChromeDriver (WebDriver), against a stack of its own with a real
+//! SMTP server for the mailed links; axe-core (tests-e2e/browser, pinned) run
+//! in every page; screenshots written to `$CONSOLE_SCREENSHOTS` (default: a
+//! folder under the system's temp dir). And what the pages must refuse,
+//! over plain HTTP: forms without their token, framing and inline script,
+//! someone else's organization.
+
+use crate::mail::{arrived, mail_toml_linking, temp_dir, Sink};
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use fantoccini::{key::Key, Client, ClientBuilder, Locator};
+use ring::digest;
+use serde_json::{json, Value};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+use tests_e2e::{eventually, StackOptions, TestStack};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A stack, its SMTP sink, and a console in front of its gateway.
+struct Env {
+    s: TestStack,
+    url: String,
+    out: PathBuf,
+    _sink: Sink,
+    cancel: CancellationToken,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+async fn env() -> Env {
+    let out = temp_dir("console");
+    let (sink, smtp) = Sink::plain(&out).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port for the console");
+    let url = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("port").port()
+    );
+    let identity_toml = mail_toml_linking(&smtp, None, &format!("{url}/sign-in"))
+        + &format!(
+            "[oidc]\nlogin_url = \"{url}/oauth/continue\"\ndevice_url = \"{url}/device\"\n\
+             [invites]\naccept_base_url = \"{url}/invites/accept\"\n"
+        );
+    let s = TestStack::spawn_with(StackOptions {
+        identity_toml,
+        ..Default::default()
+    })
+    .await;
+    let key = base64::engine::general_purpose::STANDARD
+        .encode([Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat());
+    let layer = format!(
+        "[http]\nhost = \"127.0.0.1\"\nport = 0\nmetrics_port = 0\nmetrics_host = \"127.0.0.1\"\n\
+         [console]\ngateway_url = {core:?}\nproduct_gateway_url = {product:?}\n\
+         cookie_keys = [\"t1:{key}\"]\nsecure_cookies = false\n",
+        core = s.core(),
+        product = s.product(),
+    );
+    let settings = <console::Settings as service_kit::settings::Layered>::from_layers(&[&layer])
+        .expect("console settings");
+    let cancel = CancellationToken::new();
+    let mut rt = service_kit::Runtime::new(cancel.clone());
+    rt.listener = service_kit::clock::Listener::new(listener);
+    let app = console::Application::build(settings, rt)
+        .await
+        .expect("the console starts");
+    tokio::spawn(app.run_until_stopped());
+    Env {
+        s,
+        url,
+        out,
+        _sink: sink,
+        cancel,
+    }
+}
+
+/// The link in the latest sign-in mail to `email` (the console's page).
+async fn mailed_link(e: &Env, email: &str, n: usize) -> String {
+    let mails = arrived(&e.out, email, n).await;
+    let text = mails[n - 1]["text"]
+        .as_str()
+        .expect("a text part")
+        .to_owned();
+    let base = format!("{}/sign-in?token=", e.url);
+    text.lines()
+        .find(|l| l.starts_with(&base))
+        .unwrap_or_else(|| panic!("no console link in {text:?}"))
+        .trim()
+        .to_owned()
+}
+
+/// A session through the mailed link, over the API (for set-up).
+async fn mailed_session(e: &Env, email: &str, n: usize) -> String {
+    let r =
+        e.s.post("/v1/auth/request-link", None, json!({ "email": email }))
+            .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let link = mailed_link(e, email, n).await;
+    let token = link.rsplit("token=").next().expect("token").to_owned();
+    let v =
+        e.s.post("/v1/auth/verify", None, json!({ "token": token }))
+            .await;
+    assert_eq!(v.status, 200, "{:?}", v.body);
+    v.text("session_token").to_owned()
+}
+
+/// Chromium, headless, through a ChromeDriver of this test's own.
+struct Browser {
+    c: Client,
+    driver: Child,
+    shots: PathBuf,
+    n: usize,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+async fn browser(test: &str) -> Browser {
+    let port = tests_e2e::nats_server::free_port();
+    let driver = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver (scripts/deps.sh installs chromium-driver)");
+    let caps: serde_json::Map<String, Value> = serde_json::from_value(json!({
+        "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", "--window-size=1280,1000", "--lang=en-US"],
+            "prefs": {"intl.accept_languages": "en-US,en"}
+        }
+    }))
+    .expect("caps");
+    let url = format!("http://127.0.0.1:{port}");
+    let c = eventually(WAIT, || {
+        let (caps, url) = (caps.clone(), url.clone());
+        async move {
+            ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                .capabilities(caps)
+                .connect(&url)
+                .await
+                .ok()
+        }
+    })
+    .await
+    .expect("a WebDriver session with Chromium");
+    let shots = std::env::var("CONSOLE_SCREENSHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir().join("hub-console-screenshots"))
+        .join(test);
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    Browser {
+        c,
+        driver,
+        shots,
+        n: 0,
+    }
+}
+
+impl Browser {
+    /// axe-core in the page: no serious or critical violation; and a
+    /// screenshot named `name`.
+    async fn check(&mut self, name: &str) {
+        let axe = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("browser/node_modules/axe-core/axe.min.js"),
+        )
+        .expect("axe-core (scripts/deps.sh: npm ci in tests-e2e/browser)");
+        self.c.execute(&axe, vec![]).await.expect("axe loads");
+        let found = self
+            .c
+            .execute_async(
+                "const done = arguments[arguments.length - 1];
+                 axe.run(document, {resultTypes: ['violations']})
+                   .then(r => done(r.violations
+                     .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                     .map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(' | '))))
+                   .catch(e => done(['axe failed: ' + e]));",
+                vec![],
+            )
+            .await
+            .expect("axe runs");
+        let list: Vec<String> = serde_json::from_value(found).expect("a list");
+        assert!(list.is_empty(), "{name}: axe found {list:#?}");
+        self.n += 1;
+        let png = self.c.screenshot().await.expect("screenshot");
+        std::fs::write(self.shots.join(format!("{:02}-{name}.png", self.n)), png)
+            .expect("write screenshot");
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.c
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css}: {e}"))
+            .text()
+            .await
+            .expect("text")
+    }
+
+    /// Wait until the page's h1 reads `want`.
+    async fn heading(&self, want: &str) {
+        let got = eventually(WAIT, || async {
+            let h = self
+                .c
+                .find(Locator::Css("h1"))
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            (h == want).then_some(h)
+        })
+        .await;
+        let now = self.text("h1").await;
+        assert!(got.is_some(), "the heading stayed {now:?}, wanted {want:?}");
+    }
+
+    /// Type into the focused element (the keyboard, no mouse).
+    async fn type_here(&self, keys: &str) {
+        self.c
+            .active_element()
+            .await
+            .expect("a focused element")
+            .send_keys(keys)
+            .await
+            .expect("typing");
+    }
+
+    async fn source(&self) -> String {
+        self.c.source().await.expect("page source")
+    }
+
+    async fn path(&self) -> String {
+        self.c.current_url().await.expect("url").path().to_owned()
+    }
+}
+
+fn enter() -> String {
+    char::from(Key::Enter).to_string()
+}
+
+/// An inline event handler (` onclick=`, ` onload=`...) in a page.
+fn inline_handler(html: &str) -> bool {
+    html.match_indices(" on").any(|(at, _)| {
+        let rest = &html[at + 3..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .collect();
+        !name.is_empty() && rest[name.len()..].starts_with('=')
+    })
+}
+
+#[tokio::test]
+async fn a_new_person_signs_in_from_the_mailed_link_and_creates_an_organization_in_both_languages()
+{
+    let e = env().await;
+    let mut b = browser("first-visit").await;
+
+    // The front page sends a stranger to sign in; the address field has the
+    // focus, so the keyboard alone signs in.
+    b.c.goto(&e.url).await.expect("open the console");
+    b.heading("Sign in").await;
+    assert_eq!(b.path().await, "/sign-in");
+    b.check("sign-in").await;
+    b.type_here(&format!("ada@example.com{}", enter())).await;
+    b.heading("Check your mail").await;
+    b.check("check-mail").await;
+
+    // The mailed link lands on a page whose button spends it (a mail
+    // scanner's fetch spends nothing); Enter presses it.
+    let link = mailed_link(&e, "ada@example.com", 1).await;
+    b.c.goto(&link).await.expect("open the link");
+    b.heading("Finish signing in").await;
+    b.check("landing").await;
+    b.type_here(&enter()).await;
+    b.heading("Organizations").await;
+    assert!(b
+        .source()
+        .await
+        .contains("not a member of any organization"));
+    // The session is nowhere a script or the page could read it.
+    let cookie =
+        b.c.execute("return document.cookie", vec![])
+            .await
+            .expect("js");
+    assert_eq!(cookie, json!(""), "the session cookie must be HttpOnly");
+    assert!(
+        !b.source().await.contains("sess_"),
+        "a session token in the page"
+    );
+    b.check("organizations-empty").await;
+
+    // A country no entity serves: the API's refusal, on the page.
+    let name = b.c.find(Locator::Id("name")).await.expect("name field");
+    name.send_keys("Ada Labs").await.expect("type");
+    let country =
+        b.c.find(Locator::Id("country"))
+            .await
+            .expect("country field");
+    country
+        .send_keys(&format!("US{}", enter()))
+        .await
+        .expect("type");
+    let alert = b.text("[role=alert]").await;
+    assert!(
+        alert.contains("The organization was not created"),
+        "{alert}"
+    );
+    b.check("organization-refused").await;
+
+    // Turkey: created, with a wallet in lira.
+    let country =
+        b.c.find(Locator::Id("country"))
+            .await
+            .expect("country field");
+    country.clear().await.expect("clear");
+    country
+        .send_keys(&format!("TR{}", enter()))
+        .await
+        .expect("type");
+    b.heading("Ada Labs").await;
+    let path = b.path().await;
+    let org_id = path
+        .strip_prefix("/orgs/")
+        .expect("the organization's page")
+        .to_owned();
+    Uuid::parse_str(&org_id).expect("an organization id");
+    let facts = b.text("dl.facts").await;
+    assert!(facts.contains("₺0.00"), "{facts}");
+    assert!(facts.contains("Not verified"), "{facts}");
+    assert!(facts.contains("Owner"), "{facts}");
+    b.check("organization").await;
+
+    // Türkçe: the same page in Turkish, money as Turkish writes it.
+    b.c.find(Locator::Css("a[hreflang=tr]"))
+        .await
+        .expect("the language switch")
+        .click()
+        .await
+        .expect("switch");
+    b.heading("Ada Labs").await;
+    let html = b.source().await;
+    assert!(
+        html.contains("lang=\"tr\""),
+        "the page is not marked Turkish"
+    );
+    let facts = b.text("dl.facts").await;
+    assert!(facts.contains("0,00 ₺"), "{facts}");
+    assert!(facts.contains("Doğrulanmadı"), "{facts}");
+    assert!(facts.contains("Sahip"), "{facts}");
+    b.check("organization-tr").await;
+    b.c.goto(&format!("{}/orgs", e.url)).await.expect("list");
+    b.heading("Organizasyonlar").await;
+    assert!(b.source().await.contains("Ada Labs"));
+    b.check("organizations-tr").await;
+
+    // Signing out ends the hub session; the language stays.
+    b.c.find(Locator::Css("form[action='/sign-out'] button"))
+        .await
+        .expect("sign out")
+        .click()
+        .await
+        .expect("click");
+    b.heading("Giriş yap").await;
+    b.c.goto(&format!("{}/orgs/{org_id}", e.url))
+        .await
+        .expect("back");
+    b.heading("Giriş yap").await;
+    b.check("sign-in-tr").await;
+    b.c.clone().close().await.expect("close the browser");
+}
+
+fn challenge(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, verifier.as_bytes()).as_ref())
+}
+
+fn query_of(url: &str) -> HashMap<String, String> {
+    reqwest::Url::parse(url)
+        .expect("a URL")
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_product_signs_a_person_in_through_the_consoles_sign_in_and_consent_page() {
+    let e = env().await;
+    let staff = mailed_session(&e, "staff@example.com", 1).await;
+    // A loopback redirect URI nothing listens on: the browser stops there
+    // and the test reads the code from the address bar.
+    let cb = format!(
+        "http://127.0.0.1:{}/cb",
+        tests_e2e::nats_server::free_port()
+    );
+    let c =
+        e.s.post(
+            "/v1/admin/oauth-clients",
+            Some(&staff),
+            json!({"name": "Grafana", "kind": "public", "first_party": false,
+                   "redirect_uris": [cb], "scopes": ["openid", "email", "profile"]}),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{:?}", c.body);
+    let client_id = c.text("id").to_owned();
+    let verifier = format!("{}-{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+    let authorize = reqwest::Url::parse_with_params(
+        &format!("{}/oauth/authorize", e.s.core()),
+        &[
+            ("client_id", client_id.as_str()),
+            ("redirect_uri", cb.as_str()),
+            ("response_type", "code"),
+            ("scope", "openid email"),
+            ("state", "st-42"),
+            ("nonce", "n-42"),
+            ("code_challenge", &challenge(&verifier)),
+            ("code_challenge_method", "S256"),
+        ],
+    )
+    .expect("url");
+
+    let mut b = browser("oidc-consent").await;
+    b.c.goto(authorize.as_str()).await.expect("authorize");
+    // The provider sent the browser to the console, which asks for a sign-in.
+    b.heading("Sign in").await;
+    b.type_here(&format!("grace@example.com{}", enter())).await;
+    b.heading("Check your mail").await;
+    let link = mailed_link(&e, "grace@example.com", 1).await;
+    b.c.goto(&link).await.expect("open the link");
+    b.heading("Finish signing in").await;
+    b.type_here(&enter()).await;
+    // Back to the request: a third-party client asks once.
+    b.heading("Allow access to your account?").await;
+    let page = b.source().await;
+    assert!(page.contains("Grafana"), "the client's name is shown");
+    assert!(
+        page.contains("See your email address"),
+        "the scopes are shown"
+    );
+    b.check("consent").await;
+    b.c.find(Locator::Css("input[value=allow] ~ button"))
+        .await
+        .expect("the allow button")
+        .send_keys(&enter())
+        .await
+        .expect("press allow");
+    let landed = eventually(WAIT, || async {
+        let u = b.c.current_url().await.ok()?;
+        u.as_str().starts_with(&cb).then(|| u.to_string())
+    })
+    .await
+    .expect("the browser comes back to the product");
+    let back = query_of(&landed);
+    assert_eq!(back["state"], "st-42");
+    assert_eq!(back["iss"], "http://localhost:8080");
+    b.c.clone().close().await.expect("close the browser");
+
+    // The product's back end exchanges the code; the ID token is Grace's.
+    let body = format!(
+        "grant_type=authorization_code&client_id={client_id}&code={}&redirect_uri={}&code_verifier={verifier}",
+        back["code"],
+        url_enc(&cb)
+    );
+    let r =
+        e.s.http
+            .post(format!("{}/oauth/token", e.s.core()))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .expect("token");
+    let status = r.status().as_u16();
+    let tokens: Value = r.json().await.expect("json");
+    assert_eq!(status, 200, "{tokens}");
+    let id_token = tokens["id_token"].as_str().expect("an ID token");
+    let claims: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(id_token.split('.').nth(1).expect("claims"))
+            .expect("base64"),
+    )
+    .expect("json");
+    assert_eq!(claims["email"], "grace@example.com");
+    assert_eq!(claims["nonce"], "n-42");
+    assert_eq!(claims["aud"], json!(client_id), "{claims}");
+}
+
+fn url_enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A visitor over plain HTTP: its cookie, carried by hand.
+struct Visitor {
+    http: reqwest::Client,
+    base: String,
+    cookie: String,
+}
+
+struct Page {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+impl Visitor {
+    fn new(base: &str) -> Visitor {
+        Visitor {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("client"),
+            base: base.to_owned(),
+            cookie: String::new(),
+        }
+    }
+
+    async fn send(&mut self, rb: reqwest::RequestBuilder) -> Page {
+        let rb = if self.cookie.is_empty() {
+            rb
+        } else {
+            rb.header("cookie", &self.cookie)
+        };
+        let r = rb.send().await.expect("the console answers");
+        if let Some(c) = r.headers().get("set-cookie").and_then(|v| v.to_str().ok()) {
+            self.cookie = c.split(';').next().unwrap_or("").to_owned();
+        }
+        Page {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            body: r.text().await.unwrap_or_default(),
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> Page {
+        let rb = self.http.get(format!("{}{path}", self.base));
+        self.send(rb).await
+    }
+
+    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+        let body: String = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let rb = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        self.send(rb).await
+    }
+}
+
+/// The form token in a page.
+fn csrf_in(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a form token") + 19;
+    html[at..].split('"').next().expect("value").to_owned()
+}
+
+fn assert_guarded(p: &Page, what: &str) {
+    let csp = p
+        .headers
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("{what}: no Content-Security-Policy"));
+    assert_eq!(csp, console::CSP, "{what}");
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"));
+    assert!(!csp.contains("unsafe-inline"), "{what}: {csp}");
+    assert_eq!(p.headers["x-frame-options"], "DENY", "{what}");
+    assert_eq!(p.headers["referrer-policy"], "no-referrer", "{what}");
+    assert!(
+        !p.body.contains("<script>") && !inline_handler(&p.body),
+        "{what}: inline script"
+    );
+}
+
+#[tokio::test]
+async fn the_console_refuses_forms_without_their_token_and_shows_no_one_elses_organization() {
+    let e = env().await;
+    let mut v = Visitor::new(&e.url);
+
+    // Every answer carries the policy: pages, the stylesheet, a 404.
+    let first = v.get("/sign-in").await;
+    assert_eq!(first.status, 200);
+    assert_guarded(&first, "the sign-in page");
+    assert!(first.headers["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .contains("HttpOnly"));
+    for path in ["/", "/assets/console.css", "/no/such/page", "/orgs"] {
+        let p = v.get(path).await;
+        assert_guarded(&p, path);
+    }
+    assert_eq!(v.get("/no/such/page").await.status, 404);
+
+    // A form without the visitor's token does nothing: no token, a wrong
+    // one, another visitor's.
+    let token = csrf_in(&v.get("/sign-in").await.body);
+    let mut other = Visitor::new(&e.url);
+    let others = csrf_in(&other.get("/sign-in").await.body);
+    let wrong = "x".repeat(43);
+    for (case, sent) in [
+        ("none", ""),
+        ("wrong", wrong.as_str()),
+        ("another visitor's", others.as_str()),
+    ] {
+        let p = v
+            .post(
+                "/sign-in",
+                &[("csrf", sent), ("email", "mallory@example.com")],
+            )
+            .await;
+        assert_eq!(p.status, 403, "{case}: {}", p.body);
+        assert_guarded(&p, case);
+    }
+    // With its token the same form mails a link: once that mail is here,
+    // none went to the refused address.
+    let ok = v
+        .post(
+            "/sign-in",
+            &[("csrf", token.as_str()), ("email", "alice@example.com")],
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let link = mailed_link(&e, "alice@example.com", 1).await;
+    let all = crate::mail::messages(&e.out);
+    assert!(
+        !all.iter()
+            .any(|m| m.to_string().contains("mallory@example.com")),
+        "a refused form mailed a link"
+    );
+
+    // Alice signs in over HTTP, the way the browser does.
+    let landing = v
+        .get(link.strip_prefix(&e.url).expect("a console link"))
+        .await;
+    assert_eq!(landing.status, 200);
+    let token_param = link.rsplit("token=").next().expect("token");
+    let done = v
+        .post(
+            "/sign-in/verify",
+            &[("csrf", &csrf_in(&landing.body)), ("token", token_param)],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.headers["location"], "/orgs");
+    let orgs = v.get("/orgs").await;
+    assert_eq!(orgs.status, 200);
+    assert!(!orgs.body.contains("sess_"), "a session token in the page");
+    assert!(
+        !v.cookie.contains("sess_"),
+        "a readable session token in the cookie"
+    );
+
+    // Bob's organization is not Alice's to see: the same 404 as no page.
+    let bob = mailed_session(&e, "bob@example.com", 1).await;
+    let b_org = e.s.create_org(&bob, "Bobs Secret Things", "TR").await;
+    assert_eq!(b_org.status, 201, "{:?}", b_org.body);
+    let theirs = v.get(&format!("/orgs/{}", b_org.text("id"))).await;
+    assert_eq!(theirs.status, 404);
+    assert!(!theirs.body.contains("Bobs Secret Things"));
+    assert_eq!(v.get("/orgs/not-an-id").await.status, 404);
+
+    // Signing out takes the token too; an old form's token no longer works.
+    let before = csrf_in(&orgs.body);
+    let out = v.post("/sign-out", &[("csrf", before.as_str())]).await;
+    assert_eq!(out.status, 303);
+    let again = v.post("/sign-out", &[("csrf", before.as_str())]).await;
+    assert_eq!(again.status, 403);
+    let gone = v.get("/orgs").await;
+    assert_eq!(gone.status, 303);
+    assert_eq!(gone.headers["location"], "/sign-in");
+}
