@@ -153,6 +153,11 @@ texts! {
     form_expired: "This form has expired. Go back, reload the page and try again.", "Bu formun süresi doldu. Geri dönün, sayfayı yenileyin ve tekrar deneyin.";
     rate_limited: "Too many attempts. Wait a while and try again.", "Çok fazla deneme. Bir süre bekleyip tekrar deneyin.";
     home: "Home", "Ana sayfa";
+    invite_title: "Join an organization", "Organizasyona katılın";
+    invite_body: "You were invited to join an organization. Accept to become a member with the role the invitation gives.", "Bir organizasyona katılmaya davet edildiniz. Davetteki rolle üye olmak için kabul edin.";
+    accept: "Accept the invitation", "Daveti kabul et";
+    invite_other_email: "This invitation is for another email address. Sign out and sign in with the invited address.", "Bu davet başka bir e-posta adresi için. Çıkış yapıp davet edilen adresle giriş yapın.";
+    invite_closed: "This invitation was already used, revoked or has expired, or you are already a member.", "Bu davet kullanılmış, iptal edilmiş ya da süresi dolmuş veya zaten üyesiniz.";
 }
 
 #[cfg(test)]

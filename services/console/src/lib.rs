@@ -50,7 +50,7 @@ pub struct Application {
 }
 
 fn routes(cfg: &mut web::ServiceConfig) {
-    use pages::{auth, oauth, orgs};
+    use pages::{auth, invites, oauth, orgs};
     use service_kit::methods::{get, post};
     cfg.route("/", get().to(pages::home))
         .route("/assets/console.css", get().to(pages::stylesheet))
@@ -68,7 +68,9 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/oauth/continue", post().to(oauth::decide))
         .route("/device", get().to(oauth::device))
         .route("/device", post().to(oauth::device_lookup))
-        .route("/device/answer", post().to(oauth::device_answer));
+        .route("/device/answer", post().to(oauth::device_answer))
+        .route("/invites/accept", get().to(invites::page))
+        .route("/invites/accept", post().to(invites::accept));
 }
 
 /// The headers of every answer.

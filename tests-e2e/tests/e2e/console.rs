@@ -596,7 +596,8 @@ fn assert_guarded(p: &Page, what: &str) {
 }
 
 #[tokio::test]
-async fn the_console_refuses_forms_without_their_token_and_shows_no_one_elses_organization() {
+async fn the_console_refuses_forms_without_their_token_and_shows_no_one_elses_organization_until_invited(
+) {
     let e = env().await;
     let mut v = Visitor::new(&e.url);
 
@@ -681,6 +682,41 @@ async fn the_console_refuses_forms_without_their_token_and_shows_no_one_elses_or
     assert_eq!(theirs.status, 404);
     assert!(!theirs.body.contains("Bobs Secret Things"));
     assert_eq!(v.get("/orgs/not-an-id").await.status, 404);
+
+    // Until Bob invites her: the mailed invite opens the console's page,
+    // whose button makes her a member.
+    let inv =
+        e.s.post(
+            &format!("/v1/organizations/{}/invites", b_org.text("id")),
+            Some(&bob),
+            json!({"email": "alice@example.com", "role": "developer"}),
+        )
+        .await;
+    assert_eq!(inv.status, 201, "{:?}", inv.body);
+    let mails = arrived(&e.out, "alice@example.com", 2).await;
+    let text = mails[1]["text"].as_str().expect("text").to_owned();
+    let accept_base = format!("{}/invites/accept?token=", e.url);
+    let accept_link = text
+        .lines()
+        .find(|l| l.starts_with(&accept_base))
+        .unwrap_or_else(|| panic!("no console invite link in {text:?}"))
+        .trim()
+        .to_owned();
+    let page = v.get(accept_link.strip_prefix(&e.url).expect("ours")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let invite_token = accept_link.rsplit("token=").next().expect("token");
+    let joined = v
+        .post(
+            "/invites/accept",
+            &[("csrf", &csrf_in(&page.body)), ("token", invite_token)],
+        )
+        .await;
+    assert_eq!(joined.status, 303, "{}", joined.body);
+    let theirs = v
+        .get(joined.headers["location"].to_str().expect("ascii"))
+        .await;
+    assert_eq!(theirs.status, 200);
+    assert!(theirs.body.contains("Bobs Secret Things") && theirs.body.contains("Developer"));
 
     // Signing out takes the token too; an old form's token no longer works.
     let before = csrf_in(&orgs.body);

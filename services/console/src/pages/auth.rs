@@ -1,6 +1,6 @@
 //! Signing in: the mailed link, its landing, the second factor, signing out.
 
-use super::{call, chrome, form_expired, message, render, trouble, Chrome};
+use super::{call, chrome, form_expired, message, plausible_token, render, trouble, Chrome};
 use crate::{api::Host, session::Visit, Console};
 use actix_web::{http::StatusCode, web, HttpResponse};
 use askama::Template;
@@ -35,14 +35,6 @@ struct Mfa {
 #[derive(Deserialize)]
 pub struct LinkQuery {
     token: Option<String>,
-}
-
-/// A token as the mail carries it: short, URL-safe characters only.
-fn plausible_token(t: &str) -> bool {
-    !t.is_empty()
-        && t.len() <= 256
-        && t.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// GET /sign-in: the form; with `token` (the mailed link) the landing, whose

@@ -2,6 +2,7 @@
 //! public API with the person's session, and renders a template.
 
 pub mod auth;
+pub mod invites;
 pub mod oauth;
 pub mod orgs;
 
@@ -156,6 +157,15 @@ pub fn form_expired(v: &Visit, c: &Console) -> HttpResponse {
 pub fn sign_in_first(mut v: Visit, c: &Console) -> HttpResponse {
     v.state.next = crate::session::local_path(&v.path).map(str::to_owned);
     v.redirect(c, "/sign-in")
+}
+
+/// A token as a mail carries it (a sign-in link's, an invite's): short,
+/// URL-safe characters only.
+pub fn plausible_token(t: &str) -> bool {
+    !t.is_empty()
+        && t.len() <= 256
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// A call with the visitor's session.
