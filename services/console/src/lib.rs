@@ -50,7 +50,7 @@ pub struct Application {
 }
 
 fn routes(cfg: &mut web::ServiceConfig) {
-    use pages::{auth, invites, oauth, orgs};
+    use pages::{auth, invites, oauth, org_admin, orgs, staff};
     use service_kit::methods::{get, post};
     cfg.route("/", get().to(pages::home))
         .route("/assets/console.css", get().to(pages::stylesheet))
@@ -64,6 +64,25 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/orgs", get().to(orgs::list))
         .route("/orgs", post().to(orgs::create))
         .route("/orgs/{id}", get().to(orgs::detail))
+        .route("/orgs/{id}/members", get().to(org_admin::members))
+        .route("/orgs/{id}/invites", post().to(org_admin::invite))
+        .route(
+            "/orgs/{id}/invites/{invite}/revoke",
+            post().to(org_admin::revoke_invite),
+        )
+        .route("/orgs/{id}/api-keys", get().to(org_admin::keys))
+        .route("/orgs/{id}/api-keys", post().to(org_admin::create_key))
+        .route(
+            "/orgs/{id}/api-keys/{key}/revoke",
+            post().to(org_admin::revoke_key),
+        )
+        .route("/orgs/{id}/kyc", get().to(org_admin::kyc_view))
+        .route("/orgs/{id}/kyc", post().to(org_admin::kyc_submit))
+        .route("/orgs/{id}/wallet", get().to(org_admin::wallet))
+        .route("/staff", get().to(staff::home))
+        .route("/staff/kyc", get().to(staff::kyc_queue))
+        .route("/staff/kyc/{id}", post().to(staff::kyc_decide))
+        .route("/staff/orgs", get().to(staff::orgs))
         .route("/oauth/continue", get().to(oauth::continue_page))
         .route("/oauth/continue", post().to(oauth::decide))
         .route("/device", get().to(oauth::device))

@@ -47,6 +47,10 @@ pub struct State {
     pub tz: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
+    /// Whether the session resolved as staff at sign-in (only the menu
+    /// reads it: the API decides every staff call).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub staff: bool,
 }
 
 fn random_token() -> String {

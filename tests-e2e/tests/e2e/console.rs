@@ -387,6 +387,197 @@ async fn a_new_person_signs_in_from_the_mailed_link_and_creates_an_organization_
     b.c.clone().close().await.expect("close the browser");
 }
 
+/// Sign `b` in as `email` through the console (its `n`th mail).
+async fn browser_sign_in(b: &Browser, e: &Env, email: &str, n: usize) {
+    b.c.goto(&format!("{}/sign-in", e.url))
+        .await
+        .expect("sign-in page");
+    b.heading("Sign in").await;
+    b.type_here(&format!("{email}{}", enter())).await;
+    b.heading("Check your mail").await;
+    let link = mailed_link(e, email, n).await;
+    b.c.goto(&link).await.expect("open the link");
+    b.heading("Finish signing in").await;
+    b.type_here(&enter()).await;
+    eventually(WAIT, || async {
+        let p = b.path().await;
+        (p != "/sign-in").then_some(p)
+    })
+    .await
+    .expect("signed in");
+}
+
+async fn fill(b: &Browser, id: &str, text: &str) {
+    b.c.find(Locator::Id(id))
+        .await
+        .unwrap_or_else(|_| panic!("no #{id}"))
+        .send_keys(text)
+        .await
+        .expect("typing");
+}
+
+async fn press(b: &Browser, css: &str) {
+    b.c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|_| panic!("no {css}"))
+        .click()
+        .await
+        .expect("click");
+}
+
+#[tokio::test]
+async fn staff_verify_a_customer_who_then_invites_a_colleague_and_makes_an_api_key() {
+    let e = env().await;
+    let mut ada = browser("customer").await;
+    browser_sign_in(&ada, &e, "ada@example.com", 1).await;
+    ada.heading("Organizations").await;
+    fill(&ada, "name", "Ada Analytics").await;
+    fill(&ada, "country", &format!("TR{}", enter())).await;
+    ada.heading("Ada Analytics").await;
+    let org = ada.path().await.trim_start_matches("/orgs/").to_owned();
+    let base = format!("{}/orgs/{org}", e.url);
+
+    // KYC: the individual's fields, the address, the notice.
+    ada.c.goto(&format!("{base}/kyc")).await.expect("kyc");
+    ada.check("kyc-form").await;
+    fill(&ada, "full_name", "Ada Lovelace").await;
+    fill(&ada, "national_id", "10000000146").await;
+    fill(&ada, "line1", "Istiklal Cd. 1").await;
+    fill(&ada, "city", "Istanbul").await;
+    fill(&ada, "postal_code", "34430").await;
+    press(&ada, "input[name=notice_acked]").await;
+    press(&ada, "form[action$='/kyc'] button[type=submit]").await;
+    let table = ada.text("table").await;
+    assert!(table.contains("Under review"), "{table}");
+    ada.check("kyc-pending").await;
+
+    // Staff: the tower's overview counts it; the queue shows the opened
+    // fields; approving empties it.
+    let mut staff = browser("control-tower").await;
+    browser_sign_in(&staff, &e, "staff@example.com", 1).await;
+    staff
+        .c
+        .goto(&format!("{}/staff", e.url))
+        .await
+        .expect("tower");
+    staff.heading("Control tower").await;
+    let queues = staff.text("ul.queue").await;
+    assert!(queues.contains("KYC submissions waiting"), "{queues}");
+    staff.check("tower").await;
+    staff
+        .c
+        .goto(&format!("{}/staff/kyc", e.url))
+        .await
+        .expect("queue");
+    staff.heading("KYC queue").await;
+    let card = staff.text("section.card").await;
+    assert!(
+        card.contains("Ada Analytics") && card.contains("Ada Lovelace"),
+        "{card}"
+    );
+    staff.check("kyc-queue").await;
+    press(&staff, "button[value=approve]").await;
+    staff.heading("KYC queue").await;
+    assert!(staff.source().await.contains("No submission is waiting."));
+    staff
+        .c
+        .goto(&format!("{}/staff/orgs?q=Ada", e.url))
+        .await
+        .expect("search");
+    assert!(staff.text("table").await.contains("Ada Analytics"));
+    staff.check("tower-search").await;
+
+    // The customer sees it verified; the tower is not hers (the API's 403).
+    ada.c.goto(&base).await.expect("org");
+    let facts = ada.text("dl.facts").await;
+    assert!(facts.contains("Verified"), "{facts}");
+    ada.c
+        .goto(&format!("{}/staff", e.url))
+        .await
+        .expect("tower");
+    ada.heading("Something went wrong").await;
+    assert!(ada
+        .source()
+        .await
+        .contains("You are not allowed to do this."));
+
+    // An invitation, opened by a second browser from the mail.
+    ada.c
+        .goto(&format!("{base}/members"))
+        .await
+        .expect("members");
+    fill(&ada, "invite-email", "bob@example.com").await;
+    press(&ada, "form[action$='/invites'] button").await;
+    let invites = ada.text("table:nth-of-type(2)").await;
+    assert!(
+        invites.contains("bob@example.com") && invites.contains("Waiting"),
+        "{invites}"
+    );
+    ada.check("members").await;
+    let mails = arrived(&e.out, "bob@example.com", 1).await;
+    let text = mails[0]["text"].as_str().expect("text").to_owned();
+    let accept = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{}/invites/accept?token=", e.url)))
+        .expect("the invite link")
+        .trim()
+        .to_owned();
+    let mut bob = browser("invitee").await;
+    bob.c.goto(&accept).await.expect("invite link");
+    // Not signed in: the sign-in comes first, then back to the invitation.
+    bob.heading("Sign in").await;
+    bob.type_here(&format!("bob@example.com{}", enter())).await;
+    bob.heading("Check your mail").await;
+    let link = mailed_link(&e, "bob@example.com", 2).await;
+    bob.c.goto(&link).await.expect("link");
+    bob.heading("Finish signing in").await;
+    bob.type_here(&enter()).await;
+    bob.heading("Join an organization").await;
+    bob.check("invite").await;
+    bob.type_here(&enter()).await;
+    bob.heading("Ada Analytics").await;
+    assert!(bob.text("dl.facts").await.contains("Developer"));
+
+    // An API key: its token once, and it works like curl would use it.
+    ada.c.goto(&format!("{base}/api-keys")).await.expect("keys");
+    fill(&ada, "key-name", &format!("ci{}", enter())).await;
+    let token = ada.text("#new-key").await;
+    assert!(token.starts_with("svc_live_"), "{token}");
+    ada.check("api-key-created").await;
+    let r =
+        e.s.http
+            .get(format!("{}/v1/organizations/{org}", e.s.core()))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("the key at the gateway");
+    assert_eq!(r.status(), 200);
+    ada.c
+        .goto(&format!("{base}/api-keys"))
+        .await
+        .expect("keys again");
+    assert!(
+        !ada.source().await.contains(&token),
+        "the token is shown once"
+    );
+    press(&ada, "form[action$='/revoke'] button").await;
+    assert!(ada.text("table").await.contains("Revoked"));
+    let r =
+        e.s.http
+            .get(format!("{}/v1/organizations/{org}", e.s.core()))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("the key at the gateway");
+    assert_eq!(r.status(), 401);
+    ada.c.goto(&format!("{base}/wallet")).await.expect("wallet");
+    ada.heading("Ada Analytics").await;
+    ada.check("wallet").await;
+    for b in [ada, staff, bob] {
+        b.c.clone().close().await.expect("close");
+    }
+}
+
 fn challenge(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, verifier.as_bytes()).as_ref())
 }

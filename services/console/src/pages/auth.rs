@@ -186,6 +186,9 @@ async fn signed_in(mut v: Visit, c: &Console, token: String) -> HttpResponse {
             v.state.email = Some(p.text("email").to_owned()).filter(|e| !e.is_empty());
         }
     }
+    if let Ok(me) = call(c, &v, Method::GET, "/v1/auth/me", None).await {
+        v.state.staff = me.ok() && me.body.get("staff").and_then(|s| s.as_bool()) == Some(true);
+    }
     let to = next
         .as_deref()
         .and_then(crate::session::local_path)

@@ -4,7 +4,9 @@
 pub mod auth;
 pub mod invites;
 pub mod oauth;
+pub mod org_admin;
 pub mod orgs;
+pub mod staff;
 
 use crate::{
     api::{Answer, Down, Host},
@@ -25,6 +27,7 @@ pub struct Chrome {
     pub csrf: String,
     pub signed_in: bool,
     pub email: Option<String>,
+    pub staff: bool,
     /// This page's path, for the language switch to come back to.
     pub here: String,
 }
@@ -41,6 +44,7 @@ pub fn chrome(v: &Visit) -> Chrome {
         csrf: v.state.csrf.clone(),
         signed_in: v.signed_in(),
         email: v.state.email.clone(),
+        staff: v.state.staff,
         here: v.path.clone(),
     }
 }
@@ -168,6 +172,12 @@ pub fn plausible_token(t: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
+/// An id as the API makes them (a UUID's shape); anything else is a 404
+/// without asking.
+pub fn id_shaped(id: &str) -> bool {
+    id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
 /// A call with the visitor's session.
 pub async fn call(
     c: &Console,
@@ -244,10 +254,15 @@ pub async fn stylesheet() -> HttpResponse {
 
 /// Any other path: a 404 page.
 pub async fn not_found(v: Visit, c: web::Data<Console>) -> HttpResponse {
+    not_found_page(&v, &c)
+}
+
+/// The 404 page (also for what is someone else's: the same answer).
+pub fn not_found_page(v: &Visit, c: &Console) -> HttpResponse {
     let t = v.lang.texts();
     message(
-        &v,
-        &c,
+        v,
+        c,
         StatusCode::NOT_FOUND,
         t.error_title,
         t.not_found,

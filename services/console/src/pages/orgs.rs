@@ -19,7 +19,7 @@ pub struct OrgRow {
     pub kyc: &'static str,
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+pub fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
@@ -30,7 +30,7 @@ fn legal(t: &'static Texts, code: &str) -> &'static str {
     }
 }
 
-fn kyc(t: &'static Texts, code: &str) -> (&'static str, &'static str) {
+pub fn kyc(t: &'static Texts, code: &str) -> (&'static str, &'static str) {
     match code {
         "pending" => ("pending", t.kyc_pending),
         "verified" => ("verified", t.kyc_verified),
@@ -49,7 +49,7 @@ pub fn role(t: &'static Texts, code: &str) -> &'static str {
     }
 }
 
-fn row(t: &'static Texts, o: &Value) -> OrgRow {
+pub fn row(t: &'static Texts, o: &Value) -> OrgRow {
     let (kyc_code, kyc) = kyc(t, s(o, "kyc_status"));
     OrgRow {
         id: s(o, "id").to_owned(),
@@ -149,6 +149,10 @@ pub async fn create(v: Visit, c: web::Data<Console>, f: web::Form<CreateForm>) -
 struct Org {
     c: Chrome,
     title: String,
+    org_id: String,
+    org_name: String,
+    tab: &'static str,
+    error: Option<String>,
     org: OrgRow,
     verified_at: Option<String>,
     role: &'static str,
@@ -166,7 +170,7 @@ pub async fn detail(v: Visit, c: web::Data<Console>, id: web::Path<String>) -> H
         return sign_in_first(v, &c);
     }
     let id = id.into_inner();
-    if id.len() != 36 || !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+    if !super::id_shaped(&id) {
         return super::not_found(v, c).await;
     }
     let got = call(
@@ -197,6 +201,10 @@ pub async fn detail(v: Visit, c: web::Data<Console>, id: web::Path<String>) -> H
     let page = Org {
         c: chrome(&v),
         title: s(&o, "name").to_owned(),
+        org_id: id.clone(),
+        org_name: s(&o, "name").to_owned(),
+        tab: "home",
+        error: None,
         org: row(t, &o),
         verified_at,
         role: role(t, s(&o, "your_role")),
