@@ -50,7 +50,7 @@ pub struct Application {
 }
 
 fn routes(cfg: &mut web::ServiceConfig) {
-    use pages::{auth, invites, oauth, org_admin, orgs, staff};
+    use pages::{account, auth, invites, oauth, org_admin, orgs, staff};
     use service_kit::methods::{get, post};
     cfg.route("/", get().to(pages::home))
         .route("/assets/console.css", get().to(pages::stylesheet))
@@ -79,6 +79,17 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/orgs/{id}/kyc", get().to(org_admin::kyc_view))
         .route("/orgs/{id}/kyc", post().to(org_admin::kyc_submit))
         .route("/orgs/{id}/wallet", get().to(org_admin::wallet))
+        .route("/account", get().to(account::profile))
+        .route("/account", post().to(account::save_profile))
+        .route("/account/sessions", get().to(account::sessions))
+        .route(
+            "/account/sessions/{id}/revoke",
+            post().to(account::revoke_session),
+        )
+        .route("/account/security", get().to(account::security))
+        .route("/account/security/enroll", post().to(account::enroll))
+        .route("/account/security/confirm", post().to(account::confirm))
+        .route("/account/security/disable", post().to(account::disable))
         .route("/staff", get().to(staff::home))
         .route("/staff/kyc", get().to(staff::kyc_queue))
         .route("/staff/kyc/{id}", post().to(staff::kyc_decide))

@@ -578,6 +578,79 @@ async fn staff_verify_a_customer_who_then_invites_a_colleague_and_makes_an_api_k
     }
 }
 
+#[tokio::test]
+async fn a_person_sets_the_profile_ends_another_session_and_signs_in_with_a_second_factor() {
+    let e = env().await;
+    let mut b = browser("account").await;
+    browser_sign_in(&b, &e, "grace@example.com", 1).await;
+    // A second session, elsewhere (over the API).
+    let other = mailed_session(&e, "grace@example.com", 2).await;
+
+    // The profile: the time zone and language the pages follow.
+    b.c.goto(&format!("{}/account", e.url))
+        .await
+        .expect("account");
+    b.heading("Your account").await;
+    b.check("profile").await;
+    let tz = b.c.find(Locator::Id("p-tz")).await.expect("tz");
+    tz.clear().await.expect("clear");
+    tz.send_keys("Europe/Istanbul").await.expect("type");
+    fill(&b, "p-name", &format!("Grace Hopper{}", enter())).await;
+    assert_eq!(b.text("[role=status]").await, "Saved.");
+
+    // Sessions: this one, and the other with its revoke button.
+    b.c.goto(&format!("{}/account/sessions", e.url))
+        .await
+        .expect("sessions");
+    let rows = b.text("table").await;
+    assert!(rows.contains("This device"), "{rows}");
+    assert!(rows.contains("+03"), "times in the person's zone: {rows}");
+    b.check("sessions").await;
+    press(&b, "form[action$='/revoke'] button").await;
+    b.heading("Your account").await;
+    assert!(
+        !b.source().await.contains("/revoke"),
+        "the other session is gone"
+    );
+    assert_eq!(e.s.get("/v1/auth/me", Some(&other)).await.status, 401);
+
+    // Two-step verification: the key beside the QR code gives the codes.
+    b.c.goto(&format!("{}/account/security", e.url))
+        .await
+        .expect("security");
+    press(&b, "form[action$='/enroll'] button").await;
+    let img =
+        b.c.find(Locator::Css("img[src^='data:image/svg+xml;base64,']"))
+            .await
+            .expect("the QR code");
+    assert!(img.attr("alt").await.expect("alt").is_some());
+    let secret = b.text("#mfa-secret").await;
+    b.check("mfa-enrol").await;
+    b.type_here(&format!("{}{}", crate::mfa::code(&e.s, &secret), enter()))
+        .await;
+    let codes = b.text("#recovery-codes").await;
+    assert_eq!(codes.lines().count(), 10, "{codes}");
+    assert!(b.source().await.contains("Two-step verification is on."));
+    b.check("mfa-recovery-codes").await;
+
+    // Next sign-in: the link, then the code.
+    press(&b, "form[action='/sign-out'] button").await;
+    b.heading("Sign in").await;
+    b.type_here(&format!("grace@example.com{}", enter())).await;
+    b.heading("Check your mail").await;
+    let link = mailed_link(&e, "grace@example.com", 3).await;
+    b.c.goto(&link).await.expect("link");
+    b.heading("Finish signing in").await;
+    b.type_here(&enter()).await;
+    b.heading("Two-step verification").await;
+    b.check("mfa-step").await;
+    crate::mfa::next_step(&e.s);
+    b.type_here(&format!("{}{}", crate::mfa::code(&e.s, &secret), enter()))
+        .await;
+    b.heading("Organizations").await;
+    b.c.clone().close().await.expect("close");
+}
+
 fn challenge(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, verifier.as_bytes()).as_ref())
 }

@@ -1,6 +1,7 @@
 //! The pages: each handler reads the visitor ([`Visit`]), calls the gateway's
 //! public API with the person's session, and renders a template.
 
+pub mod account;
 pub mod auth;
 pub mod invites;
 pub mod oauth;
