@@ -39,6 +39,7 @@ umask 077
     echo "HUB_SEALING_KEYS_$s=$(sealing)"
   done
   echo "HUB_SEARCH_KEY_ORG_BILLING=$(key)"
+  echo "HUB_CONSOLE_COOKIE_KEYS=$(sealing)"
   echo "HUB_SMTP_URL=$SMTP_URL"
   echo "HUB_STAFF_EMAILS=$STAFF"
 } > "$OUT"

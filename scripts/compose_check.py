@@ -46,7 +46,7 @@ for name, svc in values["services"].items():
             failures.append(f"{name}: depends on {dep} without condition {want}")
     if svc.get("migrate") and f"{name}-migrate" not in deps:
         failures.append(f"{name}: does not wait for {name}-migrate")
-    if svc["kind"] == "gateway":
+    if svc["kind"] in ("gateway", "console"):
         for port in c.get("ports") or []:
             if not str(port).startswith("${HUB_BIND:-127.0.0.1}:"):
                 failures.append(f"{name}: port {port} not bound to HUB_BIND (loopback by default)")

@@ -246,7 +246,7 @@ def make_secrets(keys, db_url, nats_url, smtp_url):
             out[k] = key_for(f"assertion:{m[1]}")
         elif m := re.fullmatch(r"caller-keys?-(\w+)-to-(\w+)", k):
             out[k] = key_for(f"caller:{m[1]}:{m[2]}")
-        elif k.endswith("-sealing-keys"):
+        elif k.endswith("-sealing-keys") or k == "console-cookie-keys":
             out[k] = "k1:" + base64.b64encode(secrets.token_bytes(32)).decode()
         elif k == "org-billing-search-key":
             out[k] = secrets.token_urlsafe(32)
@@ -531,7 +531,7 @@ def flow(started, sink_dir, hooks, hook_url):
 
     m = eventually("the sign-in mail", mail)
     ensure(m["tls"] and m["authenticated"], f"the mail went without STARTTLS or AUTH: {m}")
-    link = re.search(r"https://app\.check\.example\.com/sign-in\?token=([A-Za-z0-9_\-]+)", m["text"] or "")
+    link = re.search(r"https://console\.check\.example\.com/sign-in\?token=([A-Za-z0-9_\-]+)", m["text"] or "")
     ensure(link, f"no sign-in link in the mail: {m['text']!r}")
     status, body = call("POST", f"{core}/v1/auth/verify", body={"token": link[1]})
     ensure(status == 200 and body.get("session_token"), f"verify: {status} {body}")
@@ -649,6 +649,7 @@ def main():
                 svc: {"env": {f"{v['envPrefix']}__NATS__SUBJECT_PREFIX": names["subject_prefix"],
                               f"{v['envPrefix']}__NATS__STREAM_SUFFIX": names["stream_suffix"]}}
                 for svc, v in base_values["services"].items()
+                if v.get("kind") != "console"  # no NATS
             },
         }
         values_file = workdir / "run-values.yaml"

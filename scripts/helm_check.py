@@ -4,8 +4,10 @@ beside this file): rendered with `helm template` (HELM) with the default
 values, values-production.yaml and a dev set, every object validated against
 the Kubernetes API schemas, every pod spec against Pod Security "restricted",
 the hook order, the NetworkPolicies against the calls the services declare
-(with the Ingress on, only its controller reaches the gateways), the Ingress
-(each host to its gateway; refused without trustedProxies), production's
+(the console reaches the gateways and nothing else; with the Ingress on, only
+its controller reaches the gateways and the console, and the console the
+gateways), the Ingress (each host to its gateway, the console's to the
+console; refused without trustedProxies), production's
 trusted proxies narrow (never 10.0.0.0/8) and MFA required for staff, every pod's NATS
 user and password against files/nats-authorization.conf, and checkov (the
 second half of this file). Exits non-zero on any failure.
@@ -482,14 +484,15 @@ def check_network(label, docs, values, fail):
     calls = {(assertion[a], assertion[b]) for a, b in stack_calls() if a in assertion and b in assertion}
     if not calls:
         fail(f"{label}: no call found in the services' descriptions (const CALLS)")
-    deployments = {p["service"]: p for p in pods.values() if p["kind"] in ("gateway", "internal")}
-    # With the Ingress on, the gateways admit its controller's pods only.
+    deployments = {p["service"]: p for p in pods.values() if p["kind"] in ("gateway", "internal", "console")}
+    # With the Ingress on, the gateways and the console admit its controller's
+    # pods (and the gateways the console's) only.
     ingress_on = bool((values.get("ingress") or {}).get("enabled"))
     controller = (values.get("ingress") or {}).get("controller") or {}
     controller_src = {"ns": dict((controller.get("namespaceSelector") or {}).get("matchLabels") or {}),
                       "pod": dict((controller.get("podSelector") or {}).get("matchLabels") or {})}
     for dst_svc, dst in deployments.items():
-        if dst["kind"] != "gateway":
+        if dst["kind"] not in ("gateway", "console"):
             continue
         got = any(port_matches(r.get("ports"), dst["port"], "TCP", dst["ports"]) and (
             "from" not in r or any(peer_matches(x, controller_src) for x in r["from"]))
@@ -497,9 +500,10 @@ def check_network(label, docs, values, fail):
         if not got:
             fail(f"{label}: the ingress controller's pods cannot reach {dst_svc}:{dst['port']}")
     # Each side on its own: the callee's ingress admits exactly the gateways
-    # and its callers, the caller's egress reaches exactly its callees. Other
-    # pods of the namespace (not the release's) and of other namespaces are
-    # admitted by the gateways only.
+    # and its callers, the caller's egress reaches exactly its callees; the
+    # console reaches the gateways only. Other pods of the namespace (not the
+    # release's) and of other namespaces are admitted by the gateways and the
+    # console only (without the Ingress).
     outsiders = {"a pod of another release": {"app.kubernetes.io/instance": "other"},
                  "an unlabelled pod": {}}
     for src_name, src in list(pods.items()) + [(n, {"labels": l, "kind": None, "service": None})
@@ -507,15 +511,17 @@ def check_network(label, docs, values, fail):
         for dst_svc, dst in deployments.items():
             if src.get("service") == dst_svc:
                 continue
-            want_in = (dst["kind"] == "gateway" and not ingress_on) or (
-                dst["kind"] != "gateway" and (src["kind"] == "gateway" or (src["service"], dst_svc) in calls))
+            want_in = (dst["kind"] in ("gateway", "console") and not ingress_on) or (
+                dst["kind"] == "gateway" and src["kind"] == "console") or (
+                dst["kind"] == "internal" and (src["kind"] == "gateway" or (src["service"], dst_svc) in calls))
             got_in = net.ingress(src["labels"], dst["labels"], dst["port"], dst["ports"])
             if got_in != want_in:
                 fail(f"{label}: ingress of {dst_svc}:{dst['port']} from {src_name} is "
                      f"{'admitted' if got_in else 'refused'}, should be {'admitted' if want_in else 'refused'}")
             if src_name in outsiders:
                 continue
-            want_out = dst["kind"] == "internal" and (src["kind"] == "gateway" or (src["service"], dst_svc) in calls)
+            want_out = (dst["kind"] == "internal" and (src["kind"] == "gateway" or (src["service"], dst_svc) in calls)) \
+                or (dst["kind"] == "gateway" and src["kind"] == "console")
             got_out = net.egress(src["labels"], {"ns": {"kubernetes.io/metadata.name": NAMESPACE},
                                                  "pod": dst["labels"]}, dst["port"], dst_ports=dst["ports"])
             if got_out != want_out:
@@ -532,8 +538,9 @@ def check_network(label, docs, values, fail):
         expect = [("DNS", dns, 53, "UDP", True),
                   ("Postgres", postgres, np_values["postgres"]["ports"][0]["port"], "TCP",
                    p["kind"] in ("internal", "migration")),
-                  # Migration Jobs too: they create or update the streams.
-                  ("NATS", nats, np_values["nats"]["ports"][0]["port"], "TCP", True),
+                  # Migration Jobs too: they create or update the streams. Not
+                  # the console (the gateways' API only).
+                  ("NATS", nats, np_values["nats"]["ports"][0]["port"], "TCP", p["kind"] != "console"),
                   ("SMTP", smtp, np_values["smtp"]["ports"][0]["port"], "TCP", bool(egress.get("smtp"))),
                   ("a public address", {"ip": "93.184.215.14"}, 443, "TCP", bool(egress.get("internet"))),
                   ("a public IPv6 address", {"ip": "2606:2800:21f:cb07::1"}, 443, "TCP", bool(egress.get("internet")))]
@@ -591,8 +598,8 @@ def check_ingress(label, docs, values, fail):
                 fail(f"{label}: the Ingress sends {rule['host']} to {b['name']}:{b['port']['number']}, not a rendered Service")
             routed[rule["host"]] = b["name"]
     for name, svc in values["services"].items():
-        if svc.get("enabled") and svc.get("kind") == "gateway":
-            host = values["ingress"]["hosts"][svc["serve"]]
+        if svc.get("enabled") and svc.get("kind") in ("gateway", "console"):
+            host = values["ingress"]["hosts"]["console" if svc["kind"] == "console" else svc["serve"]]
             if not routed.get(host, "").endswith(name):
                 fail(f"{label}: the Ingress does not send {host} to {name}")
     tls_hosts = {h for t in ing[0]["spec"].get("tls") or [] for h in t.get("hosts") or []}
@@ -603,7 +610,8 @@ def check_ingress(label, docs, values, fail):
 def check_nats_users(label, docs, values, fail):
     """Every pod connects as a NATS user of files/nats-authorization.conf
     (the Deployments as their binary, the migration Jobs as hub-admin), its
-    password from nats-password-<user>; the ConfigMap carries that file."""
+    password from nats-password-<user>; the ConfigMap carries that file. The
+    console has no NATS at all."""
     if not (values.get("nats") or {}).get("users"):
         return
     conf = (ROOT / "deploy/helm/hub/files/nats-authorization.conf").read_text()
@@ -616,6 +624,10 @@ def check_nats_users(label, docs, values, fail):
         pw = next((e for n, e in env.items() if n.endswith("__NATS__PASSWORD")), None)
         want = "hub-admin" if d["kind"] == "Job" else None
         where = f"{label}: {d['kind']} {d['metadata']['name']}"
+        if (pod_spec(d)[0].get("labels") or {}).get("hub.example.com/kind") == "console":
+            if any("__NATS__" in n for n in env):
+                fail(f"{where}: the console is given NATS settings")
+            continue
         if user not in users or (want and user != want):
             fail(f"{where}: NATS user {user!r} is not {want or 'a user of files/nats-authorization.conf'}")
         elif ((pw or {}).get("valueFrom") or {}).get("secretKeyRef", {}).get("key") != f"nats-password-{user}":
@@ -641,7 +653,8 @@ def production_env(docs):
 
 def check_production_security(label, docs, fail):
     """Production: the gateways trust only narrow proxy ranges (never
-    10.0.0.0/8), and identity requires MFA for staff (mfa.staff_required)."""
+    10.0.0.0/8), identity requires MFA for staff (mfa.staff_required), and the
+    console's cookie is Secure and its answers carry HSTS."""
     envs = production_env(docs)
     gateways = {n: e for n, e in envs.items() if any(k.startswith("CORE_API_GATEWAY__") for k in e)}
     if not gateways:
@@ -664,6 +677,13 @@ def check_production_security(label, docs, fail):
         if str(env.get("IDENTITY__MFA__STAFF_REQUIRED")).lower() != "true":
             fail(f"{label}: identity runs without IDENTITY__MFA__STAFF_REQUIRED=true "
                  f"(staff must sign in with MFA in production)")
+    consoles = [e for e in envs.values() if any(k.startswith("CONSOLE__") for k in e)]
+    if not consoles:
+        fail(f"{label}: no console Deployment rendered")
+    for env in consoles:
+        for key in ("CONSOLE__CONSOLE__SECURE_COOKIES", "CONSOLE__CONSOLE__HSTS"):
+            if str(env.get(key, "true")).lower() != "true":
+                fail(f"{label}: the console runs with {key}={env.get(key)} (production is served over HTTPS)")
 
 
 def check_ingress_needs_trusted_proxies(helm_bin, chart, fail):
@@ -807,8 +827,8 @@ for name, svc in values["services"].items():
     for key in ["binary", "envPrefix", "port", "kind", "resources", "autoscaling", "pdb"]:
         if key not in svc:
             failures.append(f"service {name} lacks {key}")
-    if svc.get("kind") not in ("gateway", "internal"):
-        failures.append(f"service {name}: kind must be gateway or internal")
+    if svc.get("kind") not in ("gateway", "internal", "console"):
+        failures.append(f"service {name}: kind must be gateway, internal or console")
     if "limits" not in svc.get("resources", {}):
         failures.append(f"service {name} has no resource limits")
 internal = {s.get("assertionName"): s for s in values["services"].values() if s.get("kind") == "internal"}

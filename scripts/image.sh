@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 VERSION=$(sed -n 's/^appVersion: "\(.*\)"/\1/p' deploy/helm/hub/Chart.yaml | head -n1)
 HUB_IMAGE=${HUB_IMAGE:-localhost/hub:$VERSION}
-BINARIES=(identity org-billing kyc server-product webhook-dispatcher agent core-api-gateway)
+BINARIES=(identity org-billing kyc server-product webhook-dispatcher agent core-api-gateway console)
 
 # The runtime base: Debian bookworm, minbase plus CA certificates and zone data.
 # Rebuilt when this recipe changes (its hash is the tag).

@@ -22,6 +22,11 @@ defaults.toml). Then it checks, both ways where a list can hold a stray entry:
   name to http://<binary>:<port>);
 - README.md (each services/<dir> is described).
 
+The console (services/console) is not declared there: it is a front of the
+gateway's public API (no schema, NATS user, assertion name or upstream). It is
+written out like the gateway and checked in the image, the chart's values (its
+entry with its binary, envPrefix and port, and no assertionName) and compose.
+
 Run by `make lint`. Adding a service: its crate, its `Entry::of` line, then what
 this check names.
 """
@@ -106,7 +111,8 @@ if re.search(r'name: "gateway",\s*target: "core_api_gateway"', stack) is None:
 # Every services/* directory is declared (the gateway's entry is written out).
 # The console is a front of the gateway's public API, not a service behind it
 # (no schema, no NATS, no assertion): devstack starts it after the stack.
-CONSOLE = {"dir": "services/console", "package": "console", "binary": "console", "env": "CONSOLE"}
+CONSOLE = {"dir": "services/console", "package": "console", "binary": "console", "env": "CONSOLE",
+           "port": tomllib.loads(read("services/console/defaults.toml")).get("http", {}).get("port")}
 declared_dirs = {s["dir"] for s in services} | {GATEWAY["dir"], CONSOLE["dir"]}
 for d in dirs.values():
     rel = d.relative_to(ROOT).as_posix()
@@ -131,8 +137,9 @@ if set(variants.values()) != {s["audience"] for s in services}:
          f"SERVICES declares {sorted(s['audience'] for s in services)}")
 
 # The image: the packages built and the binaries kept, in the Dockerfile and in
-# scripts/image.sh.
+# scripts/image.sh (the console's too).
 binaries = {s["binary"] for s in services} | {GATEWAY["binary"]}
+image_binaries = binaries | {CONSOLE["binary"]}
 dockerfile = read("deploy/Dockerfile")
 built = set(re.findall(r"-p ([\w-]+)", dockerfile))
 copied = re.search(r"for b in ([\w -]+); do", dockerfile)
@@ -140,8 +147,8 @@ image = re.search(r"^BINARIES=\(([^)]*)\)", read("scripts/image.sh"), re.M)
 for where, have in (("deploy/Dockerfile (cargo build -p)", built),
                     ("deploy/Dockerfile (the binaries copied)", set(copied.group(1).split()) if copied else set()),
                     ("scripts/image.sh BINARIES", set(image.group(1).split()) if image else set())):
-    if have != binaries:
-        fail(f"{where}: {sorted(have)}; the declared binaries are {sorted(binaries)}")
+    if have != image_binaries:
+        fail(f"{where}: {sorted(have)}; the declared binaries and the console are {sorted(image_binaries)}")
 
 # Checked SQL: each service's crate with its schema, and its migrations.
 sqlx = dict(re.findall(r'"(services/[\w-]+)=(\w*)"', read("scripts/sqlx.sh")))
@@ -159,7 +166,7 @@ values = read("deploy/helm/hub/values.yaml")
 entries = {}
 for m in re.finditer(r"^  ([\w-]+):\n((?:    .*\n|\n)+)", values[values.index("\nservices:"):], re.M):
     body = m.group(2)
-    fields = dict(re.findall(r"^    (binary|envPrefix|assertionName): (\S+)", body, re.M))
+    fields = dict(re.findall(r"^    (binary|envPrefix|assertionName|port): (\S+)", body, re.M))
     if "binary" in fields:
         entries[m.group(1)] = fields
 for s in services:
@@ -167,22 +174,34 @@ for s in services:
     want = {"binary": s["binary"], "envPrefix": s["env"], "assertionName": s["audience"]}
     if e is None:
         fail(f"deploy/helm/hub/values.yaml: no services.{s['binary']} entry")
-    elif e != want:
+    elif {k: v for k, v in e.items() if k != "port"} != want:
         fail(f"deploy/helm/hub/values.yaml: services.{s['binary']} has {e}; want {want}")
+# The console: its binary and prefix, its port, and no assertion name.
+e = entries.get(CONSOLE["binary"])
+want = {"binary": CONSOLE["binary"], "envPrefix": CONSOLE["env"], "port": str(CONSOLE["port"])}
+if e != want:
+    fail(f"deploy/helm/hub/values.yaml: services.{CONSOLE['binary']} has {e}; want {want}")
 for name, e in entries.items():
-    if e.get("binary") not in binaries:
+    if e.get("binary") not in image_binaries:
         fail(f"deploy/helm/hub/values.yaml: services.{name} runs {e.get('binary')}, which is not declared")
 nats = set(re.findall(r'user: "([\w-]+)"', read("deploy/helm/hub/files/nats-authorization.conf")))
 for b in binaries:
     if b not in nats:
         fail(f"deploy/helm/hub/files/nats-authorization.conf: no NATS user {b}")
 
-# Compose: the service and its migration job.
-compose = set(re.findall(r"^  ([\w-]+):$", read("deploy/compose.yaml"), re.M))
+# Compose: the service and its migration job; the console on its port.
+compose_text = read("deploy/compose.yaml")
+compose = set(re.findall(r"^  ([\w-]+):$", compose_text, re.M))
 for s in services:
     for name in (s["binary"], f"{s['binary']}-migrate"):
         if name not in compose:
             fail(f"deploy/compose.yaml: no service {name}")
+console_entry = re.search(r"^  console:\n((?:    .*\n|\n)+)", compose_text, re.M)
+if console_entry is None:
+    fail("deploy/compose.yaml: no service console")
+elif f':{CONSOLE["port"]}:{CONSOLE["port"]}"' not in console_entry.group(1) \
+        or '"/usr/local/bin/console"' not in console_entry.group(1):
+    fail(f"deploy/compose.yaml: the console must run /usr/local/bin/console on port {CONSOLE['port']}")
 
 # The gateway's upstreams: every service, at its binary's host and its port.
 upstreams = tomllib.loads(read("services/gateway/defaults.toml")).get("upstreams", {})
@@ -196,7 +215,7 @@ for name in upstreams:
 
 # The README describes each one.
 readme = read("README.md")
-for s in services + [GATEWAY]:
+for s in services + [GATEWAY, CONSOLE]:
     if s["dir"] not in readme:
         fail(f"README.md does not mention {s['dir']}")
 
@@ -206,4 +225,5 @@ if failures:
         print("  -", f)
     sys.exit(1)
 print(f"services check: {len(services)} services and the gateway, declared once in crates/stack, "
-      f"agree with the workspace, the image, sqlx, the chart, NATS, compose, the gateway and the README")
+      f"agree with the workspace, the image, sqlx, the chart, NATS, compose, the gateway and the README; "
+      f"so does the console (the image, the chart, compose)")

@@ -140,7 +140,8 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
      Internal services: their own database role, the keys the gateway signs
      their assertions with (comma-separated, newest first), the caller keys of
      the services that call them and the caller keys they call others with.
-     The gateways: one signing key per upstream. */}}
+     The gateways: one signing key per upstream. The console: no NATS, only
+     its cookie keys. */}}
 {{/* Worker threads of a service (actix's and tokio's): services.*.workers,
      else its CPU limit, else its CPU request, rounded up, at least 1. The
      pod's share of CPU, not the node's cores (which a process sees). */}}
@@ -160,6 +161,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
   value: /etc/hub/tls/extra-ca.pem
 {{- end }}
 {{- end }}
+{{- if ne .svc.kind "console" }}
 - name: {{ .svc.envPrefix }}__NATS__URL
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: nats-url } }
 {{- /* Its own NATS user (the binary's name; the migration Jobs: hub-admin). */}}
@@ -169,6 +171,7 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
   value: {{ $natsUser | quote }}
 - name: {{ .svc.envPrefix }}__NATS__PASSWORD
   valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: nats-password-{{ $natsUser }} } }
+{{- end }}
 {{- end }}
 - name: {{ .svc.envPrefix }}__HTTP__PORT
   value: {{ .svc.port | quote }}
@@ -206,11 +209,14 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 - name: {{ $.svc.envPrefix }}__{{ $call.envSection }}__KEY
   valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: caller-key-{{ $callee }}-to-{{ $call.service }} } }
 {{- end }}
-{{- else }}
+{{- else if eq .svc.kind "gateway" }}
 {{- range $up, $url := .root.Values.upstreams }}
 - name: CORE_API_GATEWAY__ASSERTION__KEYS__{{ $up | upper }}
   valueFrom: { secretKeyRef: { name: {{ $.root.Values.secrets.name }}, key: assertion-key-{{ $up }} } }
 {{- end }}
+{{- else if eq .svc.kind "console" }}
+- name: {{ .svc.envPrefix }}__CONSOLE__COOKIE_KEYS
+  valueFrom: { secretKeyRef: { name: {{ .root.Values.secrets.name }}, key: console-cookie-keys } }
 {{- end }}
 {{- end -}}
 
