@@ -3,7 +3,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/hub-target
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: run test deps build lint fmt sqlx-prepare clean-test-dbs bench-auth bench-ledger bench-overview bench-webhooks bench-agent helm-check image deploy-check
+.PHONY: run test deps build lint fmt sqlx-prepare clean-test-dbs bench-console lighthouse-console bench-auth bench-ledger bench-overview bench-webhooks bench-agent helm-check image deploy-check
 
 run: deps
 	scripts/run.sh
@@ -42,6 +42,12 @@ fmt:
 # What ended test runs left (databases, streams); a run still going keeps its own.
 clean-test-dbs:
 	scripts/clean-test-dbs.sh
+
+bench-console: deps
+	scripts/bench-console.sh
+
+lighthouse-console: deps
+	scripts/lighthouse-console.sh
 
 bench-auth: deps
 	scripts/bench-auth.sh

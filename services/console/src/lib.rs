@@ -50,7 +50,7 @@ pub struct Application {
 }
 
 fn routes(cfg: &mut web::ServiceConfig) {
-    use pages::{account, auth, invites, oauth, org_admin, orgs, staff};
+    use pages::{account, assistant, auth, invites, oauth, org_admin, orgs, staff};
     use service_kit::methods::{get, post};
     cfg.route("/", get().to(pages::home))
         .route("/assets/console.css", get().to(pages::stylesheet))
@@ -90,6 +90,9 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/account/security/enroll", post().to(account::enroll))
         .route("/account/security/confirm", post().to(account::confirm))
         .route("/account/security/disable", post().to(account::disable))
+        .route("/assistant", get().to(assistant::view))
+        .route("/assistant", post().to(assistant::ask))
+        .route("/assistant/confirm", post().to(assistant::answer))
         .route("/staff", get().to(staff::home))
         .route("/staff/kyc", get().to(staff::kyc_queue))
         .route("/staff/kyc/{id}", post().to(staff::kyc_decide))

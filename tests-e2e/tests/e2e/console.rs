@@ -651,6 +651,161 @@ async fn a_person_sets_the_profile_ends_another_session_and_signs_in_with_a_seco
     b.c.clone().close().await.expect("close");
 }
 
+#[tokio::test]
+async fn the_assistant_stages_a_credit_that_staff_confirm_and_one_they_cancel() {
+    let e = env().await;
+    let ada = mailed_session(&e, "ada@example.com", 1).await;
+    let org = e.s.create_org(&ada, "Ada Trading", "TR").await;
+    assert_eq!(org.status, 201, "{:?}", org.body);
+    let org_id = org.text("id").to_owned();
+    let balance = || async {
+        let o =
+            e.s.get(&format!("/v1/organizations/{org_id}"), Some(&ada))
+                .await;
+        o.body["wallet_balance_minor"].as_i64().expect("a balance")
+    };
+
+    let mut b = browser("assistant").await;
+    browser_sign_in(&b, &e, "staff@example.com", 1).await;
+    b.c.goto(&format!("{}/assistant", e.url))
+        .await
+        .expect("assistant");
+    b.heading("Assistant").await;
+    b.check("assistant").await;
+    fill(&b, "a-message", "credit 100.00 TRY to Ada Trading").await;
+    press(&b, "form[action='/assistant'] button[type=submit]").await;
+    let summary = b.text("#staged-summary").await;
+    assert!(summary.contains("Ada Trading"), "{summary}");
+    b.check("assistant-staged").await;
+    // Nothing runs before the confirmation.
+    assert_eq!(balance().await, 0);
+    press(&b, "button[value=confirm]").await;
+    let done = b.text("[role=status]").await;
+    assert!(done.starts_with("Done:"), "{done}");
+    assert!(
+        b.c.find(Locator::Id("staged-summary")).await.is_err(),
+        "the card is gone"
+    );
+    assert_eq!(balance().await, 10_000);
+
+    // A second one, cancelled: nothing moves.
+    fill(&b, "a-message", "credit 5 TRY to Ada Trading").await;
+    press(&b, "form[action='/assistant'] button[type=submit]").await;
+    b.text("#staged-summary").await;
+    press(&b, "button[value=cancel]").await;
+    let cancelled = b.text("[role=status]").await;
+    assert!(cancelled.starts_with("Cancelled:"), "{cancelled}");
+    assert_eq!(balance().await, 10_000);
+    b.c.clone().close().await.expect("close");
+}
+
+/// Whether `html` shows a text of the other language (of at least four
+/// characters, that differs between the two: a key left untranslated or a
+/// literal in a template).
+fn foreign_texts(html: &str, lang: &str) -> Vec<&'static str> {
+    console::i18n::KEYS
+        .iter()
+        .filter(|(key, en, tr)| en != tr && !matches!(*key, "lang_name" | "other_lang"))
+        .map(|(_, en, tr)| if lang == "tr" { *en } else { *tr })
+        .filter(|text| text.chars().count() >= 4 && contains_words(html, text))
+        .collect()
+}
+
+/// `text` in `html` as whole words (not "Profil" inside "Profile").
+fn contains_words(html: &str, text: &str) -> bool {
+    html.match_indices(text).any(|(at, _)| {
+        let before = html[..at].chars().next_back();
+        let after = html[at + text.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
+#[tokio::test]
+async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
+    let e = env().await;
+    let mut people = Vec::new();
+    for email in ["ada@example.com", "staff@example.com"] {
+        let mut v = Visitor::new(&e.url);
+        let page = v.get("/sign-in").await;
+        let csrf = csrf_in(&page.body);
+        let sent = v
+            .post("/sign-in", &[("csrf", csrf.as_str()), ("email", email)])
+            .await;
+        assert_eq!(sent.status, 200, "{}", sent.body);
+        let link = mailed_link(&e, email, 1).await;
+        let landing = v.get(link.strip_prefix(&e.url).expect("ours")).await;
+        let token = link.rsplit("token=").next().expect("token");
+        let done = v
+            .post(
+                "/sign-in/verify",
+                &[("csrf", &csrf_in(&landing.body)), ("token", token)],
+            )
+            .await;
+        assert_eq!(done.status, 303);
+        people.push(v);
+    }
+    let mut staff = people.pop().expect("staff");
+    let mut ada = people.pop().expect("ada");
+    let orgs = ada.get("/orgs").await;
+    let made = ada
+        .post(
+            "/orgs",
+            &[
+                ("csrf", csrf_in(&orgs.body).as_str()),
+                ("name", "Çağ Ltd"),
+                ("legal_type", "corporate"),
+                ("country", "TR"),
+            ],
+        )
+        .await;
+    assert_eq!(made.status, 303);
+    let org = made.headers["location"].to_str().expect("ascii").to_owned();
+    let customer_pages = [
+        "/orgs".to_owned(),
+        org.clone(),
+        format!("{org}/members"),
+        format!("{org}/api-keys"),
+        format!("{org}/kyc"),
+        format!("{org}/wallet"),
+        "/account".into(),
+        "/account/sessions".into(),
+        "/account/security".into(),
+        "/assistant".into(),
+        "/device".into(),
+        "/no/such/page".into(),
+    ];
+    let staff_pages = ["/staff", "/staff/kyc", "/staff/orgs?q=a"];
+    let mut anonymous = Visitor::new(&e.url);
+    for lang in ["tr", "en"] {
+        for v in [&mut ada, &mut staff, &mut anonymous] {
+            let switched = v.get(&format!("/lang/{lang}?back=/")).await;
+            assert_eq!(switched.status, 303);
+        }
+        let mut seen = Vec::new();
+        for path in &customer_pages {
+            seen.push((path.clone(), ada.get(path).await));
+        }
+        for path in staff_pages {
+            seen.push((path.to_owned(), staff.get(path).await));
+        }
+        seen.push(("/sign-in".into(), anonymous.get("/sign-in").await));
+        for (path, page) in &seen {
+            assert!(
+                page.status == 200 || (path == "/no/such/page" && page.status == 404),
+                "{lang} {path}: {} {}",
+                page.status,
+                page.body
+            );
+            assert!(
+                page.body.contains(&format!("<html lang=\"{lang}\">")),
+                "{lang} {path}"
+            );
+            let foreign = foreign_texts(&page.body, lang);
+            assert!(foreign.is_empty(), "{lang} {path} shows {foreign:?}");
+        }
+    }
+}
+
 fn challenge(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, verifier.as_bytes()).as_ref())
 }

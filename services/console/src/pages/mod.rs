@@ -2,6 +2,7 @@
 //! public API with the person's session, and renders a template.
 
 pub mod account;
+pub mod assistant;
 pub mod auth;
 pub mod invites;
 pub mod oauth;
