@@ -93,6 +93,7 @@ texts! {
     landing_body: "Continue to sign in on this device.", "Bu cihazda giriş yapmak için devam edin.";
     continue_: "Continue", "Devam";
     link_invalid: "This link is invalid, expired or already used.", "Bu bağlantı geçersiz, süresi dolmuş ya da daha önce kullanılmış.";
+    link_while_signed_in: "You are already signed in. To use this link for another account, sign out first, then open the link again.", "Zaten giriş yapmış durumdasınız. Bu bağlantıyı başka bir hesap için kullanmak için önce çıkış yapın, sonra bağlantıyı yeniden açın.";
     request_new: "Request a new link", "Yeni bağlantı isteyin";
     mfa_title: "Two-step verification", "İki adımlı doğrulama";
     mfa_code: "Code from your authenticator app", "Doğrulama uygulamanızdaki kod";
@@ -245,6 +246,7 @@ texts! {
     mfa_qr_alt: "QR code for your authenticator app", "Doğrulama uygulamanız için QR kod";
     mfa_key: "Key", "Anahtar";
     mfa_confirm: "Turn on", "Aç";
+    mfa_start_over: "Start over with a new key", "Yeni bir anahtarla baştan başlayın";
     recovery_codes: "Your recovery codes. Keep them somewhere safe: each works once, and they are shown only now.", "Kurtarma kodlarınız. Güvenli bir yerde saklayın: her biri bir kez çalışır ve yalnızca şimdi gösterilir.";
     mfa_turn_off: "Turn off two-step verification", "İki adımlı doğrulamayı kapat";
     mfa_off_done: "Two-step verification is now off.", "İki adımlı doğrulama artık kapalı.";

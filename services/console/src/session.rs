@@ -84,6 +84,8 @@ pub struct Visit {
     /// The client's address chain for the gateway (X-Forwarded-For).
     pub forwarded_for: String,
     pub path: String,
+    /// A GET: a page to come back to after signing in (a form's POST is not).
+    pub get: bool,
 }
 
 impl Visit {
@@ -192,6 +194,29 @@ pub fn local_path(p: &str) -> Option<&str> {
     ok.then_some(p)
 }
 
+/// The chain for the gateway: every `X-Forwarded-For` line the request
+/// carries, joined, then the peer. Past [`MAX_CHAIN`] entries the leftmost
+/// go (a client can write anything there; the rightmost are the proxies'),
+/// never the whole chain.
+fn forwarded_for(req: &HttpRequest, peer: &str) -> String {
+    let mut hops: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|h| !h.is_empty() && h.len() <= 64)
+        .collect();
+    if hops.len() > MAX_CHAIN {
+        hops.drain(..hops.len() - MAX_CHAIN);
+    }
+    hops.push(peer);
+    hops.join(", ")
+}
+
+/// Addresses of `X-Forwarded-For` carried on at most (with the peer's).
+const MAX_CHAIN: usize = 16;
+
 impl FromRequest for Visit {
     type Error = actix_web::Error;
     type Future = Ready<Result<Visit, actix_web::Error>>;
@@ -219,15 +244,7 @@ impl FromRequest for Visit {
             .peer_addr()
             .map(|a| a.ip().to_string())
             .unwrap_or_default();
-        let forwarded_for = match req
-            .headers()
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| v.len() <= 512)
-        {
-            Some(chain) if !chain.trim().is_empty() => format!("{}, {peer}", chain.trim()),
-            _ => peer,
-        };
+        let forwarded_for = forwarded_for(req, &peer);
         let path = req
             .uri()
             .path_and_query()
@@ -238,6 +255,7 @@ impl FromRequest for Visit {
             lang,
             forwarded_for,
             path,
+            get: req.method() == actix_web::http::Method::GET,
         }))
     }
 }

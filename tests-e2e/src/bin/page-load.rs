@@ -211,6 +211,7 @@ fn report(what: &str, lat: &[f64], took: f64) {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    service_kit::tls::install_provider();
     let args: Vec<String> = std::env::args().collect();
     anyhow::ensure!(
         args.len() == 5,

@@ -1124,6 +1124,49 @@ async fn the_console_refuses_forms_without_their_token_and_shows_no_one_elses_or
     let page = v.get(accept_link.strip_prefix(&e.url).expect("ours")).await;
     assert_eq!(page.status, 200, "{}", page.body);
     let invite_token = accept_link.rsplit("token=").next().expect("token");
+    // A form posted by a browser whose session is gone comes back to its
+    // page after signing in (not to a POST-only path).
+    let mut late = Visitor::new(&e.url);
+    let fresh = csrf_in(&late.get("/sign-in").await.body);
+    let bounced = late
+        .post(
+            "/invites/accept",
+            &[("csrf", fresh.as_str()), ("token", invite_token)],
+        )
+        .await;
+    assert_eq!(bounced.status, 303);
+    assert_eq!(bounced.headers["location"], "/sign-in");
+    let sent = late
+        .post(
+            "/sign-in",
+            &[("csrf", fresh.as_str()), ("email", "alice@example.com")],
+        )
+        .await;
+    assert_eq!(sent.status, 200);
+    let again = mailed_link(&e, "alice@example.com", 3).await;
+    let landing = late.get(again.strip_prefix(&e.url).expect("ours")).await;
+    let back = late
+        .post(
+            "/sign-in/verify",
+            &[
+                ("csrf", &csrf_in(&landing.body)),
+                ("token", again.rsplit("token=").next().expect("t")),
+            ],
+        )
+        .await;
+    assert_eq!(back.status, 303);
+    assert_eq!(
+        back.headers["location"].to_str().expect("ascii"),
+        format!("/invites/accept?token={invite_token}")
+    );
+    // A mailed sign-in link opened while signed in never swaps the account.
+    let swap = v.get(again.strip_prefix(&e.url).expect("ours")).await;
+    assert_eq!(swap.status, 409);
+    assert!(swap.body.contains("already signed in"), "{}", swap.body);
+    assert!(
+        !swap.body.contains("/sign-in/verify"),
+        "no button that spends the link"
+    );
     let joined = v
         .post(
             "/invites/accept",

@@ -234,7 +234,7 @@ fn qr(uri: &str) -> Option<(String, String)> {
 }
 
 async fn security_page(
-    v: Visit,
+    mut v: Visit,
     c: &Console,
     status: StatusCode,
     error: Option<String>,
@@ -249,11 +249,11 @@ async fn security_page(
         Ok(a) if a.ok() => a.body.get("enabled").and_then(Value::as_bool) == Some(true),
         _ => return trouble(v, c, got.as_ref()),
     };
-    let setup = if enabled {
-        None
-    } else {
-        v.state.mfa_setup.as_deref().and_then(qr)
-    };
+    if enabled {
+        // A pending key is dead once MFA is on (here or elsewhere).
+        v.state.mfa_setup = None;
+    }
+    let setup = v.state.mfa_setup.as_deref().and_then(qr);
     let page = Security {
         c: chrome(&v),
         title: v.lang.texts().section_security,
@@ -322,7 +322,13 @@ pub async fn confirm(mut v: Visit, c: web::Data<Console>, f: web::Form<CodeForm>
                 .unwrap_or_default();
             security_page(v, &c, StatusCode::OK, None, None, codes).await
         }
-        Ok(a) if matches!(a.status, 400 | 409 | 422) => {
+        Ok(a) if a.status == 409 => {
+            // No enrolment waits (replaced or finished elsewhere): start over.
+            v.state.mfa_setup = None;
+            let e = a.error().to_owned();
+            security_page(v, &c, StatusCode::CONFLICT, Some(e), None, Vec::new()).await
+        }
+        Ok(a) if matches!(a.status, 400 | 422) => {
             let wrong = v.lang.texts().mfa_wrong.to_owned();
             security_page(
                 v,
@@ -339,7 +345,7 @@ pub async fn confirm(mut v: Visit, c: web::Data<Console>, f: web::Form<CodeForm>
 }
 
 /// POST /account/security/disable: a code or a recovery code turns it off.
-pub async fn disable(v: Visit, c: web::Data<Console>, f: web::Form<CodeForm>) -> HttpResponse {
+pub async fn disable(mut v: Visit, c: web::Data<Console>, f: web::Form<CodeForm>) -> HttpResponse {
     if !v.signed_in() {
         return sign_in_first(v, &c);
     }
@@ -355,6 +361,7 @@ pub async fn disable(v: Visit, c: web::Data<Console>, f: web::Form<CodeForm>) ->
     let t = v.lang.texts();
     match &got {
         Ok(a) if a.ok() => {
+            v.state.mfa_setup = None;
             security_page(
                 v,
                 &c,

@@ -43,6 +43,18 @@ pub struct LinkQuery {
 pub async fn page(v: Visit, c: web::Data<Console>, q: web::Query<LinkQuery>) -> HttpResponse {
     let t = v.lang.texts();
     if let Some(token) = q.token.as_deref() {
+        if v.signed_in() {
+            // A link while signed in: never swap the account with one click
+            // (someone else's link would sign this browser into theirs).
+            return message(
+                &v,
+                &c,
+                StatusCode::CONFLICT,
+                t.landing_title,
+                t.link_while_signed_in,
+                None,
+            );
+        }
         if !plausible_token(token) {
             return message(
                 &v,
@@ -171,6 +183,11 @@ pub async fn verify(mut v: Visit, c: web::Data<Console>, f: web::Form<VerifyForm
 /// A new session: keep it, read the person's language and time zone, and go
 /// where the sign-in started (or to the organizations).
 async fn signed_in(mut v: Visit, c: &Console, token: String) -> HttpResponse {
+    if v.signed_in() {
+        // A session this one replaces (a landing left open in another tab)
+        // ends, rather than live on unseen.
+        let _ = call(c, &v, Method::POST, "/v1/auth/logout", None).await;
+    }
     let next = v.state.next.take();
     // A new form token for the signed-in person (the old one was seen
     // before sign-in); the language chosen before carries over.

@@ -2,7 +2,8 @@
 //! in with the invited address.
 
 use super::{
-    call, chrome, form_expired, message, plausible_token, render, sign_in_first, trouble, Chrome,
+    call, chrome, form_expired, message, plausible_token, render, sign_in_first, sign_in_then,
+    trouble, Chrome,
 };
 use crate::{session::Visit, Console};
 use actix_web::{http::StatusCode, web, HttpResponse};
@@ -64,7 +65,8 @@ pub struct AcceptForm {
 /// POST /invites/accept: a member now; to the organization's page.
 pub async fn accept(v: Visit, c: web::Data<Console>, f: web::Form<AcceptForm>) -> HttpResponse {
     if !v.signed_in() {
-        return sign_in_first(v, &c);
+        let back = plausible_token(&f.token).then(|| format!("/invites/accept?token={}", f.token));
+        return sign_in_then(v, &c, back);
     }
     if !v.csrf_ok(&f.csrf) || !plausible_token(&f.token) {
         return form_expired(&v, &c);

@@ -58,6 +58,8 @@ pub struct Message {
     pub title: &'static str,
     pub body: &'static str,
     pub alert: bool,
+    /// What the API said (its `error`), under the message.
+    pub detail: Option<String>,
     pub link: Option<(&'static str, &'static str)>,
 }
 
@@ -93,9 +95,45 @@ pub fn message(
             title,
             body,
             alert,
+            detail: None,
             link,
         },
     )
+}
+
+/// A refusal of the API (400, 409, 422) as a page with its `error`, under
+/// its own status: the request was understood and said no; retrying the
+/// same will not help.
+fn refused(v: &Visit, c: &Console, a: &Answer) -> HttpResponse {
+    let t = v.lang.texts();
+    let status = StatusCode::from_u16(a.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let detail = match a.error() {
+        "" => None,
+        e => Some(e.to_owned()),
+    };
+    render(
+        v,
+        c,
+        status,
+        Message {
+            c: chrome(v),
+            title: t.error_title,
+            body: t.not_done,
+            alert: true,
+            detail,
+            link: Some(("/", t.home)),
+        },
+    )
+}
+
+/// Where to come back after signing in: this page if it is one (a GET of
+/// ours), else nowhere in particular.
+pub fn comeback(v: &Visit) -> Option<String> {
+    if v.get {
+        crate::session::local_path(&v.path).map(str::to_owned)
+    } else {
+        None
+    }
 }
 
 /// The page for an answer the page cannot use: 401 (the session ended) signs
@@ -106,11 +144,15 @@ pub fn trouble(mut v: Visit, c: &Console, got: Result<&Answer, &Down>) -> HttpRe
     let t = v.lang.texts();
     match got.map(|a| a.status) {
         Ok(401) => {
-            let back = v.path.clone();
+            let back = comeback(&v);
             v.sign_out();
-            v.state.next = crate::session::local_path(&back).map(str::to_owned);
+            v.state.next = back;
             v.redirect(c, "/sign-in")
         }
+        Ok(400 | 409 | 422) => match got {
+            Ok(a) => refused(&v, c, a),
+            Err(_) => unreachable_page(&v, c),
+        },
         Ok(404) => message(
             &v,
             c,
@@ -135,15 +177,21 @@ pub fn trouble(mut v: Visit, c: &Console, got: Result<&Answer, &Down>) -> HttpRe
             t.rate_limited,
             None,
         ),
-        _ => message(
-            &v,
-            c,
-            StatusCode::SERVICE_UNAVAILABLE,
-            t.error_title,
-            t.unavailable,
-            None,
-        ),
+        _ => unreachable_page(&v, c),
     }
+}
+
+/// The gateway did not answer (or answered what no page expects): 503.
+fn unreachable_page(v: &Visit, c: &Console) -> HttpResponse {
+    let t = v.lang.texts();
+    message(
+        v,
+        c,
+        StatusCode::SERVICE_UNAVAILABLE,
+        t.error_title,
+        t.unavailable,
+        None,
+    )
 }
 
 /// A form whose token is not the visitor's: 403, nothing done.
@@ -159,9 +207,19 @@ pub fn form_expired(v: &Visit, c: &Console) -> HttpResponse {
     )
 }
 
-/// Not signed in: to the sign-in page, coming back to this page after.
-pub fn sign_in_first(mut v: Visit, c: &Console) -> HttpResponse {
-    v.state.next = crate::session::local_path(&v.path).map(str::to_owned);
+/// Not signed in: to the sign-in page, coming back to this page after (a
+/// GET; a form's POST comes back nowhere in particular).
+pub fn sign_in_first(v: Visit, c: &Console) -> HttpResponse {
+    let back = comeback(&v);
+    sign_in_then(v, c, back)
+}
+
+/// Not signed in: to the sign-in page, then to `back` (a path of ours).
+pub fn sign_in_then(mut v: Visit, c: &Console, back: Option<String>) -> HttpResponse {
+    v.state.next = back
+        .as_deref()
+        .and_then(crate::session::local_path)
+        .map(str::to_owned);
     v.redirect(c, "/sign-in")
 }
 
@@ -211,8 +269,8 @@ pub struct Back {
     back: Option<String>,
 }
 
-/// GET /lang/{code}?back=: the pages in that language from now on (kept in
-/// the profile when signed in), then back where the person was.
+/// GET /lang/{code}?back=: the pages in that language from now on, in this
+/// browser, then back where the person was.
 pub async fn language(
     mut v: Visit,
     c: web::Data<Console>,
@@ -230,13 +288,10 @@ pub async fn language(
             Some(("/", t.home)),
         );
     };
+    // This browser only: a GET changes nothing of the account (the
+    // profile's language is saved with its form).
     v.state.lang = Some(lang);
     v.lang = lang;
-    if v.signed_in() {
-        let body = serde_json::json!({ "locale": lang.code() });
-        // The switch works for this browser whatever the profile says.
-        let _ = call(&c, &v, Method::PATCH, "/v1/profile", Some(&body)).await;
-    }
     let back = q
         .back
         .as_deref()

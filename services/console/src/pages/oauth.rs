@@ -2,7 +2,9 @@
 //! the browser to /oauth/continue with a request handle) and connecting a
 //! device (RFC 8628's verification page).
 
-use super::{call, chrome, form_expired, message, render, sign_in_first, trouble, Chrome};
+use super::{
+    call, chrome, form_expired, message, render, sign_in_first, sign_in_then, trouble, Chrome,
+};
 use crate::{i18n::Texts, session::Visit, Console};
 use actix_web::{http::StatusCode, web, HttpResponse};
 use askama::Template;
@@ -80,7 +82,15 @@ pub struct ContinueQuery {
 /// registered URI with the code, or with `error=access_denied`).
 fn to_product(v: &Visit, c: &Console, answer: &Value) -> Option<HttpResponse> {
     let to = answer.get("redirect_to").and_then(Value::as_str)?;
-    (to.starts_with("https://") || to.starts_with("http://")).then(|| v.redirect(c, to))
+    let url = url::Url::parse(to).ok()?;
+    // What the provider registered: https, or http on loopback only.
+    let loopback = matches!(
+        url.host(),
+        Some(url::Host::Ipv4(ip)) if ip.is_loopback()
+    ) || matches!(url.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback())
+        || url.host_str() == Some("localhost");
+    let fine = url.scheme() == "https" || (url.scheme() == "http" && loopback);
+    fine.then(|| v.redirect(c, to))
 }
 
 /// GET /oauth/continue?request=: sign in first; then straight back to a
@@ -167,7 +177,9 @@ pub struct Decision {
 /// POST /oauth/continue: the person's answer on the consent page.
 pub async fn decide(v: Visit, c: web::Data<Console>, f: web::Form<Decision>) -> HttpResponse {
     if !v.signed_in() {
-        return sign_in_first(v, &c);
+        let back =
+            plausible_handle(&f.request).then(|| format!("/oauth/continue?request={}", f.request));
+        return sign_in_then(v, &c, back);
     }
     if !v.csrf_ok(&f.csrf) || !plausible_handle(&f.request) {
         return form_expired(&v, &c);

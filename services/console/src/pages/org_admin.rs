@@ -261,9 +261,22 @@ async fn keys_page(
     error: Option<String>,
     new_token: Option<String>,
 ) -> HttpResponse {
-    let (v, org) = match org_of(v, c, id).await {
-        Ok(x) => x,
-        Err(page) => return page,
+    // A new key's token is shown whatever else fails: it exists nowhere
+    // else, and the key is live.
+    let fresh = new_token.is_some();
+    let (v, org) = if fresh {
+        let o = call(c, &v, Method::GET, &format!("/v1/organizations/{id}"), None).await;
+        let o = o
+            .ok()
+            .filter(|a| a.ok())
+            .map(|a| a.body)
+            .unwrap_or(Value::Null);
+        (v, o)
+    } else {
+        match org_of(v, c, id).await {
+            Ok(x) => x,
+            Err(page) => return page,
+        }
     };
     let got = call(
         c,
@@ -275,6 +288,7 @@ async fn keys_page(
     .await;
     let list = match &got {
         Ok(a) if a.ok() => a.body.as_array().cloned().unwrap_or_default(),
+        _ if fresh => Vec::new(),
         _ => return trouble(v, c, got.as_ref()),
     };
     let t = v.lang.texts();
@@ -434,6 +448,15 @@ struct Kyc {
     can_submit: bool,
     corporate: bool,
     country: String,
+    /// The form as it was sent (a refused submission keeps what was typed).
+    typed: std::collections::HashMap<String, String>,
+}
+
+impl Kyc {
+    /// The typed value of a field (empty the first time).
+    fn val(&self, key: &str) -> &str {
+        self.typed.get(key).map(String::as_str).unwrap_or("")
+    }
 }
 
 async fn kyc_page(
@@ -442,6 +465,7 @@ async fn kyc_page(
     id: &str,
     status: StatusCode,
     error: Option<String>,
+    typed: std::collections::HashMap<String, String>,
 ) -> HttpResponse {
     let (v, org) = match org_of(v, c, id).await {
         Ok(x) => x,
@@ -494,13 +518,14 @@ async fn kyc_page(
         can_submit: admin && !waiting && kyc_code != "verified",
         corporate: s(&org, "legal_type") == "corporate",
         country: s(&org, "country").to_owned(),
+        typed,
     };
     render(&v, c, status, page)
 }
 
 /// GET /orgs/{id}/kyc.
 pub async fn kyc_view(v: Visit, c: web::Data<Console>, id: web::Path<String>) -> HttpResponse {
-    kyc_page(v, &c, &id, StatusCode::OK, None).await
+    kyc_page(v, &c, &id, StatusCode::OK, None, Default::default()).await
 }
 
 /// POST /orgs/{id}/kyc: the form's fields for the organization's legal type
@@ -554,7 +579,9 @@ pub async fn kyc_submit(
         Ok(a) if a.ok() => v.redirect(&c, &format!("/orgs/{id}/kyc")),
         Ok(a) if matches!(a.status, 400 | 409 | 422) => {
             let e = why(a);
-            kyc_page(v, &c, &id, StatusCode::UNPROCESSABLE_ENTITY, Some(e)).await
+            let mut typed = f.into_inner();
+            typed.remove("csrf");
+            kyc_page(v, &c, &id, StatusCode::UNPROCESSABLE_ENTITY, Some(e), typed).await
         }
         _ => trouble(v, &c, got.as_ref()),
     }
