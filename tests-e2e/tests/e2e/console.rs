@@ -806,6 +806,125 @@ async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
     }
 }
 
+/// POST a form to the gateway (no credentials): status and JSON.
+async fn gateway_form(e: &Env, path: &str, body: String) -> (u16, Value) {
+    let r =
+        e.s.http
+            .post(format!("{}{path}", e.s.core()))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .expect("the gateway answers");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_command_line_tool_is_connected_on_the_consoles_device_page() {
+    let e = env().await;
+    let staff = mailed_session(&e, "staff@example.com", 1).await;
+    let c =
+        e.s.post(
+            "/v1/admin/oauth-clients",
+            Some(&staff),
+            json!({"name": "hub-cli", "kind": "public", "redirect_uris": ["http://127.0.0.1/cb"],
+                   "scopes": ["openid", "email"]}),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{:?}", c.body);
+    let client = c.text("id").to_owned();
+    let (status, d) = gateway_form(
+        &e,
+        "/oauth/device_authorization",
+        format!("client_id={client}&scope=openid%20email"),
+    )
+    .await;
+    assert_eq!(status, 200, "{d}");
+    let user_code = d["user_code"].as_str().expect("a user code").to_owned();
+    let complete = d["verification_uri_complete"]
+        .as_str()
+        .expect("a URI")
+        .to_owned();
+    assert_eq!(complete, format!("{}/device?user_code={user_code}", e.url));
+
+    // The person opens it, signs in, and lands back on the device page.
+    let mut fay = Visitor::new(&e.url);
+    let page_path = complete.strip_prefix(&e.url).expect("ours").to_owned();
+    let first = fay.get(&page_path).await;
+    assert_eq!(
+        (first.status, first.headers["location"].to_str().expect("a")),
+        (303, "/sign-in")
+    );
+    let csrf = csrf_in(&fay.get("/sign-in").await.body);
+    fay.post(
+        "/sign-in",
+        &[("csrf", csrf.as_str()), ("email", "fay@example.com")],
+    )
+    .await;
+    let link = mailed_link(&e, "fay@example.com", 1).await;
+    let landing = fay.get(link.strip_prefix(&e.url).expect("ours")).await;
+    let done = fay
+        .post(
+            "/sign-in/verify",
+            &[
+                ("csrf", &csrf_in(&landing.body)),
+                ("token", link.rsplit("token=").next().expect("t")),
+            ],
+        )
+        .await;
+    assert_eq!(done.headers["location"].to_str().expect("a"), page_path);
+    let form = fay.get(&page_path).await;
+    assert_eq!(form.status, 200);
+    assert!(
+        form.body.contains(&format!("value=\"{user_code}\"")),
+        "the code is filled in"
+    );
+
+    // The code shows what asks; allowing connects the device.
+    let csrf = csrf_in(&form.body);
+    let asked = fay
+        .post(
+            "/device",
+            &[("csrf", csrf.as_str()), ("user_code", &user_code)],
+        )
+        .await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert!(asked.body.contains("hub-cli") && asked.body.contains("See your email address"));
+    let wrong = fay
+        .post(
+            "/device",
+            &[("csrf", csrf.as_str()), ("user_code", "BCDF-GHJK")],
+        )
+        .await;
+    assert_eq!(wrong.status, 404);
+    assert!(wrong.body.contains("unknown or has expired"));
+    let ok = fay
+        .post(
+            "/device/answer",
+            &[
+                ("csrf", csrf.as_str()),
+                ("user_code", &user_code),
+                ("decision", "allow"),
+            ],
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert!(ok.body.contains("Your device is connected"));
+    e.s.clock.advance(time::Duration::seconds(6));
+    let (status, tokens) = gateway_form(
+        &e,
+        "/oauth/token",
+        format!(
+            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id={client}&device_code={}",
+            d["device_code"].as_str().expect("a device code")
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{tokens}");
+    assert!(tokens["access_token"].is_string());
+}
+
 fn challenge(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, verifier.as_bytes()).as_ref())
 }

@@ -225,6 +225,13 @@ fn device_page(
     render(v, c, status, page)
 }
 
+/// The device page with the code typed, to come back to after signing in.
+fn device_comeback(code: &str) -> Option<String> {
+    let code: String = code.chars().take(16).collect();
+    let q: String = url::form_urlencoded::byte_serialize(code.as_bytes()).collect();
+    Some(format!("/device?user_code={q}"))
+}
+
 /// GET /device (`?user_code=` from `verification_uri_complete`).
 pub async fn device(v: Visit, c: web::Data<Console>, q: web::Query<DeviceQuery>) -> HttpResponse {
     if !v.signed_in() {
@@ -255,7 +262,8 @@ pub async fn device_lookup(
     f: web::Form<DeviceForm>,
 ) -> HttpResponse {
     if !v.signed_in() {
-        return sign_in_first(v, &c);
+        let back = device_comeback(&f.user_code);
+        return sign_in_then(v, &c, back);
     }
     if !v.csrf_ok(&f.csrf) {
         return form_expired(&v, &c);
@@ -296,7 +304,8 @@ pub async fn device_answer(
     f: web::Form<Decision>,
 ) -> HttpResponse {
     if !v.signed_in() {
-        return sign_in_first(v, &c);
+        let back = device_comeback(&f.user_code);
+        return sign_in_then(v, &c, back);
     }
     if !v.csrf_ok(&f.csrf) {
         return form_expired(&v, &c);
