@@ -97,6 +97,18 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/staff/kyc", get().to(staff::kyc_queue))
         .route("/staff/kyc/{id}", post().to(staff::kyc_decide))
         .route("/staff/orgs", get().to(staff::orgs))
+        .route("/staff/orgs/{id}/suspend", post().to(staff::suspend))
+        .route("/staff/orgs/{id}/reactivate", post().to(staff::reactivate))
+        .route("/staff/users", get().to(staff::users))
+        .route("/staff/users/{id}/disable", post().to(staff::disable_user))
+        .route("/staff/users/{id}/enable", post().to(staff::enable_user))
+        .route("/staff/users/{id}/sessions", post().to(staff::end_sessions))
+        .route("/staff/clients", get().to(staff::clients))
+        .route("/staff/clients", post().to(staff::register_client))
+        .route(
+            "/staff/clients/{id}/retire",
+            post().to(staff::retire_client),
+        )
         .route("/oauth/continue", get().to(oauth::continue_page))
         .route("/oauth/continue", post().to(oauth::decide))
         .route("/device", get().to(oauth::device))

@@ -231,6 +231,25 @@ impl Browser {
         assert!(got.is_some(), "the heading stayed {now:?}, wanted {want:?}");
     }
 
+    /// Wait until the element at `css` says `needle` (a page that follows a
+    /// click may still be the old one for a moment).
+    async fn wait_text(&self, css: &str, needle: &str) {
+        let found = eventually(WAIT, || async {
+            let t = self
+                .c
+                .find(Locator::Css(css))
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            t.contains(needle).then_some(t)
+        })
+        .await;
+        let now = self.text(css).await;
+        assert!(found.is_some(), "{css} never said {needle:?}: {now:?}");
+    }
+
     /// Type into the focused element (the keyboard, no mouse).
     async fn type_here(&self, keys: &str) {
         self.c
@@ -355,12 +374,15 @@ async fn a_new_person_signs_in_from_the_mailed_link_and_creates_an_organization_
         .click()
         .await
         .expect("switch");
+    let turkish = eventually(WAIT, || async {
+        b.source()
+            .await
+            .contains("<html lang=\"tr\">")
+            .then_some(())
+    })
+    .await;
+    assert!(turkish.is_some(), "the page is not marked Turkish");
     b.heading("Ada Labs").await;
-    let html = b.source().await;
-    assert!(
-        html.contains("lang=\"tr\""),
-        "the page is not marked Turkish"
-    );
     let facts = b.text("dl.facts").await;
     assert!(facts.contains("0,00 ₺"), "{facts}");
     assert!(facts.contains("Doğrulanmadı"), "{facts}");
@@ -447,8 +469,7 @@ async fn staff_verify_a_customer_who_then_invites_a_colleague_and_makes_an_api_k
     fill(&ada, "postal_code", "34430").await;
     press(&ada, "input[name=notice_acked]").await;
     press(&ada, "form[action$='/kyc'] button[type=submit]").await;
-    let table = ada.text("table").await;
-    assert!(table.contains("Under review"), "{table}");
+    ada.wait_text("table", "Under review").await;
     ada.check("kyc-pending").await;
 
     // Staff: the tower's overview counts it; the queue shows the opened
@@ -477,8 +498,7 @@ async fn staff_verify_a_customer_who_then_invites_a_colleague_and_makes_an_api_k
     );
     staff.check("kyc-queue").await;
     press(&staff, "button[value=approve]").await;
-    staff.heading("KYC queue").await;
-    assert!(staff.source().await.contains("No submission is waiting."));
+    staff.wait_text("main", "No submission is waiting.").await;
     staff
         .c
         .goto(&format!("{}/staff/orgs?q=Ada", e.url))
@@ -508,6 +528,7 @@ async fn staff_verify_a_customer_who_then_invites_a_colleague_and_makes_an_api_k
         .expect("members");
     fill(&ada, "invite-email", "bob@example.com").await;
     press(&ada, "form[action$='/invites'] button").await;
+    ada.wait_text("main", "bob@example.com").await;
     let invites = ada.text("table:nth-of-type(2)").await;
     assert!(
         invites.contains("bob@example.com") && invites.contains("Waiting"),
@@ -561,7 +582,7 @@ async fn staff_verify_a_customer_who_then_invites_a_colleague_and_makes_an_api_k
         "the token is shown once"
     );
     press(&ada, "form[action$='/revoke'] button").await;
-    assert!(ada.text("table").await.contains("Revoked"));
+    ada.wait_text("table", "Revoked").await;
     let r =
         e.s.http
             .get(format!("{}/v1/organizations/{org}", e.s.core()))
@@ -607,11 +628,11 @@ async fn a_person_sets_the_profile_ends_another_session_and_signs_in_with_a_seco
     assert!(rows.contains("+03"), "times in the person's zone: {rows}");
     b.check("sessions").await;
     press(&b, "form[action$='/revoke'] button").await;
-    b.heading("Your account").await;
-    assert!(
-        !b.source().await.contains("/revoke"),
-        "the other session is gone"
-    );
+    let gone = eventually(WAIT, || async {
+        (!b.source().await.contains("/revoke")).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the other session is gone");
     assert_eq!(e.s.get("/v1/auth/me", Some(&other)).await.status, 401);
 
     // Two-step verification: the key beside the QR code gives the codes.
@@ -619,12 +640,12 @@ async fn a_person_sets_the_profile_ends_another_session_and_signs_in_with_a_seco
         .await
         .expect("security");
     press(&b, "form[action$='/enroll'] button").await;
+    let secret = b.text("#mfa-secret").await;
     let img =
         b.c.find(Locator::Css("img[src^='data:image/svg+xml;base64,']"))
             .await
             .expect("the QR code");
     assert!(img.attr("alt").await.expect("alt").is_some());
-    let secret = b.text("#mfa-secret").await;
     b.check("mfa-enrol").await;
     b.type_here(&format!("{}{}", crate::mfa::code(&e.s, &secret), enter()))
         .await;
@@ -693,8 +714,7 @@ async fn the_assistant_stages_a_credit_that_staff_confirm_and_one_they_cancel() 
     press(&b, "form[action='/assistant'] button[type=submit]").await;
     b.text("#staged-summary").await;
     press(&b, "button[value=cancel]").await;
-    let cancelled = b.text("[role=status]").await;
-    assert!(cancelled.starts_with("Cancelled:"), "{cancelled}");
+    b.wait_text("[role=status]", "Cancelled:").await;
     assert_eq!(balance().await, 10_000);
     b.c.clone().close().await.expect("close");
 }
@@ -774,7 +794,13 @@ async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
         "/device".into(),
         "/no/such/page".into(),
     ];
-    let staff_pages = ["/staff", "/staff/kyc", "/staff/orgs?q=a"];
+    let staff_pages = [
+        "/staff",
+        "/staff/kyc",
+        "/staff/orgs?q=a",
+        "/staff/users?q=a",
+        "/staff/clients",
+    ];
     let mut anonymous = Visitor::new(&e.url);
     for lang in ["tr", "en"] {
         for v in [&mut ada, &mut staff, &mut anonymous] {
@@ -923,6 +949,75 @@ async fn a_command_line_tool_is_connected_on_the_consoles_device_page() {
     .await;
     assert_eq!(status, 200, "{tokens}");
     assert!(tokens["access_token"].is_string());
+}
+
+#[tokio::test]
+async fn staff_register_a_client_disable_a_person_and_suspend_an_organization_in_the_tower() {
+    let e = env().await;
+    let ada = mailed_session(&e, "ada@example.com", 1).await;
+    let org = e.s.create_org(&ada, "Zed Corp", "DE").await;
+    assert_eq!(org.status, 201, "{:?}", org.body);
+    let mut b = browser("tower-admin").await;
+    browser_sign_in(&b, &e, "staff@example.com", 1).await;
+
+    // An OAuth client: its secret once.
+    b.c.goto(&format!("{}/staff/clients", e.url))
+        .await
+        .expect("clients");
+    b.heading("OAuth clients").await;
+    fill(&b, "cl-name", "Wiki").await;
+    fill(&b, "cl-redirects", "https://wiki.example.com/cb").await;
+    press(&b, "input[name=scope][value=email]").await;
+    press(&b, "form[action='/staff/clients'] button[type=submit]").await;
+    let secret = b.text("#new-client-secret").await;
+    assert!(secret.starts_with("hub_cs_"), "{secret}");
+    let client_id = b.text("#new-client-id").await;
+    b.check("client-registered").await;
+    b.c.goto(&format!("{}/staff/clients", e.url))
+        .await
+        .expect("clients");
+    let page = b.source().await;
+    assert!(
+        page.contains(&client_id) && !page.contains(&secret),
+        "the secret is shown once"
+    );
+    press(&b, "form[action$='/retire'] button").await;
+    b.wait_text("table", "Retired").await;
+
+    // A person disabled: their session ends at once; enabled again.
+    b.c.goto(&format!("{}/staff/users?q=ada", e.url))
+        .await
+        .expect("users");
+    b.heading("Users").await;
+    b.check("users").await;
+    b.c.find(Locator::Css("input[name=reason]"))
+        .await
+        .expect("a reason")
+        .send_keys("test of the tower")
+        .await
+        .expect("type");
+    press(&b, "form[action$='/disable'] button").await;
+    b.wait_text("section.card", "Disabled").await;
+    assert_eq!(e.s.get("/v1/auth/me", Some(&ada)).await.status, 401);
+    press(&b, "form[action$='/enable'] button").await;
+    b.wait_text("section.card dl", "Active").await;
+
+    // An organization suspended and reactivated.
+    b.c.goto(&format!("{}/staff/orgs?q=Zed", e.url))
+        .await
+        .expect("orgs");
+    b.c.find(Locator::Css("form[action$='/suspend'] input[name=reason]"))
+        .await
+        .expect("a reason")
+        .send_keys("unpaid")
+        .await
+        .expect("type");
+    press(&b, "form[action$='/suspend'] button").await;
+    b.wait_text("table", "Suspended").await;
+    b.check("org-suspended").await;
+    press(&b, "form[action$='/reactivate'] button").await;
+    b.wait_text("table", "Active").await;
+    b.c.clone().close().await.expect("close");
 }
 
 fn challenge(verifier: &str) -> String {

@@ -38,6 +38,7 @@ fn queue_name(t: &'static Texts, key: &str) -> String {
 struct Home {
     c: Chrome,
     title: &'static str,
+    tab: &'static str,
     queues: Vec<(String, i64)>,
     dead_letters: String,
     down: Vec<String>,
@@ -86,6 +87,7 @@ pub async fn home(v: Visit, c: web::Data<Console>) -> HttpResponse {
     let page = Home {
         c: chrome(&v),
         title: t.staff_title,
+        tab: "home",
         queues,
         dead_letters: o
             .get("dead_letters_total")
@@ -110,6 +112,7 @@ pub struct QueueItem {
 struct KycQueue {
     c: Chrome,
     title: &'static str,
+    tab: &'static str,
     error: Option<String>,
     items: Vec<QueueItem>,
 }
@@ -154,6 +157,7 @@ async fn queue_page(
     let page = KycQueue {
         c: chrome(&v),
         title: t.staff_kyc,
+        tab: "kyc",
         error,
         items,
     };
@@ -228,8 +232,10 @@ pub async fn kyc_decide(
 struct Orgs {
     c: Chrome,
     title: &'static str,
+    tab: &'static str,
     q: String,
-    orgs: Vec<OrgRow>,
+    /// (the row, its status: active, suspended, closed)
+    orgs: Vec<(OrgRow, String)>,
 }
 
 #[derive(Deserialize)]
@@ -265,8 +271,325 @@ pub async fn orgs(v: Visit, c: web::Data<Console>, q: web::Query<Search>) -> Htt
     let page = Orgs {
         c: chrome(&v),
         title: t.staff_orgs,
+        tab: "orgs",
         q,
-        orgs: list.iter().map(|o| row(t, o)).collect(),
+        orgs: list
+            .iter()
+            .map(|o| (row(t, o), s(o, "status").to_owned()))
+            .collect(),
     };
     render(&v, &c, StatusCode::OK, page)
+}
+
+/// `/staff/...?q=` to come back to after an action on a search's result.
+fn back_to(page: &str, q: &str) -> String {
+    let q: String = url::form_urlencoded::byte_serialize(q.as_bytes()).collect();
+    format!("{page}?q={q}")
+}
+
+#[derive(Deserialize)]
+pub struct Act {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// One staff action on a thing found by a search: POST `path` (with the
+/// reason when it takes one), then back to the search.
+async fn act(v: Visit, c: &Console, f: &Act, id: &str, path: String, page: &str) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, c);
+    }
+    if !v.csrf_ok(&f.csrf) || !id_shaped(id) {
+        return form_expired(&v, c);
+    }
+    let body = (!f.reason.trim().is_empty()).then(|| json!({ "reason": f.reason.trim() }));
+    let got = call(c, &v, Method::POST, &path, body.as_ref()).await;
+    match &got {
+        Ok(a) if a.ok() => v.redirect(c, &back_to(page, &f.q)),
+        _ => trouble(v, c, got.as_ref()),
+    }
+}
+
+/// POST /staff/orgs/{id}/suspend (with a reason).
+pub async fn suspend(
+    v: Visit,
+    c: web::Data<Console>,
+    id: web::Path<String>,
+    f: web::Form<Act>,
+) -> HttpResponse {
+    let path = format!("/v1/admin/organizations/{id}/suspend");
+    act(v, &c, &f, &id, path, "/staff/orgs").await
+}
+
+/// POST /staff/orgs/{id}/reactivate.
+pub async fn reactivate(
+    v: Visit,
+    c: web::Data<Console>,
+    id: web::Path<String>,
+    f: web::Form<Act>,
+) -> HttpResponse {
+    let path = format!("/v1/admin/organizations/{id}/reactivate");
+    act(v, &c, &f, &id, path, "/staff/orgs").await
+}
+
+/// POST /staff/users/{id}/disable (with a reason): every session and API key
+/// of theirs ends.
+pub async fn disable_user(
+    v: Visit,
+    c: web::Data<Console>,
+    id: web::Path<String>,
+    f: web::Form<Act>,
+) -> HttpResponse {
+    let path = format!("/v1/admin/users/{id}/disable");
+    act(v, &c, &f, &id, path, "/staff/users").await
+}
+
+/// POST /staff/users/{id}/enable.
+pub async fn enable_user(
+    v: Visit,
+    c: web::Data<Console>,
+    id: web::Path<String>,
+    f: web::Form<Act>,
+) -> HttpResponse {
+    let path = format!("/v1/admin/users/{id}/enable");
+    act(v, &c, &f, &id, path, "/staff/users").await
+}
+
+/// POST /staff/users/{id}/sessions: end every live session of theirs.
+pub async fn end_sessions(
+    v: Visit,
+    c: web::Data<Console>,
+    id: web::Path<String>,
+    f: web::Form<Act>,
+) -> HttpResponse {
+    let path = format!("/v1/admin/users/{id}/sessions/revoke");
+    act(v, &c, &f, &id, path, "/staff/users").await
+}
+
+pub struct UserRow {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    pub disabled: bool,
+    pub mfa: bool,
+    pub last: String,
+}
+
+#[derive(Template)]
+#[template(path = "staff_users.html")]
+struct Users {
+    c: Chrome,
+    title: &'static str,
+    tab: &'static str,
+    error: Option<String>,
+    notice: Option<&'static str>,
+    q: String,
+    users: Vec<UserRow>,
+}
+
+/// GET /staff/users?q=: find a person (id, or the start of an email or name).
+pub async fn users(v: Visit, c: web::Data<Console>, q: web::Query<Search>) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, &c);
+    }
+    let q: String =
+        q.q.as_deref()
+            .unwrap_or("")
+            .trim()
+            .chars()
+            .take(254)
+            .collect();
+    let mut path = String::from("/v1/admin/users?limit=50");
+    if !q.is_empty() {
+        path.push_str("&q=");
+        path.push_str(&url::form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>());
+    }
+    let got = call(&c, &v, Method::GET, &path, None).await;
+    let list = match &got {
+        Ok(a) if a.ok() => a.body.as_array().cloned().unwrap_or_default(),
+        Ok(a) if a.status == 400 => Vec::new(),
+        _ => return trouble(v, &c, got.as_ref()),
+    };
+    let tz = v.tz().to_owned();
+    let page = Users {
+        c: chrome(&v),
+        title: v.lang.texts().staff_users,
+        tab: "users",
+        error: None,
+        notice: None,
+        q,
+        users: list
+            .iter()
+            .map(|u| UserRow {
+                id: s(u, "id").to_owned(),
+                email: s(u, "email").to_owned(),
+                name: s(u, "name").to_owned(),
+                disabled: s(u, "status") == "disabled",
+                mfa: u.get("mfa_enabled").and_then(Value::as_bool) == Some(true),
+                last: u
+                    .get("last_sign_in_at")
+                    .and_then(Value::as_str)
+                    .map(|at| format::datetime(at, &tz, v.lang))
+                    .unwrap_or_default(),
+            })
+            .collect(),
+    };
+    render(&v, &c, StatusCode::OK, page)
+}
+
+pub struct ClientRow {
+    pub id: String,
+    pub name: String,
+    pub kind: String,
+    pub first_party: bool,
+    pub scopes: String,
+    pub retired: bool,
+}
+
+#[derive(Template)]
+#[template(path = "staff_clients.html")]
+struct Clients {
+    c: Chrome,
+    title: &'static str,
+    tab: &'static str,
+    error: Option<String>,
+    /// A client just registered: (its id, its secret if confidential).
+    created: Option<(String, Option<String>)>,
+    clients: Vec<ClientRow>,
+}
+
+async fn clients_page(
+    v: Visit,
+    c: &Console,
+    status: StatusCode,
+    error: Option<String>,
+    created: Option<(String, Option<String>)>,
+) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, c);
+    }
+    let got = call(c, &v, Method::GET, "/v1/admin/oauth-clients", None).await;
+    let list = match &got {
+        Ok(a) if a.ok() => a.body.as_array().cloned().unwrap_or_default(),
+        // A secret just made is shown whatever else fails.
+        _ if created.is_some() => Vec::new(),
+        _ => return trouble(v, c, got.as_ref()),
+    };
+    let page = Clients {
+        c: chrome(&v),
+        title: v.lang.texts().staff_clients,
+        tab: "clients",
+        error,
+        created,
+        clients: list
+            .iter()
+            .map(|k| ClientRow {
+                id: s(k, "id").to_owned(),
+                name: s(k, "name").to_owned(),
+                kind: s(k, "kind").to_owned(),
+                first_party: k.get("first_party").and_then(Value::as_bool) == Some(true),
+                scopes: k
+                    .get("scopes")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default(),
+                retired: k.get("retired_at").is_some_and(|r| !r.is_null()),
+            })
+            .collect(),
+    };
+    render(&v, c, status, page)
+}
+
+/// GET /staff/clients: the OpenID Provider's clients.
+pub async fn clients(v: Visit, c: web::Data<Console>) -> HttpResponse {
+    clients_page(v, &c, StatusCode::OK, None, None).await
+}
+
+/// Lines of a textarea, trimmed, the empty ones left out.
+fn lines(text: Option<&str>) -> Vec<String> {
+    text.unwrap_or("")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// POST /staff/clients: register one; a confidential client's secret is
+/// shown on this answer only.
+pub async fn register_client(
+    v: Visit,
+    c: web::Data<Console>,
+    f: web::Form<Vec<(String, String)>>,
+) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, &c);
+    }
+    let one = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, val)| val.as_str());
+    if !v.csrf_ok(one("csrf").unwrap_or("")) {
+        return form_expired(&v, &c);
+    }
+    let scopes: Vec<&str> = f
+        .iter()
+        .filter(|(n, _)| n == "scope")
+        .map(|(_, val)| val.as_str())
+        .collect();
+    let body = json!({
+        "name": one("name").unwrap_or("").trim(),
+        "kind": one("kind").unwrap_or("confidential"),
+        "first_party": one("first_party") == Some("true"),
+        "redirect_uris": lines(one("redirect_uris")),
+        "post_logout_redirect_uris": lines(one("post_logout_redirect_uris")),
+        "scopes": scopes,
+        "allowed_org_ids": lines(one("allowed_org_ids")),
+    });
+    let got = call(&c, &v, Method::POST, "/v1/admin/oauth-clients", Some(&body)).await;
+    match &got {
+        Ok(a) if a.ok() => {
+            let secret = Some(a.text("client_secret").to_owned()).filter(|s| !s.is_empty());
+            let made = Some((a.text("id").to_owned(), secret));
+            clients_page(v, &c, StatusCode::CREATED, None, made).await
+        }
+        Ok(a) if matches!(a.status, 400 | 409 | 422) => {
+            let e = a.error().to_owned();
+            clients_page(v, &c, StatusCode::UNPROCESSABLE_ENTITY, Some(e), None).await
+        }
+        _ => trouble(v, &c, got.as_ref()),
+    }
+}
+
+/// POST /staff/clients/{id}/retire: its grants end; it signs no one in again.
+pub async fn retire_client(
+    v: Visit,
+    c: web::Data<Console>,
+    id: web::Path<String>,
+    f: web::Form<Act>,
+) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, &c);
+    }
+    if !v.csrf_ok(&f.csrf) || !id_shaped(&id) {
+        return form_expired(&v, &c);
+    }
+    let got = call(
+        &c,
+        &v,
+        Method::DELETE,
+        &format!("/v1/admin/oauth-clients/{id}"),
+        None,
+    )
+    .await;
+    match &got {
+        Ok(a) if a.ok() => v.redirect(&c, "/staff/clients"),
+        _ => trouble(v, &c, got.as_ref()),
+    }
 }
