@@ -61,6 +61,40 @@ impl Api {
         })
     }
 
+    /// A GET whose answer is not JSON (an invoice's HTML preview): status,
+    /// content type and body, at most `limit` bytes.
+    pub async fn fetch_raw(
+        &self,
+        path: &str,
+        token: &str,
+        forwarded_for: &str,
+        limit: usize,
+    ) -> Result<(u16, String, Vec<u8>), Down> {
+        let resp = self
+            .client
+            .get(format!("{}{path}", self.core))
+            .bearer_auth(token)
+            .header("x-forwarded-for", forwarded_for)
+            .send()
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e.without_url(), "gateway call failed");
+                Down
+            })?;
+        let status = resp.status().as_u16();
+        let kind = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let bytes = resp.bytes().await.map_err(|_| Down)?;
+        if bytes.len() > limit {
+            return Err(Down);
+        }
+        Ok((status, kind, bytes.to_vec()))
+    }
+
     /// One call: `token` as the bearer, the browser's address chain as
     /// `X-Forwarded-For` (the gateway's per-IP limits see the person, not
     /// the console), the request id carried on.

@@ -34,6 +34,11 @@ pub const CSS: &str = include_str!("../assets/console.css");
 /// the product.)
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'";
 
+/// The invoice preview's policy (sandboxed, its inline styles only).
+pub fn pages_preview_csp() -> &'static str {
+    pages::billing::PREVIEW_CSP
+}
+
 /// What the pages share.
 pub struct Console {
     pub api: api::Api,
@@ -50,7 +55,7 @@ pub struct Application {
 }
 
 fn routes(cfg: &mut web::ServiceConfig) {
-    use pages::{account, assistant, auth, invites, oauth, org_admin, orgs, staff};
+    use pages::{account, assistant, auth, billing, invites, oauth, org_admin, orgs, staff};
     use service_kit::methods::{get, post};
     cfg.route("/", get().to(pages::home))
         .route("/assets/console.css", get().to(pages::stylesheet))
@@ -79,6 +84,11 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/orgs/{id}/kyc", get().to(org_admin::kyc_view))
         .route("/orgs/{id}/kyc", post().to(org_admin::kyc_submit))
         .route("/orgs/{id}/wallet", get().to(org_admin::wallet))
+        .route("/orgs/{id}/billing", get().to(billing::billing))
+        .route(
+            "/orgs/{id}/invoices/{invoice}/preview",
+            get().to(billing::preview),
+        )
         .route("/account", get().to(account::profile))
         .route("/account", post().to(account::save_profile))
         .route("/account/sessions", get().to(account::sessions))

@@ -787,6 +787,7 @@ async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
         format!("{org}/api-keys"),
         format!("{org}/kyc"),
         format!("{org}/wallet"),
+        format!("{org}/billing"),
         "/account".into(),
         "/account/sessions".into(),
         "/account/security".into(),
@@ -1018,6 +1019,94 @@ async fn staff_register_a_client_disable_a_person_and_suspend_an_organization_in
     press(&b, "form[action$='/reactivate'] button").await;
     b.wait_text("table", "Active").await;
     b.c.clone().close().await.expect("close");
+}
+
+/// A visitor signed in through the console's forms (its `n`th mail).
+async fn visitor_signed_in(e: &Env, email: &str, n: usize) -> Visitor {
+    let mut v = Visitor::new(&e.url);
+    let csrf = csrf_in(&v.get("/sign-in").await.body);
+    let sent = v
+        .post("/sign-in", &[("csrf", csrf.as_str()), ("email", email)])
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    let link = mailed_link(e, email, n).await;
+    let landing = v.get(link.strip_prefix(&e.url).expect("ours")).await;
+    let token = link.rsplit("token=").next().expect("token");
+    let done = v
+        .post(
+            "/sign-in/verify",
+            &[("csrf", &csrf_in(&landing.body)), ("token", token)],
+        )
+        .await;
+    assert_eq!(done.status, 303);
+    v
+}
+
+#[tokio::test]
+async fn a_customer_reads_invoices_payments_and_the_print_preview_and_no_one_else_does() {
+    let e = env().await;
+    let ada = mailed_session(&e, "ada@example.com", 1).await;
+    let staff = mailed_session(&e, "staff@example.com", 1).await;
+    let org = e.s.create_org(&ada, "Ada Billing", "TR").await;
+    let org = org.text("id").to_owned();
+    let charge =
+        e.s.post(
+            &format!("/v1/admin/organizations/{org}/charges"),
+            Some(&staff),
+            json!({"description": "Server rent", "brand": "Servers", "amount_minor": 150_000}),
+        )
+        .await;
+    assert_eq!(charge.status, 201, "{:?}", charge.body);
+    let inv =
+        e.s.post(
+            &format!("/v1/admin/organizations/{org}/invoices"),
+            Some(&staff),
+            json!({}),
+        )
+        .await;
+    assert_eq!(inv.status, 201, "{:?}", inv.body);
+    let (inv_id, number) = (inv.text("id").to_owned(), inv.text("number").to_owned());
+    let paid =
+        e.s.post(
+            &format!("/v1/admin/organizations/{org}/payments"),
+            Some(&staff),
+            json!({"amount_minor": 50_000, "currency": "TRY", "method": "bank_transfer",
+                   "reference": "EFT 77", "received_at": "2026-11-20", "note": "",
+                   "invoice_id": inv_id}),
+        )
+        .await;
+    assert_eq!(paid.status, 201, "{:?}", paid.body);
+
+    let mut v = visitor_signed_in(&e, "ada@example.com", 2).await;
+    let page = v.get(&format!("/orgs/{org}/billing")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    for want in [
+        number.as_str(),
+        "Partly paid",
+        "₺1,500.00",
+        "₺500.00",
+        "EFT 77",
+    ] {
+        assert!(page.body.contains(want), "{want} not on the billing page");
+    }
+    let preview_path = format!("/orgs/{org}/invoices/{inv_id}/preview");
+    assert!(page.body.contains(&preview_path));
+    let preview = v.get(&preview_path).await;
+    assert_eq!(preview.status, 200);
+    assert!(preview.body.contains(&number));
+    assert_eq!(
+        preview.headers["content-security-policy"],
+        console::pages_preview_csp()
+    );
+    assert!(preview.headers["content-type"]
+        .to_str()
+        .expect("a")
+        .starts_with("text/html"));
+
+    // Someone else: the same 404 as no invoice at all.
+    let mut bob = visitor_signed_in(&e, "bob@example.com", 1).await;
+    assert_eq!(bob.get(&preview_path).await.status, 404);
+    assert_eq!(bob.get(&format!("/orgs/{org}/billing")).await.status, 404);
 }
 
 fn challenge(verifier: &str) -> String {

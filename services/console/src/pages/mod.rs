@@ -4,6 +4,7 @@
 pub mod account;
 pub mod assistant;
 pub mod auth;
+pub mod billing;
 pub mod invites;
 pub mod oauth;
 pub mod org_admin;
