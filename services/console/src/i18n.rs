@@ -313,6 +313,17 @@ texts! {
     method: "Method", "Yöntem";
     reference: "Reference", "Referans";
     received_at: "Received", "Alındı";
+    section_webhooks: "Webhooks", "Webhook'lar";
+    webhook_url: "Endpoint URL", "Uç nokta adresi";
+    webhook_add: "Add an endpoint", "Uç nokta ekleyin";
+    webhook_secret_once: "Copy this signing secret now: it is shown only once.", "Bu imzalama anahtarını şimdi kopyalayın: yalnızca bir kez gösterilir.";
+    no_webhooks: "No endpoints yet.", "Henüz uç nokta yok.";
+    remove: "Remove", "Kaldır";
+    deliveries: "Deliveries", "Teslimatlar";
+    no_deliveries: "Nothing delivered yet.", "Henüz teslimat yok.";
+    event: "Event", "Olay";
+    attempts: "Attempts", "Denemeler";
+    retry: "Retry", "Yeniden dene";
     invite_title: "Join an organization", "Organizasyona katılın";
     invite_body: "You were invited to join an organization. Accept to become a member with the role the invitation gives.", "Bir organizasyona katılmaya davet edildiniz. Davetteki rolle üye olmak için kabul edin.";
     accept: "Accept the invitation", "Daveti kabul et";

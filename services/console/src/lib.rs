@@ -55,7 +55,9 @@ pub struct Application {
 }
 
 fn routes(cfg: &mut web::ServiceConfig) {
-    use pages::{account, assistant, auth, billing, invites, oauth, org_admin, orgs, staff};
+    use pages::{
+        account, assistant, auth, billing, invites, oauth, org_admin, orgs, staff, webhooks,
+    };
     use service_kit::methods::{get, post};
     cfg.route("/", get().to(pages::home))
         .route("/assets/console.css", get().to(pages::stylesheet))
@@ -85,6 +87,20 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/orgs/{id}/kyc", post().to(org_admin::kyc_submit))
         .route("/orgs/{id}/wallet", get().to(org_admin::wallet))
         .route("/orgs/{id}/billing", get().to(billing::billing))
+        .route("/orgs/{id}/webhooks", get().to(webhooks::list))
+        .route("/orgs/{id}/webhooks", post().to(webhooks::add))
+        .route(
+            "/orgs/{id}/webhooks/{endpoint}",
+            get().to(webhooks::deliveries),
+        )
+        .route(
+            "/orgs/{id}/webhooks/{endpoint}/remove",
+            post().to(webhooks::remove),
+        )
+        .route(
+            "/orgs/{id}/webhooks/{endpoint}/deliveries/{delivery}/retry",
+            post().to(webhooks::retry),
+        )
         .route(
             "/orgs/{id}/invoices/{invoice}/preview",
             get().to(billing::preview),

@@ -788,6 +788,7 @@ async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
         format!("{org}/kyc"),
         format!("{org}/wallet"),
         format!("{org}/billing"),
+        format!("{org}/webhooks"),
         "/account".into(),
         "/account/sessions".into(),
         "/account/security".into(),
@@ -1107,6 +1108,77 @@ async fn a_customer_reads_invoices_payments_and_the_print_preview_and_no_one_els
     let mut bob = visitor_signed_in(&e, "bob@example.com", 1).await;
     assert_eq!(bob.get(&preview_path).await.status, 404);
     assert_eq!(bob.get(&format!("/orgs/{org}/billing")).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_customer_adds_a_webhook_with_its_secret_once_reads_its_log_and_removes_it() {
+    let e = env().await;
+    let ada = mailed_session(&e, "ada@example.com", 1).await;
+    let org =
+        e.s.create_org(&ada, "Ada Hooks", "DE")
+            .await
+            .text("id")
+            .to_owned();
+    let mut v = visitor_signed_in(&e, "ada@example.com", 2).await;
+    let base = format!("/orgs/{org}/webhooks");
+    let empty = v.get(&base).await;
+    assert_eq!(empty.status, 200, "{}", empty.body);
+    assert!(empty.body.contains("No endpoints yet."));
+
+    // The SSRF guard's refusal, on the page with the URL as typed.
+    let csrf = csrf_in(&empty.body);
+    let metadata = "http://169.254.169.254/latest/meta-data";
+    let refused = v
+        .post(&base, &[("csrf", csrf.as_str()), ("url", metadata)])
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains(metadata), "the URL as typed");
+
+    let made = v
+        .post(
+            &base,
+            &[("csrf", csrf.as_str()), ("url", "http://127.0.0.1:9/hook")],
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert!(made.body.contains("whsec_"), "the secret once");
+    let list = v.get(&base).await;
+    assert!(list.body.contains("http://127.0.0.1:9/hook") && !list.body.contains("whsec_"));
+    let at = list
+        .body
+        .find(&format!("{base}/"))
+        .expect("the endpoint's link")
+        + base.len()
+        + 1;
+    let endpoint = list.body[at..at + 36].to_owned();
+    let log = v.get(&format!("{base}/{endpoint}")).await;
+    assert_eq!(log.status, 200, "{}", log.body);
+    assert!(log.body.contains("Nothing delivered yet."));
+
+    // Not Bob's: his own organization's page does not show Ada's endpoint.
+    let bob = mailed_session(&e, "bob@example.com", 1).await;
+    let bob_org =
+        e.s.create_org(&bob, "Bob Hooks", "DE")
+            .await
+            .text("id")
+            .to_owned();
+    let mut b = visitor_signed_in(&e, "bob@example.com", 2).await;
+    assert_eq!(b.get(&base).await.status, 404);
+    assert_eq!(
+        b.get(&format!("/orgs/{bob_org}/webhooks/{endpoint}"))
+            .await
+            .status,
+        404
+    );
+
+    let gone = v
+        .post(
+            &format!("{base}/{endpoint}/remove"),
+            &[("csrf", csrf.as_str())],
+        )
+        .await;
+    assert_eq!(gone.status, 303);
+    assert!(v.get(&base).await.body.contains("No endpoints yet."));
 }
 
 fn challenge(verifier: &str) -> String {

@@ -10,6 +10,7 @@ pub mod oauth;
 pub mod org_admin;
 pub mod orgs;
 pub mod staff;
+pub mod webhooks;
 
 use crate::{
     api::{Answer, Down, Host},
