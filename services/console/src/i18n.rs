@@ -324,6 +324,10 @@ texts! {
     event: "Event", "Olay";
     attempts: "Attempts", "Denemeler";
     retry: "Retry", "Yeniden dene";
+    section_memory: "Assistant's memory", "Asistanın hafızası";
+    soul: "What the assistant should always know about you", "Asistanın sizinle ilgili hep bilmesi gerekenler";
+    memory_curated: "What the assistant has learned (curated each night)", "Asistanın öğrendikleri (her gece düzenlenir)";
+    memory_empty: "Nothing yet.", "Henüz bir şey yok.";
     invite_title: "Join an organization", "Organizasyona katılın";
     invite_body: "You were invited to join an organization. Accept to become a member with the role the invitation gives.", "Bir organizasyona katılmaya davet edildiniz. Davetteki rolle üye olmak için kabul edin.";
     accept: "Accept the invitation", "Daveti kabul et";

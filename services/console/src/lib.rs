@@ -112,6 +112,8 @@ fn routes(cfg: &mut web::ServiceConfig) {
             "/account/sessions/{id}/revoke",
             post().to(account::revoke_session),
         )
+        .route("/account/memory", get().to(account::memory))
+        .route("/account/memory", post().to(account::save_memory))
         .route("/account/security", get().to(account::security))
         .route("/account/security/enroll", post().to(account::enroll))
         .route("/account/security/confirm", post().to(account::confirm))

@@ -791,6 +791,7 @@ async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
         format!("{org}/webhooks"),
         "/account".into(),
         "/account/sessions".into(),
+        "/account/memory".into(),
         "/account/security".into(),
         "/assistant".into(),
         "/device".into(),
@@ -1179,6 +1180,38 @@ async fn a_customer_adds_a_webhook_with_its_secret_once_reads_its_log_and_remove
         .await;
     assert_eq!(gone.status, 303);
     assert!(v.get(&base).await.body.contains("No endpoints yet."));
+}
+
+#[tokio::test]
+async fn a_person_writes_what_the_assistant_should_always_know() {
+    let e = env().await;
+    let mut v = visitor_signed_in(&e, "ada@example.com", 1).await;
+    let page = v.get("/account/memory").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let note = "I prefer short answers & <b>plain</b> words.";
+    let saved = v
+        .post(
+            "/account/memory",
+            &[("csrf", &csrf_in(&page.body)), ("soul_md", note)],
+        )
+        .await;
+    assert_eq!(saved.status, 200, "{}", saved.body);
+    assert!(saved.body.contains("Saved."));
+    // Shown escaped, as text.
+    assert!(
+        saved
+            .body
+            .contains("I prefer short answers &#38; &#60;b&#62;plain"),
+        "{}",
+        saved.body
+    );
+    assert!(
+        !saved.body.contains("<b>plain"),
+        "markup from a person is text"
+    );
+    let ada = mailed_session(&e, "ada@example.com", 2).await;
+    let m = e.s.get("/v1/memory", Some(&ada)).await;
+    assert_eq!(m.body["soul_md"], note);
 }
 
 fn challenge(verifier: &str) -> String {

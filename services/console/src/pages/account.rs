@@ -387,6 +387,90 @@ pub async fn disable(mut v: Visit, c: web::Data<Console>, f: web::Form<CodeForm>
     }
 }
 
+#[derive(Template)]
+#[template(path = "memory.html")]
+struct Memory {
+    c: Chrome,
+    title: &'static str,
+    tab: &'static str,
+    error: Option<String>,
+    notice: Option<&'static str>,
+    soul: String,
+    memory: String,
+}
+
+async fn memory_page(
+    v: Visit,
+    c: &Console,
+    status: StatusCode,
+    error: Option<String>,
+    notice: Option<&'static str>,
+    typed: Option<String>,
+) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, c);
+    }
+    let got = call(c, &v, Method::GET, "/v1/memory", None).await;
+    let m = match &got {
+        Ok(a) if a.ok() => a.body.clone(),
+        _ => return trouble(v, c, got.as_ref()),
+    };
+    let page = Memory {
+        c: chrome(&v),
+        title: v.lang.texts().section_memory,
+        tab: "memory",
+        error,
+        notice,
+        soul: typed.unwrap_or_else(|| s(&m, "soul_md").to_owned()),
+        memory: s(&m, "memory_md").to_owned(),
+    };
+    render(&v, c, status, page)
+}
+
+/// GET /account/memory: what the assistant keeps about the person.
+pub async fn memory(v: Visit, c: web::Data<Console>) -> HttpResponse {
+    memory_page(v, &c, StatusCode::OK, None, None, None).await
+}
+
+#[derive(Deserialize)]
+pub struct SoulForm {
+    #[serde(default)]
+    csrf: String,
+    soul_md: String,
+}
+
+/// POST /account/memory: the person's own part (soul_md).
+pub async fn save_memory(v: Visit, c: web::Data<Console>, f: web::Form<SoulForm>) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, &c);
+    }
+    if !v.csrf_ok(&f.csrf) {
+        return form_expired(&v, &c);
+    }
+    let body = json!({ "soul_md": f.soul_md });
+    let got = call(&c, &v, Method::PATCH, "/v1/memory/soul", Some(&body)).await;
+    match &got {
+        Ok(a) if a.ok() => {
+            let saved = v.lang.texts().saved;
+            memory_page(v, &c, StatusCode::OK, None, Some(saved), None).await
+        }
+        Ok(a) if matches!(a.status, 400 | 413 | 422) => {
+            let e = a.error().to_owned();
+            let typed = Some(f.soul_md.clone());
+            memory_page(
+                v,
+                &c,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some(e),
+                None,
+                typed,
+            )
+            .await
+        }
+        _ => trouble(v, &c, got.as_ref()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
