@@ -58,3 +58,14 @@ pub mod tls;
 
 pub use clock::{Clock, Runtime};
 pub use error::{ApiError, ApiResult, OnConstraint};
+
+/// Whether two secrets (or their hashes) are equal, in constant time: both
+/// are signed with a one-off HMAC key and ring's verify compares the tags.
+pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    use ring::{hmac, rand::SystemRandom};
+    let Ok(key) = hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new()) else {
+        return false;
+    };
+    let tag = hmac::sign(&key, a);
+    hmac::verify(&key, b, tag.as_ref()).is_ok()
+}

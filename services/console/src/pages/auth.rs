@@ -283,14 +283,12 @@ pub async fn mfa_verify(
     }
 }
 
-#[derive(Deserialize)]
-pub struct CsrfOnly {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// POST /sign-out: the hub session ends (every product's grant with it).
-pub async fn sign_out(mut v: Visit, c: web::Data<Console>, f: web::Form<CsrfOnly>) -> HttpResponse {
+pub async fn sign_out(
+    mut v: Visit,
+    c: web::Data<Console>,
+    f: web::Form<super::CsrfForm>,
+) -> HttpResponse {
     if !v.csrf_ok(&f.csrf) {
         return form_expired(&v, &c);
     }

@@ -60,24 +60,9 @@ fn money_of(v: &Value, key: &str, lang: crate::i18n::Lang) -> String {
 
 /// GET /orgs/{id}/billing.
 pub async fn billing(v: Visit, c: web::Data<Console>, id: web::Path<String>) -> HttpResponse {
-    if !v.signed_in() {
-        return sign_in_first(v, &c);
-    }
-    if !id_shaped(&id) {
-        return super::not_found_page(&v, &c);
-    }
-    let org = call(
-        &c,
-        &v,
-        Method::GET,
-        &format!("/v1/organizations/{id}"),
-        None,
-    )
-    .await;
-    let org = match &org {
-        Ok(a) if a.ok() => a.body.clone(),
-        Ok(a) if a.status == 403 => return super::not_found_page(&v, &c),
-        _ => return trouble(v, &c, org.as_ref()),
+    let (v, org) = match super::org_of(v, &c, &id).await {
+        Ok(x) => x,
+        Err(page) => return page,
     };
     let inv = call(
         &c,

@@ -240,6 +240,31 @@ pub fn id_shaped(id: &str) -> bool {
     id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
+/// The organization a page is about (its summary: name, legal type, KYC
+/// status), or the page to answer instead (sign in, 404 for anything not
+/// the person's).
+pub async fn org_of(v: Visit, c: &Console, id: &str) -> Result<(Visit, Value), HttpResponse> {
+    if !v.signed_in() {
+        return Err(sign_in_first(v, c));
+    }
+    if !id_shaped(id) {
+        return Err(not_found_page(&v, c));
+    }
+    let got = call(c, &v, Method::GET, &format!("/v1/organizations/{id}"), None).await;
+    match &got {
+        Ok(a) if a.ok() => Ok((v, a.body.clone())),
+        Ok(a) if a.status == 403 => Err(not_found_page(&v, c)),
+        _ => Err(trouble(v, c, got.as_ref())),
+    }
+}
+
+/// A form that carries only its token.
+#[derive(serde::Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    pub csrf: String,
+}
+
 /// A call with the visitor's session.
 pub async fn call(
     c: &Console,

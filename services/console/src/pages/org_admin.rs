@@ -2,7 +2,9 @@
 //! keys (the token shown once), KYC (the submission form per legal type,
 //! its status and the corrections staff asked for), wallet transactions.
 
-use super::{call, chrome, form_expired, id_shaped, render, sign_in_first, trouble, Chrome};
+use super::{
+    call, chrome, form_expired, id_shaped, org_of, render, sign_in_first, trouble, Chrome, CsrfForm,
+};
 use crate::{
     format,
     i18n::Texts,
@@ -15,24 +17,6 @@ use askama::Template;
 use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-
-/// The organization a page is about (its summary: name, legal type, KYC
-/// status), or the page to answer instead (sign in, 404 for anything not
-/// the person's).
-async fn org_of(v: Visit, c: &Console, id: &str) -> Result<(Visit, Value), HttpResponse> {
-    if !v.signed_in() {
-        return Err(sign_in_first(v, c));
-    }
-    if !id_shaped(id) {
-        return Err(super::not_found_page(&v, c));
-    }
-    let got = call(c, &v, Method::GET, &format!("/v1/organizations/{id}"), None).await;
-    match &got {
-        Ok(a) if a.ok() => Ok((v, a.body.clone())),
-        Ok(a) if a.status == 403 => Err(super::not_found_page(&v, c)),
-        _ => Err(trouble(v, c, got.as_ref())),
-    }
-}
 
 /// What a failed call says, for the page's alert (the API's `error`).
 fn why(a: &crate::api::Answer) -> String {
@@ -190,12 +174,6 @@ pub async fn invite(
         }
         _ => trouble(v, &c, got.as_ref()),
     }
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 /// POST /orgs/{id}/invites/{invite}/revoke.

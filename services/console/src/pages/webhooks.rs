@@ -1,7 +1,7 @@
 //! An organization's webhook endpoints, on the product host: adding one (its
 //! signing secret shown once), removing one, its delivery log and a retry.
 
-use super::{chrome, form_expired, id_shaped, render, sign_in_first, trouble, Chrome};
+use super::{chrome, form_expired, id_shaped, render, sign_in_first, trouble, Chrome, CsrfForm};
 use crate::{
     api::{Answer, Down, Host},
     format,
@@ -35,23 +35,6 @@ async fn product(
         .await
 }
 
-/// The organization's name (404 for anything not the person's).
-async fn org_name(
-    c: &Console,
-    v: &Visit,
-    id: &str,
-) -> Result<String, Option<Result<Answer, Down>>> {
-    if !id_shaped(id) {
-        return Err(None);
-    }
-    let got = super::call(c, v, Method::GET, &format!("/v1/organizations/{id}"), None).await;
-    match got {
-        Ok(a) if a.ok() => Ok(s(&a.body, "name").to_owned()),
-        Ok(a) if a.status == 403 || a.status == 404 => Err(None),
-        other => Err(Some(other)),
-    }
-}
-
 #[derive(Template)]
 #[template(path = "webhooks.html")]
 struct Webhooks {
@@ -76,14 +59,11 @@ async fn page(
     new_secret: Option<String>,
     typed_url: String,
 ) -> HttpResponse {
-    if !v.signed_in() {
-        return sign_in_first(v, c);
-    }
-    let name = match org_name(c, &v, id).await {
-        Ok(n) => n,
-        Err(None) => return super::not_found_page(&v, c),
-        Err(Some(got)) => return trouble(v, c, got.as_ref()),
+    let (v, org) = match super::org_of(v, c, id).await {
+        Ok(x) => x,
+        Err(page) => return page,
     };
+    let name = s(&org, "name").to_owned();
     let got = product(
         c,
         &v,
@@ -181,12 +161,6 @@ pub async fn add(
     }
 }
 
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// POST /orgs/{id}/webhooks/{endpoint}/remove.
 pub async fn remove(
     v: Visit,
@@ -237,14 +211,11 @@ pub async fn deliveries(
     path: web::Path<(String, String)>,
 ) -> HttpResponse {
     let (id, endpoint) = path.into_inner();
-    if !v.signed_in() {
-        return sign_in_first(v, &c);
-    }
-    let name = match org_name(&c, &v, &id).await {
-        Ok(n) => n,
-        Err(None) => return super::not_found_page(&v, &c),
-        Err(Some(got)) => return trouble(v, &c, got.as_ref()),
+    let (v, org) = match super::org_of(v, &c, &id).await {
+        Ok(x) => x,
+        Err(page) => return page,
     };
+    let name = s(&org, "name").to_owned();
     if !id_shaped(&endpoint) {
         return super::not_found_page(&v, &c);
     }

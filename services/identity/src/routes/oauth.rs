@@ -23,7 +23,7 @@ use base64::{
     Engine,
 };
 use hub_domain::SessionId;
-use ring::{digest, hmac, rand::SystemRandom};
+use ring::digest;
 use serde_json::{json, Value};
 use service_kit::{jwt::Expect, ApiError, ApiResult};
 use std::collections::HashMap;
@@ -61,15 +61,6 @@ pub(super) fn oauth_error(status: u16, code: &str, description: &str) -> HttpRes
 pub(super) fn auth_param<'a>(value: &'a str, scheme: &str) -> Option<&'a str> {
     let (s, rest) = value.split_once(' ')?;
     s.eq_ignore_ascii_case(scheme).then(|| rest.trim())
-}
-
-/// Whether two secret hashes are equal, in constant time (ring's HMAC verify).
-fn same_hash(a: &[u8], b: &[u8]) -> bool {
-    let Ok(key) = hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new()) else {
-        return false;
-    };
-    let tag = hmac::sign(&key, a);
-    hmac::verify(&key, b, tag.as_ref()).is_ok()
 }
 
 /// Form parameters (`application/x-www-form-urlencoded`, each at most once:
@@ -175,7 +166,7 @@ async fn client(
         return Ok(Err(refused()));
     };
     let ok = match (&c.secret_hash, &secret) {
-        (Some(stored), Some(given)) => same_hash(stored, &tokens::hash(given)),
+        (Some(stored), Some(given)) => service_kit::same_secret(stored, &tokens::hash(given)),
         // A public client proves nothing; it may not pretend to a secret.
         (None, None) => !confidential_only,
         _ => false,
@@ -461,7 +452,7 @@ fn pkce_ok(verifier: &str, challenge: &str) -> bool {
         return false;
     }
     let d = digest::digest(&digest::SHA256, verifier.as_bytes());
-    same_hash(
+    service_kit::same_secret(
         URL_SAFE_NO_PAD.encode(d.as_ref()).as_bytes(),
         challenge.as_bytes(),
     )
