@@ -11,10 +11,7 @@ use actix_web::{
     web, FromRequest, HttpRequest, HttpResponse,
 };
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
-use ring::{
-    hmac,
-    rand::{SecureRandom, SystemRandom},
-};
+use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use std::future::{ready, Ready};
 
@@ -28,7 +25,7 @@ const AAD: &[u8] = b"hub-console-cookie-v1";
 /// A sealed cookie longer than this is refused unread.
 const MAX_COOKIE: usize = 3072;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// The form token: every form carries it; a POST without it is refused.
     pub csrf: String,
@@ -67,19 +64,18 @@ fn random_token() -> String {
     URL_SAFE_NO_PAD.encode(b)
 }
 
-/// Equal secrets, in constant time (HMAC under a one-off key, as identity does).
+/// Equal secrets, in constant time (the kit's comparison).
 pub fn same_secret(a: &str, b: &str) -> bool {
-    let Ok(key) = hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new()) else {
-        return false;
-    };
-    let tag = hmac::sign(&key, a.as_bytes());
-    hmac::verify(&key, b.as_bytes(), tag.as_ref()).is_ok()
+    service_kit::same_secret(a.as_bytes(), b.as_bytes())
 }
 
 /// One request's visitor: the opened cookie (or a fresh state) and the
 /// language of the pages.
 pub struct Visit {
     pub state: State,
+    /// The state as the cookie brought it (None: no cookie that opened):
+    /// an answer re-seals the cookie only when the state differs.
+    opened: Option<State>,
     pub lang: Lang,
     /// The client's address chain for the gateway (X-Forwarded-For).
     pub forwarded_for: String,
@@ -114,8 +110,12 @@ impl Visit {
         };
     }
 
-    /// The sealed cookie with the state as it is now.
+    /// The sealed cookie with the state as it is now, when it changed (or
+    /// is new): an unchanged visit sets no cookie and seals nothing.
     pub fn cookie(&self, c: &Console) -> Option<Cookie<'static>> {
+        if self.opened.as_ref() == Some(&self.state) {
+            return None;
+        }
         let sealed = match c.sealer.seal_json(&self.state, AAD) {
             Ok(s) => s,
             Err(e) => {
@@ -227,7 +227,8 @@ impl FromRequest for Visit {
                 "console state missing",
             )));
         };
-        let state = opened(req, c).unwrap_or_else(|| State {
+        let opened = opened(req, c);
+        let state = opened.clone().unwrap_or_else(|| State {
             csrf: random_token(),
             ..State::default()
         });
@@ -252,6 +253,7 @@ impl FromRequest for Visit {
             .unwrap_or_else(|| "/".into());
         ready(Ok(Visit {
             state,
+            opened,
             lang,
             forwarded_for,
             path,
