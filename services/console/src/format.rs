@@ -61,6 +61,60 @@ pub fn datetime(rfc3339: &str, zone: &str, lang: Lang) -> String {
     }
 }
 
+/// The current month, `YYYY-MM` (UTC).
+pub fn this_month() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    format!("{:04}-{:02}", now.year(), u8::from(now.month()))
+}
+
+/// Minor units as a form shows them to be typed again (`1234.56`).
+pub fn plain_minor(minor: i64) -> String {
+    let sign = if minor < 0 { "-" } else { "" };
+    let abs = minor.unsigned_abs();
+    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+}
+
+/// An amount as a person types it in major units (`1234`, `1234.56`,
+/// `1234,56`, `0.5`) as minor units, without a float: digits, then at most
+/// one decimal separator with one or two digits. None for anything else
+/// (grouping, a sign, more than 13 whole digits).
+pub fn parse_minor(typed: &str) -> Option<i64> {
+    let typed = typed.trim();
+    let (whole, frac) = match typed.find(['.', ',']) {
+        Some(i) => (&typed[..i], &typed[i + 1..]),
+        None => (typed, ""),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || whole.len() > 13 || !digits(whole) || frac.len() > 2 || !digits(frac) {
+        return None;
+    }
+    if typed.len() > whole.len() && frac.is_empty() {
+        return None;
+    }
+    let cents: i64 = format!("{frac:0<2}").parse().ok()?;
+    whole
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(100)?
+        .checked_add(cents)
+}
+
+/// A `datetime-local` field's value (`2026-11-29T14:05`) read in the
+/// person's time zone, as RFC 3339 in UTC; None when it is not one (or
+/// names a time the zone skips).
+pub fn local_to_rfc3339(typed: &str, zone: &str) -> Option<String> {
+    use chrono::TimeZone;
+    let naive = chrono::NaiveDateTime::parse_from_str(typed.trim(), "%Y-%m-%dT%H:%M")
+        .or_else(|_| chrono::NaiveDateTime::parse_from_str(typed.trim(), "%Y-%m-%dT%H:%M:%S"))
+        .ok()?;
+    let tz: chrono_tz::Tz = zone.parse().unwrap_or(chrono_tz::UTC);
+    let at = tz.from_local_datetime(&naive).earliest()?;
+    Some(
+        at.with_timezone(&chrono::Utc)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +152,39 @@ mod tests {
         );
         assert_eq!(datetime(t, "Not/AZone", Lang::En), "2026-11-29 11:05 UTC");
         assert_eq!(datetime("yesterday", "UTC", Lang::En), "yesterday");
+    }
+
+    #[test]
+    fn amounts_typed_in_major_units() {
+        assert_eq!(parse_minor("1234.56"), Some(123_456));
+        assert_eq!(parse_minor("1234,5"), Some(123_450));
+        assert_eq!(parse_minor(" 12 "), Some(1_200));
+        assert_eq!(parse_minor("0.05"), Some(5));
+        for bad in [
+            "",
+            "1.",
+            ".5",
+            "1.234,56",
+            "-1",
+            "1e3",
+            "1.234",
+            "12345678901234",
+            "abc",
+        ] {
+            assert_eq!(parse_minor(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn local_times_in_the_persons_zone() {
+        assert_eq!(
+            local_to_rfc3339("2026-11-29T14:05", "Europe/Istanbul").as_deref(),
+            Some("2026-11-29T11:05:00Z")
+        );
+        assert_eq!(
+            local_to_rfc3339("2026-11-29T14:05", "UTC").as_deref(),
+            Some("2026-11-29T14:05:00Z")
+        );
+        assert_eq!(local_to_rfc3339("tomorrow", "UTC"), None);
     }
 }

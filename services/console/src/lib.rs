@@ -56,7 +56,8 @@ pub struct Application {
 
 fn routes(cfg: &mut web::ServiceConfig) {
     use pages::{
-        account, assistant, auth, billing, invites, oauth, org_admin, orgs, staff, webhooks,
+        account, assistant, auth, billing, distributors, invites, oauth, org_admin, org_sheets,
+        orgs, servers, staff, tower, webhooks,
     };
     use service_kit::methods::{get, post};
     cfg.route("/", get().to(pages::home))
@@ -87,6 +88,33 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/orgs/{id}/kyc", post().to(org_admin::kyc_submit))
         .route("/orgs/{id}/wallet", get().to(org_admin::wallet))
         .route("/orgs/{id}/billing", get().to(billing::billing))
+        .route("/orgs/{id}/projects", get().to(org_sheets::projects))
+        .route("/orgs/{id}/projects", post().to(org_sheets::add_project))
+        .route(
+            "/orgs/{id}/projects/{project}",
+            post().to(org_sheets::rename_project),
+        )
+        .route(
+            "/orgs/{id}/projects/{project}/delete",
+            post().to(org_sheets::delete_project),
+        )
+        .route("/orgs/{id}/assets", get().to(org_sheets::assets))
+        .route("/orgs/{id}/assets", post().to(org_sheets::add_asset))
+        .route(
+            "/orgs/{id}/assets/{asset}/delete",
+            post().to(org_sheets::delete_asset),
+        )
+        .route("/orgs/{id}/ai", get().to(org_sheets::ai))
+        .route("/orgs/{id}/ai/{user}", post().to(org_sheets::save_ai))
+        .route("/orgs/{id}/claims", get().to(org_sheets::claims))
+        .route("/orgs/{id}/claims", post().to(org_sheets::add_claim))
+        .route("/orgs/{id}/servers", get().to(servers::servers))
+        .route("/orgs/{id}/servers", post().to(servers::order))
+        .route("/orgs/{id}/servers/{server}", get().to(servers::server))
+        .route(
+            "/orgs/{id}/servers/{server}/{action}",
+            post().to(servers::act),
+        )
         .route("/orgs/{id}/webhooks", get().to(webhooks::list))
         .route("/orgs/{id}/webhooks", post().to(webhooks::add))
         .route(
@@ -124,6 +152,59 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/staff", get().to(staff::home))
         .route("/staff/kyc", get().to(staff::kyc_queue))
         .route("/staff/kyc/{id}", post().to(staff::kyc_decide))
+        .route("/staff/claims", get().to(tower::claims))
+        .route(
+            "/staff/claims/{id}/{what:approve|reject}",
+            post().to(tower::decide_claim),
+        )
+        .route("/staff/orgs/{id}", get().to(tower::org))
+        .route(
+            "/staff/orgs/{id}/{what:charges|payments|issue/proforma|issue/invoice}",
+            post().to(tower::org_act),
+        )
+        .route(
+            "/staff/orgs/{id}/{kind:charges|invoices}/{item}/{what}",
+            post().to(tower::org_item_act),
+        )
+        .route("/staff/billing-runs", get().to(tower::runs))
+        .route("/staff/billing-runs", post().to(tower::start_run))
+        .route("/staff/billing-runs/{id}", get().to(tower::run))
+        .route("/staff/catalog", get().to(tower::catalog))
+        .route(
+            "/staff/catalog/{what:skus|maintenance|skus/[^/]+}",
+            post().to(tower::catalog_act),
+        )
+        .route("/staff/kb", get().to(tower::kb))
+        .route(
+            "/staff/kb-new/{what:articles|categories}",
+            post().to(tower::kb_add),
+        )
+        .route("/staff/kb/{id}", get().to(tower::article))
+        .route(
+            "/staff/kb/{id}/{what:save|delete}",
+            post().to(tower::article_act),
+        )
+        .route("/staff/proposals", get().to(tower::proposals))
+        .route("/staff/proposals/{id}", post().to(tower::proposal_set))
+        .route("/staff/model", get().to(tower::model))
+        .route("/staff/model", post().to(tower::set_model))
+        .route("/staff/users/{id}", get().to(tower::user))
+        .route("/staff/clients/{id}", get().to(tower::client))
+        .route(
+            "/staff/clients/{id}/{what:save|rotate}",
+            post().to(tower::client_act),
+        )
+        .route("/distributors", get().to(distributors::entities))
+        .route("/distributors", post().to(distributors::create))
+        .route("/distributors/{id}", get().to(distributors::entity))
+        .route(
+            "/distributors/{id}/billing",
+            get().to(distributors::billing),
+        )
+        .route(
+            "/distributors/{id}/{what:edit|observers|observers/[^/]+/remove}",
+            post().to(distributors::entity_act),
+        )
         .route("/staff/orgs", get().to(staff::orgs))
         .route("/staff/orgs/{id}/suspend", post().to(staff::suspend))
         .route("/staff/orgs/{id}/reactivate", post().to(staff::reactivate))

@@ -48,6 +48,10 @@ pub struct State {
     /// reads it: the API decides every staff call).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub staff: bool,
+    /// Whether the person observed a distributor entity at sign-in (only
+    /// the menu reads it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub observer: bool,
     /// An MFA enrolment waiting for its first code: the otpauth URI (sealed
     /// like the rest), so that a mistyped code can be tried again.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -24,9 +24,9 @@ use uuid::Uuid;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A stack, its SMTP sink, and a console in front of its gateway.
-struct Env {
-    s: TestStack,
-    url: String,
+pub(crate) struct Env {
+    pub(crate) s: TestStack,
+    pub(crate) url: String,
     out: PathBuf,
     _sink: Sink,
     cancel: CancellationToken,
@@ -38,7 +38,7 @@ impl Drop for Env {
     }
 }
 
-async fn env() -> Env {
+pub(crate) async fn env() -> Env {
     let out = temp_dir("console");
     let (sink, smtp) = Sink::plain(&out).await;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port for the console");
@@ -84,7 +84,7 @@ async fn env() -> Env {
 }
 
 /// The link in the latest sign-in mail to `email` (the console's page).
-async fn mailed_link(e: &Env, email: &str, n: usize) -> String {
+pub(crate) async fn mailed_link(e: &Env, email: &str, n: usize) -> String {
     let mails = arrived(&e.out, email, n).await;
     let text = mails[n - 1]["text"]
         .as_str()
@@ -99,7 +99,7 @@ async fn mailed_link(e: &Env, email: &str, n: usize) -> String {
 }
 
 /// A session through the mailed link, over the API (for set-up).
-async fn mailed_session(e: &Env, email: &str, n: usize) -> String {
+pub(crate) async fn mailed_session(e: &Env, email: &str, n: usize) -> String {
     let r =
         e.s.post("/v1/auth/request-link", None, json!({ "email": email }))
             .await;
@@ -114,8 +114,8 @@ async fn mailed_session(e: &Env, email: &str, n: usize) -> String {
 }
 
 /// Chromium, headless, through a ChromeDriver of this test's own.
-struct Browser {
-    c: Client,
+pub(crate) struct Browser {
+    pub(crate) c: Client,
     driver: Child,
     shots: PathBuf,
     n: usize,
@@ -128,7 +128,7 @@ impl Drop for Browser {
     }
 }
 
-async fn browser(test: &str) -> Browser {
+pub(crate) async fn browser(test: &str) -> Browser {
     let port = tests_e2e::nats_server::free_port();
     let driver = Command::new("chromedriver")
         .arg(format!("--port={port}"))
@@ -174,7 +174,7 @@ async fn browser(test: &str) -> Browser {
 impl Browser {
     /// axe-core in the page: no serious or critical violation; and a
     /// screenshot named `name`.
-    async fn check(&mut self, name: &str) {
+    pub(crate) async fn check(&mut self, name: &str) {
         let axe = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("browser/node_modules/axe-core/axe.min.js"),
         )
@@ -201,7 +201,7 @@ impl Browser {
             .expect("write screenshot");
     }
 
-    async fn text(&self, css: &str) -> String {
+    pub(crate) async fn text(&self, css: &str) -> String {
         self.c
             .wait()
             .at_most(WAIT)
@@ -214,7 +214,7 @@ impl Browser {
     }
 
     /// Wait until the page's h1 reads `want`.
-    async fn heading(&self, want: &str) {
+    pub(crate) async fn heading(&self, want: &str) {
         let got = eventually(WAIT, || async {
             let h = self
                 .c
@@ -233,7 +233,7 @@ impl Browser {
 
     /// Wait until the element at `css` says `needle` (a page that follows a
     /// click may still be the old one for a moment).
-    async fn wait_text(&self, css: &str, needle: &str) {
+    pub(crate) async fn wait_text(&self, css: &str, needle: &str) {
         let found = eventually(WAIT, || async {
             let t = self
                 .c
@@ -261,11 +261,11 @@ impl Browser {
             .expect("typing");
     }
 
-    async fn source(&self) -> String {
+    pub(crate) async fn source(&self) -> String {
         self.c.source().await.expect("page source")
     }
 
-    async fn path(&self) -> String {
+    pub(crate) async fn path(&self) -> String {
         self.c.current_url().await.expect("url").path().to_owned()
     }
 }
@@ -410,7 +410,7 @@ async fn a_new_person_signs_in_from_the_mailed_link_and_creates_an_organization_
 }
 
 /// Sign `b` in as `email` through the console (its `n`th mail).
-async fn browser_sign_in(b: &Browser, e: &Env, email: &str, n: usize) {
+pub(crate) async fn browser_sign_in(b: &Browser, e: &Env, email: &str, n: usize) {
     b.c.goto(&format!("{}/sign-in", e.url))
         .await
         .expect("sign-in page");
@@ -429,7 +429,7 @@ async fn browser_sign_in(b: &Browser, e: &Env, email: &str, n: usize) {
     .expect("signed in");
 }
 
-async fn fill(b: &Browser, id: &str, text: &str) {
+pub(crate) async fn fill(b: &Browser, id: &str, text: &str) {
     b.c.find(Locator::Id(id))
         .await
         .unwrap_or_else(|_| panic!("no #{id}"))
@@ -438,7 +438,7 @@ async fn fill(b: &Browser, id: &str, text: &str) {
         .expect("typing");
 }
 
-async fn press(b: &Browser, css: &str) {
+pub(crate) async fn press(b: &Browser, css: &str) {
     b.c.find(Locator::Css(css))
         .await
         .unwrap_or_else(|_| panic!("no {css}"))
@@ -789,6 +789,11 @@ async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
         format!("{org}/wallet"),
         format!("{org}/billing"),
         format!("{org}/webhooks"),
+        format!("{org}/projects"),
+        format!("{org}/assets"),
+        format!("{org}/ai"),
+        format!("{org}/claims"),
+        format!("{org}/servers"),
         "/account".into(),
         "/account/sessions".into(),
         "/account/memory".into(),
@@ -798,11 +803,19 @@ async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
         "/no/such/page".into(),
     ];
     let staff_pages = [
-        "/staff",
-        "/staff/kyc",
-        "/staff/orgs?q=a",
-        "/staff/users?q=a",
-        "/staff/clients",
+        "/staff".to_owned(),
+        "/staff/kyc".into(),
+        "/staff/orgs?q=a".into(),
+        "/staff/users?q=a".into(),
+        "/staff/clients".into(),
+        "/staff/claims".into(),
+        format!("/staff{org}"),
+        "/staff/billing-runs".into(),
+        "/staff/catalog".into(),
+        "/staff/kb".into(),
+        "/staff/proposals".into(),
+        "/staff/model".into(),
+        "/distributors".into(),
     ];
     let mut anonymous = Visitor::new(&e.url);
     for lang in ["tr", "en"] {
@@ -814,8 +827,8 @@ async fn every_page_renders_in_both_languages_with_no_text_of_the_other() {
         for path in &customer_pages {
             seen.push((path.clone(), ada.get(path).await));
         }
-        for path in staff_pages {
-            seen.push((path.to_owned(), staff.get(path).await));
+        for path in &staff_pages {
+            seen.push((path.clone(), staff.get(path).await));
         }
         seen.push(("/sign-in".into(), anonymous.get("/sign-in").await));
         for (path, page) in &seen {
@@ -1024,7 +1037,7 @@ async fn staff_register_a_client_disable_a_person_and_suspend_an_organization_in
 }
 
 /// A visitor signed in through the console's forms (its `n`th mail).
-async fn visitor_signed_in(e: &Env, email: &str, n: usize) -> Visitor {
+pub(crate) async fn visitor_signed_in(e: &Env, email: &str, n: usize) -> Visitor {
     let mut v = Visitor::new(&e.url);
     let csrf = csrf_in(&v.get("/sign-in").await.body);
     let sent = v
@@ -1340,20 +1353,20 @@ fn url_enc(s: &str) -> String {
 }
 
 /// A visitor over plain HTTP: its cookie, carried by hand.
-struct Visitor {
+pub(crate) struct Visitor {
     http: reqwest::Client,
     base: String,
     cookie: String,
 }
 
-struct Page {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: String,
+pub(crate) struct Page {
+    pub(crate) status: u16,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) body: String,
 }
 
 impl Visitor {
-    fn new(base: &str) -> Visitor {
+    pub(crate) fn new(base: &str) -> Visitor {
         Visitor {
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
@@ -1381,12 +1394,12 @@ impl Visitor {
         }
     }
 
-    async fn get(&mut self, path: &str) -> Page {
+    pub(crate) async fn get(&mut self, path: &str) -> Page {
         let rb = self.http.get(format!("{}{path}", self.base));
         self.send(rb).await
     }
 
-    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+    pub(crate) async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
         let body: String = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(form)
             .finish();
@@ -1400,12 +1413,12 @@ impl Visitor {
 }
 
 /// The form token in a page.
-fn csrf_in(html: &str) -> String {
+pub(crate) fn csrf_in(html: &str) -> String {
     let at = html.find("name=\"csrf\" value=\"").expect("a form token") + 19;
     html[at..].split('"').next().expect("value").to_owned()
 }
 
-fn assert_guarded(p: &Page, what: &str) {
+pub(crate) fn assert_guarded(p: &Page, what: &str) {
     let csp = p
         .headers
         .get("content-security-policy")

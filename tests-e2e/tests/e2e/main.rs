@@ -17,6 +17,7 @@ mod bad_input;
 mod billing;
 mod catalog;
 mod console;
+mod console_sheets;
 mod consumers;
 mod contract;
 mod cross_org;

@@ -206,6 +206,12 @@ async fn signed_in(mut v: Visit, c: &Console, token: String) -> HttpResponse {
     if let Ok(me) = call(c, &v, Method::GET, "/v1/auth/me", None).await {
         v.state.staff = me.ok() && me.body.get("staff").and_then(|s| s.as_bool()) == Some(true);
     }
+    if !v.state.staff {
+        // A distributor's observer gets their entity's read-only view.
+        if let Ok(d) = call(c, &v, Method::GET, "/v1/distributors", None).await {
+            v.state.observer = d.ok() && d.body.as_array().is_some_and(|l| !l.is_empty());
+        }
+    }
     let to = next
         .as_deref()
         .and_then(crate::session::local_path)

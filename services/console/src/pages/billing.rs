@@ -27,7 +27,7 @@ pub struct InvoiceRow {
     pub due: String,
 }
 
-fn invoice_status(t: &'static Texts, code: &str) -> &'static str {
+pub fn invoice_status(t: &'static Texts, code: &str) -> &'static str {
     match code {
         "partially_paid" => t.inv_partially_paid,
         "paid" => t.inv_paid,

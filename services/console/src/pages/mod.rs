@@ -5,11 +5,16 @@ pub mod account;
 pub mod assistant;
 pub mod auth;
 pub mod billing;
+pub mod distributors;
 pub mod invites;
 pub mod oauth;
 pub mod org_admin;
+pub mod org_sheets;
 pub mod orgs;
+pub mod servers;
+pub mod sheet;
 pub mod staff;
+pub mod tower;
 pub mod webhooks;
 
 use crate::{
@@ -32,6 +37,7 @@ pub struct Chrome {
     pub signed_in: bool,
     pub email: Option<String>,
     pub staff: bool,
+    pub observer: bool,
     /// This page's path, for the language switch to come back to.
     pub here: String,
 }
@@ -49,6 +55,7 @@ pub fn chrome(v: &Visit) -> Chrome {
         signed_in: v.signed_in(),
         email: v.state.email.clone(),
         staff: v.state.staff,
+        observer: v.state.observer,
         here: v.path.clone(),
     }
 }

@@ -23,7 +23,7 @@ pub fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-fn legal(t: &'static Texts, code: &str) -> &'static str {
+pub fn legal(t: &'static Texts, code: &str) -> &'static str {
     match code {
         "corporate" => t.legal_corporate,
         _ => t.legal_individual,

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// A call to the product host with the visitor's session.
-async fn product(
+pub async fn product(
     c: &Console,
     v: &Visit,
     method: Method,
