@@ -536,6 +536,8 @@ texts! {
     dist_paid_invoices: "Paid invoices", "Ödenen faturalar";
     dist_paid_total: "Paid in all", "Toplam ödenen";
     dist_share: "Entity's share", "Distribütör payı";
+    signed_out_here: "Signed out in this browser", "Bu tarayıcıda çıkış yapıldı";
+    signed_out_here_body: "The hub did not answer, so your session may still be open elsewhere. Sign in on another device and end it under Account, Sessions; otherwise it ends by itself in 30 days.", "Hub yanıt vermedi; oturumunuz başka yerde hâlâ açık olabilir. Başka bir cihazda giriş yapıp Hesap, Oturumlar altından sonlandırın; yoksa 30 gün içinde kendiliğinden sona erer.";
     invite_closed: "This invitation was already used, revoked or has expired, or you are already a member.", "Bu davet kullanılmış, iptal edilmiş ya da süresi dolmuş veya zaten üyesiniz.";
 }
 

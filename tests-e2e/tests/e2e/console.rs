@@ -28,6 +28,8 @@ pub(crate) struct Env {
     pub(crate) s: TestStack,
     pub(crate) url: String,
     out: PathBuf,
+    /// The console's cookie key (another console with it reads its cookies).
+    pub(crate) key: String,
     _sink: Sink,
     cancel: CancellationToken,
 }
@@ -56,14 +58,45 @@ pub(crate) async fn env() -> Env {
         ..Default::default()
     })
     .await;
+    let key = cookie_key();
+    let cancel = console_on(
+        listener,
+        s.core(),
+        s.product(),
+        &key,
+        "secure_cookies = false\n",
+    )
+    .await;
+    Env {
+        s,
+        url,
+        out,
+        key,
+        _sink: sink,
+        cancel,
+    }
+}
+
+/// A cookie key of the console's settings (`console.cookie_keys`).
+pub(crate) fn cookie_key() -> String {
     let key = base64::engine::general_purpose::STANDARD
         .encode([Uuid::new_v4().into_bytes(), Uuid::new_v4().into_bytes()].concat());
+    format!("t1:{key}")
+}
+
+/// A console on `listener` in front of the gateways at `core` and
+/// `product`, with more `[console]` settings; stopped with the token.
+pub(crate) async fn console_on(
+    listener: std::net::TcpListener,
+    core: &str,
+    product: &str,
+    key: &str,
+    console_toml: &str,
+) -> CancellationToken {
     let layer = format!(
         "[http]\nhost = \"127.0.0.1\"\nport = 0\nmetrics_port = 0\nmetrics_host = \"127.0.0.1\"\n\
          [console]\ngateway_url = {core:?}\nproduct_gateway_url = {product:?}\n\
-         cookie_keys = [\"t1:{key}\"]\nsecure_cookies = false\n",
-        core = s.core(),
-        product = s.product(),
+         cookie_keys = [\"{key}\"]\n{console_toml}",
     );
     let settings = <console::Settings as service_kit::settings::Layered>::from_layers(&[&layer])
         .expect("console settings");
@@ -74,13 +107,7 @@ pub(crate) async fn env() -> Env {
         .await
         .expect("the console starts");
     tokio::spawn(app.run_until_stopped());
-    Env {
-        s,
-        url,
-        out,
-        _sink: sink,
-        cancel,
-    }
+    cancel
 }
 
 /// The link in the latest sign-in mail to `email` (the console's page).
@@ -251,7 +278,7 @@ impl Browser {
     }
 
     /// Type into the focused element (the keyboard, no mouse).
-    async fn type_here(&self, keys: &str) {
+    pub(crate) async fn type_here(&self, keys: &str) {
         self.c
             .active_element()
             .await
@@ -270,7 +297,7 @@ impl Browser {
     }
 }
 
-fn enter() -> String {
+pub(crate) fn enter() -> String {
     char::from(Key::Enter).to_string()
 }
 
@@ -1355,8 +1382,8 @@ fn url_enc(s: &str) -> String {
 /// A visitor over plain HTTP: its cookie, carried by hand.
 pub(crate) struct Visitor {
     http: reqwest::Client,
-    base: String,
-    cookie: String,
+    pub(crate) base: String,
+    pub(crate) cookie: String,
 }
 
 pub(crate) struct Page {

@@ -8,8 +8,8 @@
 //! them. Each action is checked through the API, not only on the page.
 
 use crate::console::{
-    assert_guarded, browser, browser_sign_in, csrf_in, env, mailed_session, visitor_signed_in, Env,
-    Page, Visitor,
+    assert_guarded, browser, browser_sign_in, console_on, cookie_key, csrf_in, enter, env,
+    mailed_session, visitor_signed_in, Browser, Env, Page, Visitor,
 };
 use crate::servers::{p_call, wait_for};
 use serde_json::{json, Value};
@@ -973,5 +973,149 @@ async fn every_list_page_passes_axe_in_the_browser() {
         );
         b.check(name).await;
     }
+    b.c.clone().close().await.expect("close");
+}
+
+/// A port nothing listens on.
+fn closed_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    format!("http://127.0.0.1:{}", l.local_addr().expect("port").port())
+}
+
+#[tokio::test]
+async fn in_production_the_console_sends_hsts_and_a_host_only_secure_cookie() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let url = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("port").port()
+    );
+    let down = closed_port();
+    let _stop = console_on(
+        listener,
+        &down,
+        &down,
+        &cookie_key(),
+        "secure_cookies = true\nhsts = true\n",
+    )
+    .await
+    .drop_guard();
+    let mut v = Visitor::new(&url);
+    let page = v.get("/sign-in").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_guarded(&page, "sign-in");
+    assert_eq!(
+        page.headers["strict-transport-security"],
+        "max-age=63072000; includeSubDomains"
+    );
+    let cookie = page.headers["set-cookie"].to_str().expect("ascii");
+    assert!(cookie.starts_with("__Host-hub-console="), "{cookie}");
+    for part in ["Secure", "HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(cookie.contains(part), "{part} not in {cookie}");
+    }
+    assert!(!cookie.contains("Domain="), "host-only: {cookie}");
+}
+
+#[tokio::test]
+async fn signing_out_when_the_hub_does_not_answer_says_where_to_end_the_session() {
+    let e = env().await;
+    let mut ada = visitor_signed_in(&e, "ada@example.com", 1).await;
+    let csrf = csrf_in(&ada.get("/orgs").await.body);
+    // The same cookie, on a console (the same key) whose gateway is down.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let url = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("port").port()
+    );
+    let down = closed_port();
+    let _stop = console_on(listener, &down, &down, &e.key, "secure_cookies = false\n")
+        .await
+        .drop_guard();
+    let mut cut_off = Visitor::new(&url);
+    cut_off.cookie = ada.cookie.clone();
+    let r = cut_off.post("/sign-out", &[("csrf", &csrf)]).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("Signed out in this browser") && r.body.contains("Sessions"));
+    // Signed out here all the same: the cookie no longer holds the session.
+    let after = cut_off.get("/orgs").await;
+    assert_eq!(
+        (after.status, after.headers["location"].to_str().ok()),
+        (303, Some("/sign-in"))
+    );
+    // Where the hub answers, signing out ends the session and says nothing.
+    let csrf = csrf_in(&ada.get("/orgs").await.body);
+    let r = ada.post("/sign-out", &[("csrf", &csrf)]).await;
+    assert_eq!(
+        (r.status, r.headers["location"].to_str().ok()),
+        (303, Some("/sign-in"))
+    );
+}
+
+/// Tab (the keyboard only) until the focus is on `css`; at most 80 presses.
+async fn tab_to(b: &Browser, css: &str) {
+    let tab = char::from(fantoccini::key::Key::Tab).to_string();
+    for _ in 0..80 {
+        let here =
+            b.c.execute(
+                "return document.activeElement.matches(arguments[0])",
+                vec![json!(css)],
+            )
+            .await
+            .expect("js");
+        if here == json!(true) {
+            return;
+        }
+        b.type_here(&tab).await;
+    }
+    panic!("Tab never reached {css}");
+}
+
+#[tokio::test]
+async fn the_main_customer_flow_works_by_keyboard_alone() {
+    let e = env().await;
+    let mut b = browser("keyboard").await;
+    browser_sign_in(&b, &e, "ada@example.com", 1).await;
+    b.heading("Organizations").await;
+    tab_to(&b, "#name").await;
+    b.type_here("Ada Keys").await;
+    tab_to(&b, "#country").await;
+    b.type_here(&format!("TR{}", enter())).await;
+    b.heading("Ada Keys").await;
+
+    // KYC, every field reached with Tab; the notice ticked with Space.
+    tab_to(&b, "nav.tabs a[href$='/kyc']").await;
+    b.type_here(&enter()).await;
+    b.wait_text("main", "Full name").await;
+    for (id, text) in [
+        ("#full_name", "Ada Lovelace"),
+        ("#national_id", "10000000146"),
+        ("#line1", "Istiklal Cd. 1"),
+        ("#city", "Istanbul"),
+        ("#postal_code", "34430"),
+    ] {
+        tab_to(&b, id).await;
+        b.type_here(text).await;
+    }
+    tab_to(&b, "input[name=notice_acked]").await;
+    b.type_here(" ").await;
+    tab_to(&b, "form[action$='/kyc'] button[type=submit]").await;
+    b.type_here(&enter()).await;
+    b.wait_text("table", "Under review").await;
+
+    // A project, and a payment claim.
+    tab_to(&b, "nav.tabs a[href$='/projects']").await;
+    b.type_here(&enter()).await;
+    b.wait_text("main", "No projects yet.").await;
+    tab_to(&b, "form.stack input[name=name]").await;
+    b.type_here(&format!("Site{}", enter())).await;
+    b.wait_text("table", "Site").await;
+    tab_to(&b, "nav.tabs a[href$='/claims']").await;
+    b.type_here(&enter()).await;
+    b.wait_text("main", "No claims yet.").await;
+    tab_to(&b, "form.stack input[name=amount]").await;
+    b.type_here("250").await;
+    tab_to(&b, "form.stack input[name=reference]").await;
+    b.type_here(&format!("EFT 12{}", enter())).await;
+    b.wait_text("table", "Waiting for review").await;
+    b.check("keyboard-claim").await;
     b.c.clone().close().await.expect("close");
 }

@@ -298,10 +298,25 @@ pub async fn sign_out(
     if !v.csrf_ok(&f.csrf) {
         return form_expired(&v, &c);
     }
-    if v.signed_in() {
-        // Signed out here whatever the answer: the cookie forgets the token.
-        let _ = call(&c, &v, Method::POST, "/v1/auth/logout", None).await;
-    }
+    // Signed out here whatever the answer: the cookie forgets the token. The
+    // hub's session ended too unless the call failed; then the person is
+    // told so, and where to end it (it is no longer in this browser).
+    let ended = !v.signed_in()
+        || match call(&c, &v, Method::POST, "/v1/auth/logout", None).await {
+            Ok(a) => a.ok() || a.status == 401,
+            Err(_) => false,
+        };
     v.sign_out();
-    v.redirect(&c, "/sign-in")
+    if ended {
+        return v.redirect(&c, "/sign-in");
+    }
+    let t = v.lang.texts();
+    message(
+        &v,
+        &c,
+        StatusCode::SERVICE_UNAVAILABLE,
+        t.signed_out_here,
+        t.signed_out_here_body,
+        Some(("/sign-in", t.sign_in_title)),
+    )
 }
