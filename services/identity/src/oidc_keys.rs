@@ -52,6 +52,9 @@ pub struct KeySettings {
     pub device_url: String,
     /// How often a device may poll the token endpoint, at first.
     pub device_poll_secs: i32,
+    /// Authorization requests (each one stored until it expires) one
+    /// address may make per minute.
+    pub authorize_per_ip_per_minute: i64,
 }
 
 impl KeySettings {
@@ -102,6 +105,10 @@ impl KeySettings {
         anyhow::ensure!(
             (1..=60).contains(&self.device_poll_secs),
             "oidc.device_poll_secs: 1 to 60"
+        );
+        anyhow::ensure!(
+            self.authorize_per_ip_per_minute > 0,
+            "oidc.authorize_per_ip_per_minute must be positive"
         );
         for (name, u) in [
             ("login_url", &self.login_url),
@@ -456,9 +463,14 @@ mod tests {
             refresh_token_secs: 86_400,
             device_url: "https://app.example.com/device".into(),
             device_poll_secs: 5,
+            authorize_per_ip_per_minute: 60,
         };
         assert!(ok.check().is_ok());
         for bad in [
+            KeySettings {
+                authorize_per_ip_per_minute: 0,
+                ..ok.clone()
+            },
             KeySettings {
                 access_token_secs: 86_401,
                 ..ok.clone()

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use tests_e2e::{eventually, Resp, TestStack};
 
-async fn token(s: &TestStack, basic: Option<(&str, &str)>, form: &str) -> Resp {
+pub(crate) async fn token(s: &TestStack, basic: Option<(&str, &str)>, form: &str) -> Resp {
     let mut rb = s
         .http
         .post(format!("{}/oauth/token", s.core()))
@@ -35,7 +35,7 @@ async fn token(s: &TestStack, basic: Option<(&str, &str)>, form: &str) -> Resp {
 
 /// The JWT's header and claims, once its signature verifies with the
 /// published key of its kid.
-fn verified(jwt: &str, jwks: &Value) -> (Value, Value) {
+pub(crate) fn verified(jwt: &str, jwks: &Value) -> (Value, Value) {
     let parts: Vec<&str> = jwt.split('.').collect();
     assert_eq!(parts.len(), 3, "{jwt}");
     let decode = |p: &str| -> Value {

@@ -10,7 +10,7 @@ use ring::digest;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::Duration;
-use tests_e2e::{eventually, Resp, TestStack};
+use tests_e2e::{eventually, Resp, StackOptions, TestStack};
 
 const CB: &str = "https://rp.example.com/cb";
 
@@ -875,6 +875,18 @@ async fn access_tokens_are_bearers_at_the_gateway_within_their_organizations() {
     })
     .await;
     assert!(refused.is_some(), "a disabled person's token still works");
+
+    // Past its life, a token is refused by a gateway that never saw it
+    // (nothing cached there: identity checks `exp` on its clock). It worked
+    // on the other replica before.
+    let verifier = "f".repeat(50);
+    let r = sign_in_through(&s, &id, &dana, &verifier, "openid", false).await;
+    let code = query(r.text("redirect_to"))["code"].clone();
+    let t = exchange_code(&s, &id, None, &code, &verifier).await;
+    let fresh = t.text("access_token").to_owned();
+    assert_eq!(on_g1(fresh.clone()).await, 200);
+    s.clock.advance(time::Duration::seconds(300 + 1));
+    assert_eq!(s.get("/v1/profile", Some(&fresh)).await.status, 401);
 }
 
 #[tokio::test]
@@ -1026,4 +1038,48 @@ async fn a_command_line_tool_signs_in_with_the_device_grant() {
     assert_eq!(r.status, 404);
     let r = start("openid admin").await;
     assert_eq!((r.status, r.text("error")), (400, "invalid_scope"));
+}
+
+#[tokio::test]
+async fn one_address_makes_a_bounded_number_of_authorization_requests() {
+    let s = TestStack::spawn_with(StackOptions {
+        identity_toml: "[oidc]\nauthorize_per_ip_per_minute = 3\n".to_owned(),
+        ..Default::default()
+    })
+    .await;
+    let from = |ip: &'static str| {
+        let s = &s;
+        async move {
+            s.call(
+                "GET",
+                &format!(
+                    "{}/oauth/authorize?client_id=nope&response_type=code",
+                    s.core()
+                ),
+                None,
+                None,
+                &[("x-forwarded-for", ip)],
+            )
+            .await
+        }
+    };
+    // Refused requests count too (each costs a lookup).
+    for _ in 0..3 {
+        assert_eq!(from("203.0.113.7").await.status, 400);
+    }
+    let r = from("203.0.113.7").await;
+    assert_eq!(
+        (r.status, r.body["error"].as_str()),
+        (429, Some("temporarily_unavailable")),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(
+        r.headers.get("retry-after").and_then(|v| v.to_str().ok()),
+        Some("60")
+    );
+    // Another address is not held back; a minute later this one is not either.
+    assert_eq!(from("203.0.113.8").await.status, 400);
+    s.clock.advance(time::Duration::seconds(61));
+    assert_eq!(from("203.0.113.7").await.status, 400);
 }

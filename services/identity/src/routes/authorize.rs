@@ -73,13 +73,43 @@ fn found(location: &str) -> HttpResponse {
         .finish()
 }
 
+/// Count an authorization request against `ip` (per minute, committed at
+/// once); whether it is still under `oidc.authorize_per_ip_per_minute`.
+async fn authorize_allowed(state: &AppState, ip: &str) -> ApiResult<bool> {
+    use crate::ratelimit::{self, Limit};
+    let bucket = format!("authorize:ip:{}", ratelimit::ip_key(ip));
+    let mut tx = state.pool.begin().await?;
+    let allowed = ratelimit::check_and_record(
+        &mut tx,
+        state.clock.now(),
+        &[Limit {
+            bucket: &bucket,
+            max: state.oidc.authorize_per_ip_per_minute,
+            window_secs: 60,
+        }],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(allowed)
+}
+
 /// GET or POST /oauth/authorize.
 #[tracing::instrument(skip_all)]
 pub async fn authorize(
     state: web::Data<AppState>,
+    ctx: RequestCtx,
     req: HttpRequest,
     body: web::Bytes,
 ) -> ApiResult<HttpResponse> {
+    // Each checked request is stored until it expires: one address makes
+    // a bounded number (counted before any lookup, refused ones too).
+    if !authorize_allowed(&state, ctx.ip()).await? {
+        return Ok(oauth_error(
+            429,
+            "temporarily_unavailable",
+            "too many authorization requests from this address; try again in a minute",
+        ));
+    }
     let raw = request_params(&req, &body);
     let p = match super::oauth::form_params(raw) {
         Ok(p) => p,

@@ -53,6 +53,9 @@ pub(super) fn oauth_error(status: u16, code: &str, description: &str) -> HttpRes
     if status == 401 {
         r.insert_header(("www-authenticate", "Basic realm=\"hub\""));
     }
+    if status == 429 {
+        r.insert_header(("retry-after", "60"));
+    }
     r.json(json!({"error": code, "error_description": description}))
 }
 
