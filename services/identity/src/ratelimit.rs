@@ -30,6 +30,32 @@ pub struct Limit<'a> {
     pub window_secs: i64,
 }
 
+/// One address's hits of `kind` per minute, counted in a transaction of its
+/// own committed at once (refused attempts count too): whether this one is
+/// still under `max`.
+pub async fn allow_ip_per_minute(
+    pool: &sqlx::PgPool,
+    now: OffsetDateTime,
+    kind: &str,
+    ip: &str,
+    max: i64,
+) -> sqlx::Result<bool> {
+    let bucket = format!("{kind}:ip:{}", ip_key(ip));
+    let mut tx = pool.begin().await?;
+    let allowed = check_and_record(
+        &mut tx,
+        now,
+        &[Limit {
+            bucket: &bucket,
+            max,
+            window_secs: 60,
+        }],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(allowed)
+}
+
 /// Within the caller's transaction: if every limit has room, record one hit in
 /// each and return true; otherwise record nothing and return false.
 pub async fn check_and_record(

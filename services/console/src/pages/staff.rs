@@ -515,7 +515,7 @@ pub async fn clients(v: Visit, c: web::Data<Console>) -> HttpResponse {
 }
 
 /// Lines of a textarea, trimmed, the empty ones left out.
-fn lines(text: Option<&str>) -> Vec<String> {
+pub(super) fn lines(text: Option<&str>) -> Vec<String> {
     text.unwrap_or("")
         .lines()
         .map(str::trim)

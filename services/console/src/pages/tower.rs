@@ -1235,13 +1235,6 @@ pub async fn client(v: Visit, c: web::Data<Console>, id: web::Path<String>) -> H
     client_page(v, &c, &id, None, None).await
 }
 
-fn split_lines(text: &str) -> Vec<&str> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect()
-}
-
 /// POST /staff/clients/{id} (save) and /staff/clients/{id}/rotate (a new
 /// secret, shown once).
 pub async fn client_act(
@@ -1257,9 +1250,9 @@ pub async fn client_act(
             "name": f.one("name"),
             "first_party": f.checked("first_party"),
             "scopes": f.one("scopes").split_whitespace().collect::<Vec<_>>(),
-            "redirect_uris": split_lines(f.one("redirect_uris")),
-            "post_logout_redirect_uris": split_lines(f.one("post_logout_redirect_uris")),
-            "allowed_org_ids": split_lines(f.one("allowed_org_ids")),
+            "redirect_uris": super::staff::lines(Some(f.one("redirect_uris"))),
+            "post_logout_redirect_uris": super::staff::lines(Some(f.one("post_logout_redirect_uris"))),
+            "allowed_org_ids": super::staff::lines(Some(f.one("allowed_org_ids"))),
         }),
         "rotate" => json!({ "rotate_secret": true }),
         _ => return super::not_found_page(&v, &c),

@@ -241,20 +241,8 @@ pub(crate) async fn open_session(
 /// attempts count too); whether it is still under its limit. The second
 /// factor's attempts (`POST /v1/auth/mfa/verify`) count here too.
 pub(crate) async fn verify_allowed(state: &AppState, ip: &str) -> ApiResult<bool> {
-    let bucket = format!("verify:ip:{}", ratelimit::ip_key(ip));
-    let mut tx = state.pool.begin().await?;
-    let allowed = ratelimit::check_and_record(
-        &mut tx,
-        state.clock.now(),
-        &[Limit {
-            bucket: &bucket,
-            max: state.auth.verify_per_ip_per_minute,
-            window_secs: 60,
-        }],
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(allowed)
+    let max = state.auth.verify_per_ip_per_minute;
+    Ok(ratelimit::allow_ip_per_minute(&state.pool, state.clock.now(), "verify", ip, max).await?)
 }
 
 fn bearer(req: &HttpRequest) -> Option<&str> {

@@ -76,21 +76,11 @@ fn found(location: &str) -> HttpResponse {
 /// Count an authorization request against `ip` (per minute, committed at
 /// once); whether it is still under `oidc.authorize_per_ip_per_minute`.
 async fn authorize_allowed(state: &AppState, ip: &str) -> ApiResult<bool> {
-    use crate::ratelimit::{self, Limit};
-    let bucket = format!("authorize:ip:{}", ratelimit::ip_key(ip));
-    let mut tx = state.pool.begin().await?;
-    let allowed = ratelimit::check_and_record(
-        &mut tx,
-        state.clock.now(),
-        &[Limit {
-            bucket: &bucket,
-            max: state.oidc.authorize_per_ip_per_minute,
-            window_secs: 60,
-        }],
+    let max = state.oidc.authorize_per_ip_per_minute;
+    Ok(
+        crate::ratelimit::allow_ip_per_minute(&state.pool, state.clock.now(), "authorize", ip, max)
+            .await?,
     )
-    .await?;
-    tx.commit().await?;
-    Ok(allowed)
 }
 
 /// GET or POST /oauth/authorize.
