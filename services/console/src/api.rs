@@ -5,6 +5,7 @@ use reqwest::Method;
 use serde_json::Value;
 use std::time::Duration;
 
+#[derive(Clone)]
 pub struct Api {
     client: reqwest::Client,
     core: String,
@@ -15,6 +16,8 @@ pub struct Api {
 pub struct Answer {
     pub status: u16,
     pub body: Value,
+    /// A list's `x-next-cursor`: there is more, from there.
+    pub next: Option<String>,
 }
 
 impl Answer {
@@ -129,6 +132,11 @@ impl Api {
             Down
         })?;
         let status = resp.status().as_u16();
+        let next = resp
+            .headers()
+            .get("x-next-cursor")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let bytes = resp.bytes().await.map_err(|_| Down)?;
         let body = if bytes.is_empty() {
             Value::Null
@@ -138,6 +146,6 @@ impl Api {
                 Down
             })?
         };
-        Ok(Answer { status, body })
+        Ok(Answer { status, body, next })
     }
 }

@@ -455,6 +455,7 @@ texts! {
     model_change: "Choose the model", "Modeli seçin";
     model_note: "The assistant answers with this model; with no provider reachable, the rule-based matcher answers.", "Asistan bu modelle yanıt verir; sağlayıcıya ulaşılamazsa kural tabanlı eşleştirici yanıtlar.";
     model_now: "Model in use", "Kullanılan model";
+    next_page: "Next page", "Sonraki sayfa";
     no_articles: "No articles yet.", "Henüz makale yok.";
     no_categories: "No categories yet.", "Henüz kategori yok.";
     no_charges: "No charges.", "Ücret yok.";

@@ -57,6 +57,12 @@ async fn invoices_of(e: &Env, org: &str, token: &str) -> Value {
         .body
 }
 
+async fn charges_of(e: &Env, org: &str, token: &str) -> Value {
+    e.s.get(&format!("/v1/organizations/{org}/charges"), Some(token))
+        .await
+        .body
+}
+
 async fn user_id(e: &Env, token: &str) -> String {
     e.s.get("/v1/auth/me", Some(token))
         .await
@@ -467,10 +473,23 @@ async fn staff_bill_an_organization_run_a_month_and_keep_the_catalog_kb_proposal
     .await;
     done(&r, &page_of);
     let list = invoices_of(&e, &org, &ada_token).await;
-    let inv = find(&list, "kind", "invoice")
-        .expect("an invoice")
-        .text("id")
-        .to_owned();
+    let invoice = find(&list, "kind", "invoice").expect("an invoice");
+    let inv = invoice.text("id").to_owned();
+    let number = invoice.text("number").to_owned();
+    // Staff open its print preview from the organization's page.
+    let preview = format!("/orgs/{org}/invoices/{inv}/preview");
+    assert!(staff.get(&page_of).await.body.contains(&preview));
+    let p = staff.get(&preview).await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    assert!(
+        p.headers["content-type"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("text/html")
+            && p.body.contains(&number),
+        "{}",
+        p.body
+    );
     let r = submit(
         &mut staff,
         &page_of,
@@ -508,6 +527,69 @@ async fn staff_bill_an_organization_run_a_month_and_keep_the_catalog_kb_proposal
         (json!(4000), json!("partially_paid"))
     );
     assert!(staff.get(&page_of).await.body.contains("EFT 5"));
+
+    // Another organization's charge or invoice through this organization's
+    // page is a 404 and nothing is done to it.
+    let other = e.s.create_org(&ada_token, "Zed Other", "TR").await;
+    let other = other.text("id").to_owned();
+    let other_page = format!("/staff/orgs/{other}");
+    let r = submit(
+        &mut staff,
+        &other_page,
+        &format!("{other_page}/charges"),
+        &[
+            ("description", "Elsewhere"),
+            ("brand", "Servers"),
+            ("amount", "7"),
+        ],
+    )
+    .await;
+    done(&r, &other_page);
+    let charges = charges_of(&e, &other, &ada_token).await;
+    let theirs = find(&charges, "description", "Elsewhere")
+        .expect("the other organization's charge")
+        .text("id")
+        .to_owned();
+    let r = submit(
+        &mut staff,
+        &page_of,
+        &format!("{page_of}/charges/{theirs}/waive"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = submit(
+        &mut staff,
+        &other_page,
+        &format!("{other_page}/invoices/{inv}/void"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let charges = charges_of(&e, &other, &ada_token).await;
+    assert_eq!(
+        find(&charges, "id", &theirs).expect("still there")["status"],
+        "pending"
+    );
+    let list = invoices_of(&e, &org, &ada_token).await;
+    assert_eq!(
+        find(&list, "id", &inv).expect("the invoice")["status"],
+        "partially_paid"
+    );
+    // Its own charge, from its own page, is waived.
+    let r = submit(
+        &mut staff,
+        &other_page,
+        &format!("{other_page}/charges/{theirs}/waive"),
+        &[],
+    )
+    .await;
+    done(&r, &other_page);
+    let charges = charges_of(&e, &other, &ada_token).await;
+    assert_eq!(
+        find(&charges, "id", &theirs).expect("still listed")["status"],
+        "waived"
+    );
 
     // A month's billing run and its page.
     let r = submit(
@@ -611,12 +693,8 @@ async fn staff_bill_an_organization_run_a_month_and_keep_the_catalog_kb_proposal
             .status,
         200
     );
-    let all =
-        e.s.get(
-            "/v1/admin/kb/articles",
-            Some(&mailed_session(&e, "staff@example.com", 2).await),
-        )
-        .await;
+    let staff_token = mailed_session(&e, "staff@example.com", 2).await;
+    let all = e.s.get("/v1/admin/kb/articles", Some(&staff_token)).await;
     let aid = find(&all.body, "slug", "paying-by-transfer")
         .expect("written")
         .text("id")
@@ -654,6 +732,50 @@ async fn staff_bill_an_organization_run_a_month_and_keep_the_catalog_kb_proposal
         .await
         .body
         .contains("Paying by transfer"));
+
+    // More articles than a page: the list pages on, and the editor finds an
+    // article beyond the first page.
+    let mut first = String::new();
+    for i in 0..51 {
+        let a =
+            e.s.post(
+                "/v1/admin/kb/articles",
+                Some(&staff_token),
+                json!({"title": format!("Article #{i:02}"), "slug": format!("article-{i:02}"),
+                       "status": "draft", "body_md": format!("Body {i:02}.")}),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        if i == 0 {
+            first = a.text("id").to_owned();
+        }
+    }
+    let list = staff.get("/staff/kb").await;
+    assert!(
+        list.body.contains("Article #50") && !list.body.contains("Article #00"),
+        "{}",
+        list.body
+    );
+    let at = list.body.find("Next page").expect("a next page link");
+    let href = list.body[..at]
+        .rsplit("href=\"")
+        .next()
+        .and_then(|h| h.split('"').next())
+        .expect("the link")
+        .replace("&amp;", "&")
+        .replace("&#x2f;", "/")
+        .replace("&#47;", "/");
+    assert!(href.starts_with("/staff/kb?cursor="), "{href}");
+    let more = staff.get(&href).await;
+    assert_eq!(more.status, 200, "{}", more.body);
+    assert!(
+        more.body.contains("Article #00") && !more.body.contains("Article #50"),
+        "{}",
+        more.body
+    );
+    let page = staff.get(&format!("/staff/kb/{first}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Body 00."), "{}", page.body);
 
     // A proposal accepted.
     let p =

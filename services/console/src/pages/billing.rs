@@ -170,6 +170,7 @@ pub async fn preview(
             let a = crate::api::Answer {
                 status: 401,
                 body: Value::Null,
+                next: None,
             };
             trouble(v, &c, Ok(&a))
         }

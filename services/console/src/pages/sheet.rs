@@ -136,6 +136,8 @@ pub struct Table {
     pub rows: Vec<Row>,
     /// Said instead of an empty table.
     pub empty: &'static str,
+    /// The link to the next page of a longer list.
+    pub more: Option<String>,
 }
 
 impl Table {
@@ -144,7 +146,20 @@ impl Table {
             cols,
             rows: Vec::new(),
             empty,
+            more: None,
         }
+    }
+
+    /// A "next page" link to `page` with `cursor` (a list's
+    /// `x-next-cursor`), when there is one.
+    pub fn more(mut self, page: &str, cursor: Option<&str>) -> Table {
+        self.more = cursor.map(|k| {
+            let q = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("cursor", k)
+                .finish();
+            format!("{page}?{q}")
+        });
+        self
     }
 
     /// Whether any row has an action (the table then has a column for them).
@@ -442,6 +457,33 @@ pub async fn fetch(v: Visit, c: &Console, path: &str) -> Result<(Visit, Value), 
     match &got {
         Ok(a) if a.ok() => Ok((v, a.body.clone())),
         _ => Err(super::trouble(v, c, got.as_ref())),
+    }
+}
+
+/// One page of a list from `cursor` (`path` carries its query already):
+/// its items and the next page's cursor.
+pub async fn fetch_page(
+    v: Visit,
+    c: &Console,
+    path: &str,
+    cursor: Option<&str>,
+) -> Result<(Visit, Vec<Value>, Option<String>), HttpResponse> {
+    let path = match cursor {
+        Some(k) => {
+            let q = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("cursor", k)
+                .finish();
+            format!("{path}&{q}")
+        }
+        None => path.to_owned(),
+    };
+    let got = super::call(c, &v, reqwest::Method::GET, &path, None).await;
+    match got {
+        Ok(a) if a.ok() => {
+            let items = a.body.as_array().cloned().unwrap_or_default();
+            Ok((v, items, a.next))
+        }
+        other => Err(super::trouble(v, c, other.as_ref())),
     }
 }
 

@@ -8,8 +8,8 @@
 use super::{
     call,
     sheet::{
-        currencies, fetch, fetch_list, finish, list, money, n, options, or_page, posted, s, when,
-        yes_no, Field, Form, Kind, Nav, Posted, Row, Section, Sheet, Table,
+        currencies, fetch, fetch_list, fetch_page, finish, list, money, n, options, or_page,
+        posted, s, when, yes_no, Field, Form, Kind, Nav, Posted, Row, Section, Sheet, Table,
     },
     sign_in_first, trouble,
     webhooks::product,
@@ -430,8 +430,42 @@ pub async fn org_item_act(
         ),
         _ => return super::not_found_page(&v, &c),
     };
-    // The charge or invoice must be this organization's (the page's
-    // promise): the API answers its org_id.
+    // The charge or invoice must be this organization's: the admin routes act
+    // by id alone, and the answer returns to this organization's page, so a
+    // path naming another organization's item is a 404 and acts on nothing.
+    // A waivable charge is pending, and the page lists the newest 200.
+    let (v, mine) = match kind.as_str() {
+        "charges" => {
+            let (v, pending) = or_page!(
+                fetch_list(
+                    v,
+                    &c,
+                    &format!("/v1/organizations/{id}/charges?status=pending&limit=200"),
+                )
+                .await
+            );
+            let mine = pending.iter().any(|x| s(x, "id") == item);
+            (v, mine)
+        }
+        _ => {
+            let got = call(
+                &c,
+                &v,
+                Method::GET,
+                &format!("/v1/organizations/{id}/invoices/{item}"),
+                None,
+            )
+            .await;
+            match got {
+                Ok(a) if a.ok() => (v, true),
+                Ok(a) if a.status == 404 => (v, false),
+                other => return super::trouble(v, &c, other.as_ref()),
+            }
+        }
+    };
+    if !mine {
+        return super::not_found_page(&v, &c);
+    }
     let got = call(&c, &v, method, &api, body.as_ref()).await;
     let back = format!("/staff/orgs/{id}");
     finish(v, &c, got, &back, |v, e| org_page(v, &c, &id, e)).await
@@ -445,7 +479,12 @@ async fn run_page(
     run: Option<Value>,
     error: Option<String>,
 ) -> HttpResponse {
-    let v = or_page!(staff_only(v, c).await);
+    // A run came from the staff-only `/v1/admin/billing-runs`: the caller is
+    // staff already, no second call to find out.
+    let v = match run {
+        Some(_) => v,
+        None => or_page!(staff_only(v, c).await),
+    };
     let t = v.lang.texts();
     let mut sheet = staff_sheet(&v, t.staff_runs, "runs", error);
     if let Some(r) = &run {
@@ -725,13 +764,21 @@ pub async fn catalog_act(
 
 // ---- the knowledge base and proposals ----
 
-async fn kb_page(v: Visit, c: &Console, error: Option<String>) -> HttpResponse {
+/// The admin article list, 50 a page.
+const ARTICLES: &str = "/v1/admin/kb/articles?limit=50";
+
+async fn kb_page(
+    v: Visit,
+    c: &Console,
+    cursor: Option<&str>,
+    error: Option<String>,
+) -> HttpResponse {
     if !v.signed_in() {
         return sign_in_first(v, c);
     }
     let t = v.lang.texts();
     let (v, cats) = or_page!(fetch_list(v, c, "/v1/kb/categories").await);
-    let (v, articles) = or_page!(fetch_list(v, c, "/v1/admin/kb/articles?limit=50").await);
+    let (v, articles, next) = or_page!(fetch_page(v, c, ARTICLES, cursor).await);
     let mut sheet = staff_sheet(&v, t.staff_kb, "kb", error);
     let mut table = Table::new(
         vec![t.title_field, "slug", t.category, t.status, t.updated],
@@ -757,6 +804,7 @@ async fn kb_page(v: Visit, c: &Console, error: Option<String>) -> HttpResponse {
                 )),
         );
     }
+    let table = table.more("/staff/kb", next.as_deref());
     let mut cat_opts = vec![(String::new(), t.none_option.to_owned())];
     cat_opts.extend(
         cats.iter()
@@ -829,10 +877,18 @@ fn article_form(
         )
 }
 
-/// GET /staff/kb: articles and categories.
-pub async fn kb(v: Visit, c: web::Data<Console>) -> HttpResponse {
-    kb_page(v, &c, None).await
+#[derive(serde::Deserialize)]
+pub struct Cursor {
+    cursor: Option<String>,
 }
+
+/// GET /staff/kb[?cursor=]: articles (a page of them) and categories.
+pub async fn kb(v: Visit, c: web::Data<Console>, q: web::Query<Cursor>) -> HttpResponse {
+    kb_page(v, &c, q.cursor.as_deref(), None).await
+}
+
+/// How many pages of 50 the article editor looks through for an article.
+const ARTICLE_PAGES: usize = 40;
 
 async fn article_page(v: Visit, c: &Console, id: &str, error: Option<String>) -> HttpResponse {
     if !v.signed_in() {
@@ -843,8 +899,19 @@ async fn article_page(v: Visit, c: &Console, id: &str, error: Option<String>) ->
     }
     let t = v.lang.texts();
     let (v, cats) = or_page!(fetch_list(v, c, "/v1/kb/categories").await);
-    let (v, articles) = or_page!(fetch_list(v, c, "/v1/admin/kb/articles?limit=50").await);
-    let Some(a) = articles.iter().find(|a| s(a, "id") == id) else {
+    // No read of one article by id: its page of the list (at most
+    // `ARTICLE_PAGES` of them, 50 each, are looked through).
+    let (mut v, mut cursor, mut found) = (v, None::<String>, None);
+    for _ in 0..ARTICLE_PAGES {
+        let (v2, articles, next) = or_page!(fetch_page(v, c, ARTICLES, cursor.as_deref()).await);
+        v = v2;
+        found = articles.into_iter().find(|a| s(a, "id") == id);
+        if found.is_some() || next.is_none() {
+            break;
+        }
+        cursor = next;
+    }
+    let Some(a) = found.as_ref() else {
         return super::not_found_page(&v, c);
     };
     let mut sheet = staff_sheet(&v, s(a, "title"), "kb", error);
@@ -895,7 +962,7 @@ pub async fn kb_add(
         _ => return super::not_found_page(&v, &c),
     };
     let got = call(&c, &v, Method::POST, api, Some(&body)).await;
-    finish(v, &c, got, "/staff/kb", |v, e| kb_page(v, &c, e)).await
+    finish(v, &c, got, "/staff/kb", |v, e| kb_page(v, &c, None, e)).await
 }
 
 /// POST /staff/kb/{id} (save) and /staff/kb/{id}/delete.
@@ -916,7 +983,7 @@ pub async fn article_act(
         }
         "delete" => {
             let got = call(&c, &v, Method::DELETE, &api, None).await;
-            finish(v, &c, got, "/staff/kb", |v, e| kb_page(v, &c, e)).await
+            finish(v, &c, got, "/staff/kb", |v, e| kb_page(v, &c, None, e)).await
         }
         _ => super::not_found_page(&v, &c),
     }
