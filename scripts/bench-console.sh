@@ -4,8 +4,9 @@
 # for the labelled second figure): the whole dev stack (devstack, release) with
 # the console in front of the gateway; USERS people signed in through the
 # console, each loading their organization's page (GET /orgs/{id}: one API
-# call behind it) for DUR seconds; then the same people making that API call
-# themselves. Targets: page p99 < 50 ms at 32 users; the console adds < 2 ms.
+# call behind it) for DUR seconds, and the same people making that API call
+# themselves for DUR seconds, alternated in halves after a warm-up
+# (tests-e2e/src/bin/page-load.rs). Targets: page p99 < 50 ms at 32 users; the console adds < 2 ms.
 # Usage: scripts/bench-console.sh [seconds, default 10] [users, default 32]
 set -euo pipefail
 cd "$(dirname "$0")/.."

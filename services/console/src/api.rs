@@ -5,7 +5,6 @@ use reqwest::Method;
 use serde_json::Value;
 use std::time::Duration;
 
-#[derive(Clone)]
 pub struct Api {
     client: reqwest::Client,
     core: String,

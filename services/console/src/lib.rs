@@ -259,15 +259,13 @@ impl Application {
             "console.cookie_keys is required (CONSOLE__CONSOLE__COOKIE_KEYS: \"<id>:<base64 of 32 bytes>\")"
         );
         service_kit::tls::install_provider();
-        // Built once here so that bad settings (a CA file, a cookie key) stop
-        // the start; each worker then builds its own (below).
-        let console = Console {
+        let console = web::Data::new(Console {
             api: api::Api::new(&settings)?,
             sealer: Sealer::new(&settings.console.cookie_keys)?,
             secure_cookies: settings.console.secure_cookies,
             cookie_max_age_secs: settings.console.cookie_max_age_secs,
             default_lang: settings.console.default_locale,
-        };
+        });
         if !settings.console.secure_cookies && !rt.dev {
             tracing::warn!(
                 "console.secure_cookies is off: the session cookie may travel over plain HTTP"
@@ -287,25 +285,11 @@ impl Application {
         let port = listener.local_addr()?.port();
         let hsts = settings.console.hsts;
         let max_body = settings.http.max_body_bytes;
-        let worker_settings = settings.clone();
         let mut server = HttpServer::new(move || {
-            // One HTTP client per worker: its pooled connections to the
-            // gateway then live on the worker's own runtime, so a page's API
-            // call wakes no other thread (as the gateway does upstream).
-            let console = web::Data::new(Console {
-                api: api::Api::new(&worker_settings).unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "cannot build the gateway HTTP client");
-                    console.api.clone()
-                }),
-                sealer: console.sealer.clone(),
-                secure_cookies: console.secure_cookies,
-                cookie_max_age_secs: console.cookie_max_age_secs,
-                default_lang: console.default_lang,
-            });
             App::new()
                 .wrap(security_headers(hsts))
                 .wrap(from_fn(http::request_span))
-                .app_data(console)
+                .app_data(console.clone())
                 .app_data(metrics.clone())
                 .app_data(web::FormConfig::default().limit(max_body))
                 .configure(|c| http::health_routes(c, http::Readiness::default()))
