@@ -6,7 +6,8 @@
 # console, each loading their organization's page (GET /orgs/{id}: one API
 # call behind it) for DUR seconds, and the same people making that API call
 # themselves for DUR seconds, alternated in halves after a warm-up
-# (tests-e2e/src/bin/page-load.rs). Targets: page p99 < 50 ms at 32 users; the console adds < 2 ms.
+# (tests-e2e/src/bin/page-load.rs). Targets: page p99 < 50 ms at 32 users;
+# the console adds < 2 ms.
 # Usage: scripts/bench-console.sh [seconds, default 10] [users, default 32]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -608,6 +608,9 @@ async fn staff_bill_an_organization_run_a_month_and_keep_the_catalog_kb_proposal
         "{}",
         run.body
     );
+    // The run's page asks nothing more to know its visitor is staff: the
+    // run is read from a staff-only route, which refuses a customer.
+    assert_eq!(ada.get(&to).await.status, 403, "customers are not staff");
 
     // The catalog: a SKU added, repriced and retired; a maintenance window.
     let r = submit(

@@ -153,12 +153,7 @@ impl Table {
     /// A "next page" link to `page` with `cursor` (a list's
     /// `x-next-cursor`), when there is one.
     pub fn more(mut self, page: &str, cursor: Option<&str>) -> Table {
-        self.more = cursor.map(|k| {
-            let q = url::form_urlencoded::Serializer::new(String::new())
-                .append_pair("cursor", k)
-                .finish();
-            format!("{page}?{q}")
-        });
+        self.more = cursor.map(|k| format!("{page}?{}", cursor_query(k)));
         self
     }
 
@@ -453,11 +448,26 @@ pub fn status_of(error: &Option<String>) -> StatusCode {
 /// GET `path` on the core host with the visitor's session: what it
 /// answered, or the page to answer instead ([`super::trouble`]).
 pub async fn fetch(v: Visit, c: &Console, path: &str) -> Result<(Visit, Value), HttpResponse> {
-    let got = super::call(c, &v, reqwest::Method::GET, path, None).await;
-    match &got {
-        Ok(a) if a.ok() => Ok((v, a.body.clone())),
-        _ => Err(super::trouble(v, c, got.as_ref())),
+    fetch_answer(v, c, path).await.map(|(v, a)| (v, a.body))
+}
+
+/// [`fetch`], the whole answer (its body moved out, not copied).
+async fn fetch_answer(
+    v: Visit,
+    c: &Console,
+    path: &str,
+) -> Result<(Visit, crate::api::Answer), HttpResponse> {
+    match super::call(c, &v, reqwest::Method::GET, path, None).await {
+        Ok(a) if a.ok() => Ok((v, a)),
+        got => Err(super::trouble(v, c, got.as_ref())),
     }
+}
+
+/// `cursor=<k>`, encoded for a query string.
+fn cursor_query(k: &str) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("cursor", k)
+        .finish()
 }
 
 /// One page of a list from `cursor` (`path` carries its query already):
@@ -468,23 +478,15 @@ pub async fn fetch_page(
     path: &str,
     cursor: Option<&str>,
 ) -> Result<(Visit, Vec<Value>, Option<String>), HttpResponse> {
-    let path = match cursor {
-        Some(k) => {
-            let q = url::form_urlencoded::Serializer::new(String::new())
-                .append_pair("cursor", k)
-                .finish();
-            format!("{path}&{q}")
-        }
-        None => path.to_owned(),
+    let (v, a) = match cursor {
+        Some(k) => fetch_answer(v, c, &format!("{path}&{}", cursor_query(k))).await?,
+        None => fetch_answer(v, c, path).await?,
     };
-    let got = super::call(c, &v, reqwest::Method::GET, &path, None).await;
-    match got {
-        Ok(a) if a.ok() => {
-            let items = a.body.as_array().cloned().unwrap_or_default();
-            Ok((v, items, a.next))
-        }
-        other => Err(super::trouble(v, c, other.as_ref())),
-    }
+    let items = match a.body {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    };
+    Ok((v, items, a.next))
 }
 
 /// [`fetch`] of a list.
@@ -493,8 +495,8 @@ pub async fn fetch_list(
     c: &Console,
     path: &str,
 ) -> Result<(Visit, Vec<Value>), HttpResponse> {
-    let (v, body) = fetch(v, c, path).await?;
-    Ok((v, body.as_array().cloned().unwrap_or_default()))
+    let (v, items, _) = fetch_page(v, c, path, None).await?;
+    Ok((v, items))
 }
 
 /// The value of a `Result<T, HttpResponse>`, or return its page.

@@ -433,39 +433,19 @@ pub async fn org_item_act(
     // The charge or invoice must be this organization's: the admin routes act
     // by id alone, and the answer returns to this organization's page, so a
     // path naming another organization's item is a 404 and acts on nothing.
-    // A waivable charge is pending, and the page lists the newest 200.
-    let (v, mine) = match kind.as_str() {
-        "charges" => {
-            let (v, pending) = or_page!(
-                fetch_list(
-                    v,
-                    &c,
-                    &format!("/v1/organizations/{id}/charges?status=pending&limit=200"),
-                )
-                .await
-            );
-            let mine = pending.iter().any(|x| s(x, "id") == item);
-            (v, mine)
+    // An invoice is read through the organization (the API's 404 otherwise);
+    // a waivable charge is pending, and the page lists the newest 200.
+    let v = if kind == "charges" {
+        let pending = format!("/v1/organizations/{id}/charges?status=pending&limit=200");
+        let (v, pending) = or_page!(fetch_list(v, &c, &pending).await);
+        if !pending.iter().any(|x| s(x, "id") == item) {
+            return super::not_found_page(&v, &c);
         }
-        _ => {
-            let got = call(
-                &c,
-                &v,
-                Method::GET,
-                &format!("/v1/organizations/{id}/invoices/{item}"),
-                None,
-            )
-            .await;
-            match got {
-                Ok(a) if a.ok() => (v, true),
-                Ok(a) if a.status == 404 => (v, false),
-                other => return super::trouble(v, &c, other.as_ref()),
-            }
-        }
+        v
+    } else {
+        let invoice = format!("/v1/organizations/{id}/invoices/{item}");
+        or_page!(fetch(v, &c, &invoice).await).0
     };
-    if !mine {
-        return super::not_found_page(&v, &c);
-    }
     let got = call(&c, &v, method, &api, body.as_ref()).await;
     let back = format!("/staff/orgs/{id}");
     finish(v, &c, got, &back, |v, e| org_page(v, &c, &id, e)).await
