@@ -97,7 +97,9 @@ pub async fn curate(state: &AppState, user: UserId) -> ApiResult<i64> {
     let provider = state.provider();
     let interval = time::Duration::seconds(state.curation.model_interval_secs);
     let mut tx = state.pool.begin().await?;
-    let last_model = store::lock_for_curation(&mut tx, user).await?;
+    let Some(last_model) = store::lock_for_curation(&mut tx, user).await? else {
+        return Ok(0); // erased meanwhile
+    };
     let processed = store::mark_curated(&mut tx, user, now).await?;
     let counts = store::counts(&mut tx, user).await?;
     let model_turn = provider && last_model.is_none_or(|t| t <= now - interval);

@@ -96,9 +96,47 @@ async fn a_user_exports_their_data_and_deletes_their_account() {
     assert_eq!(s.get("/v1/auth/me", Some(&alice)).await.status, 200);
     assert_eq!(s.delete("/v1/auth/me", Some(&key)).await.status, 401);
 
+    // An activity batch of the agent in flight when he deletes it: it checked
+    // for his tombstone before the erasure and commits after it. The erasure
+    // waits for it (and so erases what it wrote).
+    let bob_uuid = Uuid::parse_str(&bob_id).expect("a uuid");
+    let mut batch = s.db.begin().await.expect("a transaction");
+    sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+        .bind(agent::store::personal::ERASURE_LOCK)
+        .execute(&mut *batch)
+        .await
+        .expect("the writers' lock");
+    sqlx::query(
+        "INSERT INTO agent.activity (event_id, user_id, action, subject, at) \
+         VALUES ($1, $2, 'wallet.topped_up', 'in flight', now())",
+    )
+    .bind(Uuid::new_v4())
+    .bind(bob_uuid)
+    .execute(&mut *batch)
+    .await
+    .expect("the batch's row");
+
     // Bob deletes his account.
     let d = s.delete("/v1/auth/me", Some(&bob)).await;
     assert_eq!(d.status, 200, "{:?}", d.body);
+    // The erasure has come to the batch: it waits on the lock (or, were the
+    // two not ordered, it has already committed its tombstone).
+    let reached = eventually(Duration::from_secs(20), || async {
+        let (waiting, erased): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+                      WHERE l.locktype = 'advisory' AND NOT l.granted \
+                        AND d.datname = current_database()), \
+                    (SELECT count(*) FROM agent.erased_users WHERE user_id = $1)",
+        )
+        .bind(bob_uuid)
+        .fetch_one(&s.db)
+        .await
+        .expect("the locks");
+        (waiting + erased > 0).then_some(())
+    })
+    .await;
+    assert!(reached.is_some(), "the agent never began the erasure");
+    batch.commit().await.expect("the batch commits");
     assert_eq!(d.body["status"], "deleted");
     assert_eq!(d.body["memberships_ended"], 1);
     assert_eq!(d.body["api_keys_revoked"], 1);
@@ -177,6 +215,42 @@ async fn a_user_exports_their_data_and_deletes_their_account() {
         erased.is_some(),
         "the agent never erased the deleted account's data"
     );
+    // An audit event of his arriving after the erasure is not learned again:
+    // once one of Alice's, published after it, is stored, his is not.
+    let session_opened = |user: Uuid| event_contracts::AuditRecorded {
+        actor_user_id: Some(hub_domain::UserId::from(user)),
+        action: "auth.session_opened".into(),
+        subject: format!("user:{user}"),
+        detail: json!({}),
+        ip: String::new(),
+    };
+    let late = s.publish(session_opened(bob_uuid)).await;
+    let alice_id = s
+        .get("/v1/auth/me", Some(&alice))
+        .await
+        .text("user_id")
+        .to_owned();
+    let alice_uuid = Uuid::parse_str(&alice_id).expect("a uuid");
+    let marker = s.publish(session_opened(alice_uuid)).await;
+    let learned = eventually(Duration::from_secs(20), || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent.activity WHERE event_id = $1")
+            .bind(marker)
+            .fetch_one(&s.db)
+            .await
+            .expect("the count");
+        (n == 1).then_some(())
+    })
+    .await;
+    assert!(learned.is_some(), "the agent never learned Alice's event");
+    let his: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM agent.activity WHERE user_id = $1 OR event_id = $2",
+    )
+    .bind(bob_uuid)
+    .bind(late)
+    .fetch_one(&s.db)
+    .await
+    .expect("the count");
+    assert_eq!(his, 0, "a deleted account's late audit event was stored");
     let proposals = s.get("/v1/proposals", Some(&staff)).await;
     assert!(proposals.body.to_string().contains("Darker ledgers"));
     // The address is free again: signing in with it makes a new account.

@@ -69,6 +69,8 @@ pub async fn store_activity(
     let actions: Vec<String> = envs.iter().map(|e| e.data.action.clone()).collect();
     let subjects: Vec<String> = envs.iter().map(|e| e.data.subject.clone()).collect();
     let ats: Vec<OffsetDateTime> = envs.iter().map(|e| e.occurred_at).collect();
+    let mut tx = pool.begin().await?;
+    super::personal::hold_erasures(&mut tx).await?;
     sqlx::query!(
         "INSERT INTO activity (event_id, user_id, action, subject, at) \
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
@@ -81,19 +83,25 @@ pub async fn store_activity(
         &subjects,
         &ats,
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(())
 }
 
-/// Lock the user's document for a curation (made if missing), serializing
-/// curations of one user: when the model last wrote it.
+/// Lock the user's document for a curation (made if missing, unless the
+/// account was erased), serializing curations of one user: when the model
+/// last wrote it (`None`: the account was erased, there is nothing to curate;
+/// `Some(None)`: the model never wrote it).
 pub async fn lock_for_curation(
     conn: &mut PgConnection,
     user: UserId,
-) -> sqlx::Result<Option<OffsetDateTime>> {
+) -> sqlx::Result<Option<Option<OffsetDateTime>>> {
+    super::personal::hold_erasures(&mut *conn).await?;
     sqlx::query!(
-        "INSERT INTO memory_docs (user_id) VALUES ($1) ON CONFLICT (user_id) DO NOTHING",
+        "INSERT INTO memory_docs (user_id) SELECT $1 \
+          WHERE NOT EXISTS (SELECT 1 FROM erased_users WHERE user_id = $1) \
+         ON CONFLICT (user_id) DO NOTHING",
         user as UserId,
     )
     .execute(&mut *conn)
@@ -102,7 +110,7 @@ pub async fn lock_for_curation(
         "SELECT model_curated_at FROM memory_docs WHERE user_id = $1 FOR UPDATE",
         user as UserId,
     )
-    .fetch_one(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await
 }
 
