@@ -72,6 +72,7 @@ impl Api {
         forwarded_for: &str,
         limit: usize,
     ) -> Result<(u16, String, Vec<u8>), Down> {
+        let _timed = crate::timing::api_call();
         let resp = self
             .client
             .get(format!("{}{path}", self.core))
@@ -109,6 +110,7 @@ impl Api {
         body: Option<&Value>,
         forwarded_for: &str,
     ) -> Result<Answer, Down> {
+        let _timed = crate::timing::api_call();
         let base = match host {
             Host::Core => &self.core,
             Host::Product => &self.product,

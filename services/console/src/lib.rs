@@ -14,6 +14,7 @@ pub mod i18n;
 mod pages;
 pub mod session;
 pub mod settings;
+pub mod timing;
 
 pub use settings::Settings;
 
@@ -287,6 +288,7 @@ impl Application {
         let max_body = settings.http.max_body_bytes;
         let mut server = HttpServer::new(move || {
             App::new()
+                .wrap(from_fn(timing::server_timing))
                 .wrap(security_headers(hsts))
                 .wrap(from_fn(http::request_span))
                 .app_data(console.clone())

@@ -1536,6 +1536,18 @@ async fn the_console_refuses_forms_without_their_token_and_shows_no_one_elses_or
     let orgs = v.get("/orgs").await;
     assert_eq!(orgs.status, 200);
     assert!(!orgs.body.contains("sess_"), "a session token in the page");
+    // Its Server-Timing tells the API's time (the page called it) from the
+    // console's own; the sign-in page calls nothing.
+    let timing = |p: &Page| {
+        p.headers
+            .get("server-timing")
+            .and_then(|v| v.to_str().ok())
+            .and_then(console::timing::parse)
+            .expect("a Server-Timing with api and console")
+    };
+    let (api, own) = timing(&orgs);
+    assert!(api > 0.0 && own >= 0.0, "{api} {own}");
+    assert_eq!(timing(&v.get("/sign-in").await).0, 0.0);
     assert!(
         !v.cookie.contains("sess_"),
         "a readable session token in the cookie"
