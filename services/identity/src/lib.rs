@@ -18,6 +18,7 @@ mod oauth_clients;
 mod oidc_keys;
 mod org_states;
 mod ratelimit;
+mod refreshes;
 mod resolve;
 mod routes;
 mod sessions;
@@ -80,7 +81,22 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
              sign in (request-link still answers 200)"
         );
     }
-    let state = web::Data::new(app_state(&settings, &f, &rt, mailer.clone(), sealer));
+    let (refreshes, refresh_tasks) = refreshes::Refreshes::spawn(
+        f.pool.clone(),
+        settings.oidc.refresh_writers,
+        settings.oidc.refresh_batch,
+        rt.cancel.clone(),
+        f.metrics.commits(),
+    );
+    f.tasks.extend(refresh_tasks);
+    let state = web::Data::new(app_state(
+        &settings,
+        &f,
+        &rt,
+        mailer.clone(),
+        sealer,
+        refreshes,
+    ));
     f.tasks.push(consume_audit(&settings, &f, &rt));
     f.tasks
         .push(consume_org_created(&settings, &f, &state, &rt));
@@ -137,6 +153,7 @@ fn app_state(
     rt: &service_kit::Runtime,
     mailer: Option<mail::Mailer>,
     sealer: Option<service_kit::sealed::Sealer>,
+    refreshes: refreshes::Refreshes,
 ) -> state::AppState {
     let staff: HashSet<String> = settings
         .auth
@@ -157,6 +174,7 @@ fn app_state(
         oidc: settings.oidc.clone(),
         oidc_keys: Default::default(),
         sealer,
+        refreshes,
     }
 }
 

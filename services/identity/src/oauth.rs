@@ -617,32 +617,54 @@ pub async fn device_polled(
     Ok(())
 }
 
-/// A refresh in one statement (the token endpoint's hot path): when the
-/// token hashing to `token_hash` is `client_id`'s, unused, unexpired, its
-/// grant live and the grant's session live with its user enabled, it is
-/// marked used and `next_hash` stored in its place, and the grant and the
-/// person come back. None otherwise, with nothing written: the caller finds
-/// out why the slow way ([`refresh`], which also catches a reuse). Two uses
-/// of one token: the second waits on the first's row lock, then no longer
-/// matches (`used_at`), and takes the slow way.
-pub async fn refresh_at_once(
-    pool: &PgPool,
-    token_hash: &[u8],
-    client_id: Uuid,
-    now: OffsetDateTime,
-    next_hash: &[u8],
-    next_expires_at: OffsetDateTime,
-) -> sqlx::Result<Option<(Grant, Subject)>> {
-    let row = sqlx::query!(
-        r#"WITH cur AS (
-             SELECT t.token_hash, g.id, g.client_id, g.user_id, g.session_id, g.scopes,
-                    g.auth_time, g.mfa AS grant_mfa
-               FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id
-              WHERE t.token_hash = $1 AND t.used_at IS NULL AND t.expires_at > $2
-                AND g.revoked_at IS NULL AND g.client_id = $3
-                FOR UPDATE OF t, g
+/// A refresh the token endpoint asks for (see [`refresh_batch`]).
+#[derive(Debug)]
+pub struct RefreshAsk {
+    pub token_hash: Vec<u8>,
+    pub client_id: Uuid,
+    /// Identity's clock when it was asked.
+    pub at: OffsetDateTime,
+    pub next_hash: Vec<u8>,
+    pub next_expires_at: OffsetDateTime,
+}
+
+/// Refreshes in one statement (the token endpoint's hot path, batched by
+/// the group commit of [`crate::refreshes`]): for each ask whose token is
+/// its client's, unused, unexpired, its grant live and the grant's session
+/// live with its user enabled, the token is marked used and `next_hash`
+/// stored in its place, and the grant and the person come back. None for
+/// the others, with nothing written for them: the caller finds out why the
+/// slow way ([`refresh`], which also catches a reuse). The token rows are
+/// locked (two uses of one token: the second waits on the first's lock, then
+/// no longer matches `used_at`, and takes the slow way); the grant is read,
+/// not locked, so a revocation never waits for refreshes: one that commits
+/// while a refresh is in flight leaves that refresh's tokens dead on arrival
+/// (every use, introspection and the gateway check the grant). The asks'
+/// token hashes must be distinct.
+pub async fn refresh_batch(
+    conn: &mut PgConnection,
+    asks: &[&RefreshAsk],
+) -> sqlx::Result<Vec<Option<(Grant, Subject)>>> {
+    let hashes: Vec<Vec<u8>> = asks.iter().map(|a| a.token_hash.clone()).collect();
+    let clients: Vec<Uuid> = asks.iter().map(|a| a.client_id).collect();
+    let ats: Vec<OffsetDateTime> = asks.iter().map(|a| a.at).collect();
+    let nexts: Vec<Vec<u8>> = asks.iter().map(|a| a.next_hash.clone()).collect();
+    let expiries: Vec<OffsetDateTime> = asks.iter().map(|a| a.next_expires_at).collect();
+    let rows = sqlx::query!(
+        r#"WITH ask AS (
+             SELECT * FROM unnest($1::bytea[], $2::uuid[], $3::timestamptz[], $4::bytea[],
+                                  $5::timestamptz[])
+                        AS a (token_hash, client_id, at, next_hash, next_expires_at)
+           ), cur AS (
+             SELECT t.token_hash, a.at, a.next_hash, a.next_expires_at, g.id, g.client_id,
+                    g.user_id, g.session_id, g.scopes, g.auth_time, g.mfa AS grant_mfa
+               FROM ask a JOIN oauth_refresh_tokens t ON t.token_hash = a.token_hash
+               JOIN oauth_grants g ON g.id = t.grant_id
+              WHERE t.used_at IS NULL AND t.expires_at > a.at
+                AND g.revoked_at IS NULL AND g.client_id = a.client_id
+                FOR UPDATE OF t
            ), who AS (
-             SELECT s.created_at, s.mfa, u.id AS user_id, u.email, u.name,
+             SELECT cur.*, s.created_at, s.mfa, u.email, u.name,
                     COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role)
                                               ORDER BY m.created_at, m.org_id)
                               FROM memberships m
@@ -653,50 +675,58 @@ pub async fn refresh_at_once(
               WHERE s.revoked_at IS NULL AND s.expires_at > now() AND u.disabled_at IS NULL
                 AND u.id = cur.user_id
            ), spent AS (
-             UPDATE oauth_refresh_tokens t SET used_at = $2
-               FROM cur, who WHERE t.token_hash = cur.token_hash
-             RETURNING t.grant_id
+             UPDATE oauth_refresh_tokens t SET used_at = who.at
+               FROM who WHERE t.token_hash = who.token_hash
+             RETURNING t.token_hash
            ), fresh AS (
              INSERT INTO oauth_refresh_tokens (token_hash, grant_id, created_at, expires_at)
-             SELECT $4, grant_id, $2, $5 FROM spent
-             RETURNING grant_id
+             SELECT who.next_hash, who.id, who.at, who.next_expires_at
+               FROM who JOIN spent ON spent.token_hash = who.token_hash
+             RETURNING token_hash
            )
-           SELECT cur.id AS "id!", cur.client_id AS "client_id!",
-                  cur.user_id AS "user_id!: UserId", cur.session_id AS "session_id!: SessionId",
-                  cur.scopes AS "scopes!", cur.auth_time AS "auth_time!", cur.grant_mfa AS "grant_mfa!",
+           SELECT who.token_hash AS "token_hash!", who.id AS "id!", who.client_id AS "client_id!",
+                  who.user_id AS "user_id!: UserId", who.session_id AS "session_id!: SessionId",
+                  who.scopes AS "scopes!", who.auth_time AS "auth_time!", who.grant_mfa AS "grant_mfa!",
                   who.created_at AS "created_at!", who.mfa AS "mfa!", who.email AS "email!",
                   who.name AS "name!",
                   who.memberships AS "memberships!: sqlx::types::Json<Vec<Membership>>",
                   who.staff_granted AS "staff_granted!"
-             FROM cur, who, fresh"#,
-        token_hash,
-        now,
-        client_id,
-        next_hash,
-        next_expires_at,
+             FROM who JOIN fresh ON fresh.token_hash = who.next_hash"#,
+        &hashes,
+        &clients,
+        &ats,
+        &nexts,
+        &expiries,
     )
-    .fetch_optional(pool)
+    .fetch_all(conn)
     .await?;
-    Ok(row.map(|r| {
-        (
-            Grant {
-                id: r.id,
-                client_id: r.client_id,
-                user_id: r.user_id,
-                session_id: r.session_id,
-                scopes: r.scopes,
-                auth_time: r.auth_time,
-                mfa: r.grant_mfa,
-            },
-            Subject {
-                user_id: r.user_id,
-                email: r.email,
-                name: r.name,
-                memberships: r.memberships.0,
-                staff_granted: r.staff_granted,
-                mfa: r.mfa,
-                auth_time: r.created_at,
-            },
-        )
-    }))
+    let mut done: std::collections::HashMap<Vec<u8>, (Grant, Subject)> = rows
+        .into_iter()
+        .map(|r| {
+            (
+                r.token_hash,
+                (
+                    Grant {
+                        id: r.id,
+                        client_id: r.client_id,
+                        user_id: r.user_id,
+                        session_id: r.session_id,
+                        scopes: r.scopes,
+                        auth_time: r.auth_time,
+                        mfa: r.grant_mfa,
+                    },
+                    Subject {
+                        user_id: r.user_id,
+                        email: r.email,
+                        name: r.name,
+                        memberships: r.memberships.0,
+                        staff_granted: r.staff_granted,
+                        mfa: r.mfa,
+                        auth_time: r.created_at,
+                    },
+                ),
+            )
+        })
+        .collect();
+    Ok(asks.iter().map(|a| done.remove(&a.token_hash)).collect())
 }

@@ -47,6 +47,9 @@ pub struct KeySettings {
     /// A refresh token's life (each use makes a new one; the grant ends
     /// with its session in any case).
     pub refresh_token_secs: i64,
+    /// Group commit of refreshes: writer tasks, and refreshes per statement.
+    pub refresh_writers: usize,
+    pub refresh_batch: usize,
     /// The console page where a person enters a device's user code (RFC 8628
     /// `verification_uri`).
     pub device_url: String,
@@ -109,6 +112,10 @@ impl KeySettings {
         anyhow::ensure!(
             self.authorize_per_ip_per_minute > 0,
             "oidc.authorize_per_ip_per_minute must be positive"
+        );
+        anyhow::ensure!(
+            (1..=64).contains(&self.refresh_writers) && (1..=10_000).contains(&self.refresh_batch),
+            "oidc.refresh_writers: 1 to 64; oidc.refresh_batch: 1 to 10000"
         );
         for (name, u) in [
             ("login_url", &self.login_url),
@@ -464,9 +471,19 @@ mod tests {
             device_url: "https://app.example.com/device".into(),
             device_poll_secs: 5,
             authorize_per_ip_per_minute: 60,
+            refresh_writers: 2,
+            refresh_batch: 128,
         };
         assert!(ok.check().is_ok());
         for bad in [
+            KeySettings {
+                refresh_writers: 0,
+                ..ok.clone()
+            },
+            KeySettings {
+                refresh_batch: 0,
+                ..ok.clone()
+            },
             KeySettings {
                 authorize_per_ip_per_minute: 0,
                 ..ok.clone()

@@ -24,6 +24,8 @@ pub struct AppState {
     pub oidc_keys: crate::oidc_keys::KeyCache,
     /// Seals TOTP secrets; `None` without `sealing.keys` (MFA unavailable).
     pub sealer: Option<service_kit::sealed::Sealer>,
+    /// The token endpoint's refreshes, by group commit.
+    pub refreshes: crate::refreshes::Refreshes,
 }
 
 impl AppState {

@@ -115,6 +115,17 @@ async fn exchange_code(
     .await
 }
 
+/// A public client's refresh.
+async fn refresh_grant(s: &TestStack, client_id: &str, refresh_token: String) -> Resp {
+    form(
+        s,
+        "/oauth/token",
+        None,
+        &format!("grant_type=refresh_token&client_id={client_id}&refresh_token={refresh_token}"),
+    )
+    .await
+}
+
 /// A checked authorization request's handle (what the console gets).
 async fn request_handle(
     s: &TestStack,
@@ -308,19 +319,7 @@ async fn a_person_signs_in_to_a_product_with_the_code_flow_and_pkce() {
     let t = exchange(query(acc.text("redirect_to"))["code"].clone(), verifier).await;
     assert_eq!(t.status, 200, "{:?}", t.body);
     let rt1 = t.text("refresh_token").to_owned();
-    let refresh_with = |rt: String| {
-        let id = id.clone();
-        let s = &s;
-        async move {
-            form(
-                s,
-                "/oauth/token",
-                None,
-                &format!("grant_type=refresh_token&client_id={id}&refresh_token={rt}"),
-            )
-            .await
-        }
-    };
+    let refresh_with = |rt: String| refresh_grant(&s, &id, rt);
     let r = refresh_with(rt1.clone()).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     let rt2 = r.text("refresh_token").to_owned();
@@ -478,6 +477,91 @@ async fn a_person_signs_in_to_a_product_with_the_code_flow_and_pkce() {
     assert_eq!((r.status, r.text("error")), (400, "invalid_grant"));
     assert!(
         r.text("error_description").contains("expired"),
+        "{:?}",
+        r.body
+    );
+}
+
+/// Refreshes are applied many to a statement (group commit): a wave of
+/// concurrent refreshes of many grants, one of them used twice at once,
+/// leaves every other family rotated and alive, and ends only the reused one.
+#[tokio::test]
+async fn concurrent_refreshes_of_many_grants_stand_alone_in_their_batches() {
+    const GRANTS: usize = 12;
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (alice, _) = s.org_with_owner("alice-batch@example.com").await;
+    let c = s
+        .post(
+            "/v1/admin/oauth-clients",
+            Some(&staff),
+            json!({"name": "Batch", "kind": "public", "first_party": true,
+                   "redirect_uris": [CB], "scopes": ["openid", "email", "offline_access"]}),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{:?}", c.body);
+    let id = c.text("id").to_owned();
+    // Every other grant with another scope: each answer must be its own
+    // grant's.
+    let scope = |i: usize| {
+        if i.is_multiple_of(2) {
+            "openid offline_access"
+        } else {
+            "openid email offline_access"
+        }
+    };
+    let mut tokens = Vec::new();
+    for i in 0..GRANTS {
+        let verifier = format!("{i:02}").repeat(30);
+        let acc = sign_in_through(&s, &id, &alice, &verifier, scope(i), false).await;
+        assert_eq!(acc.status, 200, "{:?}", acc.body);
+        let code = query(acc.text("redirect_to"))["code"].clone();
+        let t = exchange_code(&s, &id, None, &code, &verifier).await;
+        assert_eq!(t.status, 200, "{:?}", t.body);
+        tokens.push(t.text("refresh_token").to_owned());
+    }
+    let refresh = |rt: String| refresh_grant(&s, &id, rt);
+    // One wave: every token once, and the first a second time.
+    let mut wave: Vec<_> = tokens.iter().cloned().map(&refresh).collect();
+    wave.push(refresh(tokens[0].clone()));
+    let answers = futures::future::join_all(wave).await;
+    let (twice, once) = ([&answers[0], &answers[GRANTS]], &answers[1..GRANTS]);
+    let mut statuses = [twice[0].status, twice[1].status];
+    statuses.sort_unstable();
+    assert_eq!(
+        statuses,
+        [200, 400],
+        "{:?} {:?}",
+        twice[0].body,
+        twice[1].body
+    );
+    let mut next = Vec::new();
+    for (i, a) in once.iter().enumerate() {
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.text("scope"), scope(i + 1), "{:?}", a.body);
+        next.push(a.text("refresh_token").to_owned());
+    }
+    // The reused family is over: its winner's new token is refused.
+    let winner = twice.iter().find(|a| a.status == 200).expect("a winner");
+    let r = refresh(winner.text("refresh_token").to_owned()).await;
+    assert_eq!(
+        (r.status, r.text("error")),
+        (400, "invalid_grant"),
+        "{:?}",
+        r.body
+    );
+    // Every other family goes on with the token its refresh gave, and its
+    // spent token is a reuse.
+    let again = futures::future::join_all(next.iter().cloned().map(&refresh)).await;
+    for (i, (a, rt)) in again.iter().zip(&next).enumerate() {
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.text("scope"), scope(i + 1), "{:?}", a.body);
+        assert_ne!(a.text("refresh_token"), rt.as_str());
+    }
+    let r = refresh(tokens[1].clone()).await;
+    assert_eq!(
+        (r.status, r.text("error")),
+        (400, "invalid_grant"),
         "{:?}",
         r.body
     );

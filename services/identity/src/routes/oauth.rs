@@ -626,21 +626,19 @@ async fn refresh_token(
     let now = state.clock.now();
     let signer = signer(state, now).await?;
     let hash = tokens::hash(token);
-    // The common case in one statement; anything else (a narrower scope, a
-    // reuse, a revoked grant, an ended session) the slow way below.
+    // The common case by group commit, many refreshes to a statement;
+    // anything else (a narrower scope, a reuse, a revoked grant, an ended
+    // session) the slow way below.
     if !form.contains_key("scope") {
         let next = tokens::generate(REFRESH_PREFIX).map_err(ApiError::internal)?;
-        let next_expires = now + Duration::seconds(state.oidc.refresh_token_secs);
-        if let Some((grant, who)) = oauth::refresh_at_once(
-            &state.pool,
-            &hash,
-            client.id,
-            now,
-            &tokens::hash(&next),
-            next_expires,
-        )
-        .await?
-        {
+        let ask = oauth::RefreshAsk {
+            token_hash: hash.clone(),
+            client_id: client.id,
+            at: now,
+            next_hash: tokens::hash(&next),
+            next_expires_at: now + Duration::seconds(state.oidc.refresh_token_secs),
+        };
+        if let Some((grant, who)) = state.refreshes.refresh(ask).await? {
             let scope = grant.scopes.join(" ");
             return tokens_response(
                 state,
