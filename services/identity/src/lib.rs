@@ -174,6 +174,7 @@ fn app_state(
         oidc: settings.oidc.clone(),
         oidc_keys: Default::default(),
         sealer,
+        clients: Default::default(),
         refreshes,
     }
 }

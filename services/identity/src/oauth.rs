@@ -622,6 +622,9 @@ pub async fn device_polled(
 pub struct RefreshAsk {
     pub token_hash: Vec<u8>,
     pub client_id: Uuid,
+    /// The client as the caller authenticated it (perhaps a cached copy):
+    /// the refresh is made only if the client is still so and not retired.
+    pub client_updated_at: OffsetDateTime,
     /// Identity's clock when it was asked.
     pub at: OffsetDateTime,
     pub next_hash: Vec<u8>,
@@ -630,7 +633,8 @@ pub struct RefreshAsk {
 
 /// Refreshes in one statement (the token endpoint's hot path, batched by
 /// the group commit of [`crate::refreshes`]): for each ask whose token is
-/// its client's, unused, unexpired, its grant live and the grant's session
+/// its client's (the client still as the caller saw it, not retired), unused,
+/// unexpired, its grant live and the grant's session
 /// live with its user enabled, the token is marked used and `next_hash`
 /// stored in its place, and the grant and the person come back. None for
 /// the others, with nothing written for them: the caller finds out why the
@@ -647,21 +651,25 @@ pub async fn refresh_batch(
 ) -> sqlx::Result<Vec<Option<(Grant, Subject)>>> {
     let hashes: Vec<Vec<u8>> = asks.iter().map(|a| a.token_hash.clone()).collect();
     let clients: Vec<Uuid> = asks.iter().map(|a| a.client_id).collect();
+    let client_versions: Vec<OffsetDateTime> = asks.iter().map(|a| a.client_updated_at).collect();
     let ats: Vec<OffsetDateTime> = asks.iter().map(|a| a.at).collect();
     let nexts: Vec<Vec<u8>> = asks.iter().map(|a| a.next_hash.clone()).collect();
     let expiries: Vec<OffsetDateTime> = asks.iter().map(|a| a.next_expires_at).collect();
     let rows = sqlx::query!(
         r#"WITH ask AS (
              SELECT * FROM unnest($1::bytea[], $2::uuid[], $3::timestamptz[], $4::bytea[],
-                                  $5::timestamptz[])
-                        AS a (token_hash, client_id, at, next_hash, next_expires_at)
+                                  $5::timestamptz[], $6::timestamptz[])
+                        AS a (token_hash, client_id, at, next_hash, next_expires_at,
+                              client_updated_at)
            ), cur AS (
              SELECT t.token_hash, a.at, a.next_hash, a.next_expires_at, g.id, g.client_id,
                     g.user_id, g.session_id, g.scopes, g.auth_time, g.mfa AS grant_mfa
                FROM ask a JOIN oauth_refresh_tokens t ON t.token_hash = a.token_hash
                JOIN oauth_grants g ON g.id = t.grant_id
+               JOIN oauth_clients c ON c.id = a.client_id
               WHERE t.used_at IS NULL AND t.expires_at > a.at
                 AND g.revoked_at IS NULL AND g.client_id = a.client_id
+                AND c.retired_at IS NULL AND c.updated_at = a.client_updated_at
                 FOR UPDATE OF t
            ), who AS (
              SELECT cur.*, s.created_at, s.mfa, u.email, u.name,
@@ -697,6 +705,7 @@ pub async fn refresh_batch(
         &ats,
         &nexts,
         &expiries,
+        &client_versions,
     )
     .fetch_all(conn)
     .await?;

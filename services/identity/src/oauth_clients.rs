@@ -10,6 +10,7 @@ use hub_domain::{OrgId, UserId};
 use serde::Serialize;
 use service_kit::{ApiError, ApiResult};
 use sqlx::{PgConnection, PgPool};
+use std::{collections::HashMap, sync::Arc};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -231,6 +232,9 @@ pub struct Authenticating {
     pub post_logout_redirect_uris: Vec<String>,
     pub allowed_org_ids: Vec<Uuid>,
     pub first_party: bool,
+    /// Every change of the client (a rotated secret, an update, its
+    /// retirement) moves it: a copy with the stored `updated_at` is current.
+    pub updated_at: OffsetDateTime,
 }
 
 /// Client `id` unless retired (None: unknown or retired).
@@ -238,12 +242,55 @@ pub async fn authenticating(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Auth
     sqlx::query_as!(
         Authenticating,
         "SELECT id, secret_hash, scopes, redirect_uris, post_logout_redirect_uris, \
-                allowed_org_ids, first_party \
+                allowed_org_ids, first_party, updated_at \
            FROM oauth_clients WHERE id = $1 AND retired_at IS NULL",
         id,
     )
     .fetch_optional(pool)
     .await
+}
+
+/// Clients as the refresh grant's hot path authenticates them: copies kept
+/// for [`CACHED_SECS`], used only where the statement that acts checks the
+/// copy is current (`updated_at`, not retired: [`crate::oauth::refresh_batch`]),
+/// so a rotated secret, an update or a retirement is seen at once. A copy
+/// that does not authenticate or is found stale is dropped and the client
+/// looked up again. Only clients that exist are kept, at most
+/// [`CACHED_CLIENTS`].
+#[derive(Default)]
+pub struct ClientCache(std::sync::Mutex<HashMap<Uuid, (std::time::Instant, Arc<Authenticating>)>>);
+
+pub const CACHED_SECS: u64 = 60;
+pub const CACHED_CLIENTS: usize = 10_000;
+
+impl ClientCache {
+    pub fn get(&self, id: Uuid) -> Option<Arc<Authenticating>> {
+        let map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(&id)
+            .filter(|(at, _)| at.elapsed().as_secs() < CACHED_SECS)
+            .map(|(_, c)| c.clone())
+    }
+
+    pub fn put(&self, c: Arc<Authenticating>) {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() >= CACHED_CLIENTS {
+            map.clear();
+        }
+        map.insert(c.id, (std::time::Instant::now(), c));
+    }
+
+    pub fn forget(&self, id: Uuid) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&id);
+    }
 }
 
 /// Write `c`'s changeable fields back (and a new `secret_hash` when given).

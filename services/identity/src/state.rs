@@ -24,6 +24,8 @@ pub struct AppState {
     pub oidc_keys: crate::oidc_keys::KeyCache,
     /// Seals TOTP secrets; `None` without `sealing.keys` (MFA unavailable).
     pub sealer: Option<service_kit::sealed::Sealer>,
+    /// Clients as the refresh grant's hot path authenticates them.
+    pub clients: crate::oauth_clients::ClientCache,
     /// The token endpoint's refreshes, by group commit.
     pub refreshes: crate::refreshes::Refreshes,
 }

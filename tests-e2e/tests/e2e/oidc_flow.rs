@@ -567,6 +567,86 @@ async fn concurrent_refreshes_of_many_grants_stand_alone_in_their_batches() {
     );
 }
 
+/// The refresh grant's hot path authenticates clients from copies it keeps
+/// a while: a rotated secret and a retired client are seen at the very next
+/// refresh all the same (the statement checks the copy is current).
+#[tokio::test]
+async fn a_rotated_secret_and_a_retired_client_stop_refreshes_at_once() {
+    let s = TestStack::spawn().await;
+    let staff = s.sign_in("staff@example.com").await;
+    let (alice, _) = s.org_with_owner("alice-rotate@example.com").await;
+    let c = s
+        .post(
+            "/v1/admin/oauth-clients",
+            Some(&staff),
+            json!({"name": "Backend", "kind": "confidential", "first_party": true,
+                   "redirect_uris": [CB], "scopes": ["openid", "offline_access"]}),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{:?}", c.body);
+    let (id, secret) = (c.text("id").to_owned(), c.text("client_secret").to_owned());
+    let verifier = "q".repeat(48);
+    let acc = sign_in_through(&s, &id, &alice, &verifier, "openid offline_access", false).await;
+    let code = query(acc.text("redirect_to"))["code"].clone();
+    let t = exchange_code(&s, &id, Some((&id, &secret)), &code, &verifier).await;
+    assert_eq!(t.status, 200, "{:?}", t.body);
+    let refresh = |secret: String, rt: String| {
+        let id = id.clone();
+        let s = &s;
+        async move {
+            form(
+                s,
+                "/oauth/token",
+                Some((&id, &secret)),
+                &format!("grant_type=refresh_token&refresh_token={rt}"),
+            )
+            .await
+        }
+    };
+    // Twice with the secret: the client's copy is kept.
+    let r = refresh(secret.clone(), t.text("refresh_token").to_owned()).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = refresh(secret.clone(), r.text("refresh_token").to_owned()).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let mut rt = r.text("refresh_token").to_owned();
+    // The secret is rotated: the old one is refused at once (and spends
+    // nothing), the new one works.
+    let p = s
+        .patch(
+            &format!("/v1/admin/oauth-clients/{id}"),
+            Some(&staff),
+            json!({"rotate_secret": true}),
+        )
+        .await;
+    assert_eq!(p.status, 200, "{:?}", p.body);
+    let rotated = p.text("client_secret").to_owned();
+    let r = refresh(secret.clone(), rt.clone()).await;
+    assert_eq!(
+        (r.status, r.text("error")),
+        (401, "invalid_client"),
+        "{:?}",
+        r.body
+    );
+    let r = refresh(rotated.clone(), rt.clone()).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    rt = r.text("refresh_token").to_owned();
+    let r = refresh(rotated.clone(), rt.clone()).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    rt = r.text("refresh_token").to_owned();
+    // Retired: refused at once.
+    let d = s
+        .delete(&format!("/v1/admin/oauth-clients/{id}"), Some(&staff))
+        .await;
+    assert!(d.status < 300, "{:?}", d.body);
+    let r = refresh(rotated, rt).await;
+    assert_eq!(
+        (r.status, r.text("error")),
+        (401, "invalid_client"),
+        "{:?}",
+        r.body
+    );
+}
+
 #[tokio::test]
 async fn consent_revocation_introspection_logout_and_a_disabled_person() {
     let s = TestStack::spawn().await;

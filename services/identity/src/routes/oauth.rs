@@ -26,7 +26,7 @@ use hub_domain::SessionId;
 use ring::digest;
 use serde_json::{json, Value};
 use service_kit::{jwt::Expect, ApiError, ApiResult};
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -98,12 +98,15 @@ fn form_body(req: &HttpRequest, body: &[u8]) -> ApiResult<Result<HashMap<String,
 /// The client making the request: a confidential one by its secret (HTTP
 /// Basic, RFC 6749 2.3.1, each part form-urlencoded; or in the body), a
 /// public one by `client_id` alone. `confidential_only` refuses public ones.
+/// `cached`: a copy from [`clients::ClientCache`] may do, for a caller that
+/// checks it is current where it acts (the refresh grant's hot path).
 async fn client(
     state: &AppState,
     req: &HttpRequest,
     form: &HashMap<String, String>,
     confidential_only: bool,
-) -> ApiResult<Result<Authenticating, HttpResponse>> {
+    cached: bool,
+) -> ApiResult<Result<Arc<Authenticating>, HttpResponse>> {
     let refused = || oauth_error(401, "invalid_client", "unknown client or wrong secret");
     let basic = req
         .headers()
@@ -165,16 +168,32 @@ async fn client(
     {
         return Ok(Err(refused()));
     }
-    let Some(c) = clients::authenticating(&state.pool, id).await? else {
-        return Ok(Err(refused()));
-    };
-    let ok = match (&c.secret_hash, &secret) {
+    let authenticates = |c: &Authenticating| match (&c.secret_hash, &secret) {
         (Some(stored), Some(given)) => service_kit::same_secret(stored, &tokens::hash(given)),
         // A public client proves nothing; it may not pretend to a secret.
         (None, None) => !confidential_only,
         _ => false,
     };
-    Ok(if ok { Ok(c) } else { Err(refused()) })
+    if cached {
+        if let Some(c) = state.clients.get(id) {
+            if authenticates(&c) {
+                return Ok(Ok(c));
+            }
+            // Perhaps a rotated secret: ask the database.
+            state.clients.forget(id);
+        }
+    }
+    let Some(c) = clients::authenticating(&state.pool, id).await? else {
+        return Ok(Err(refused()));
+    };
+    let c = Arc::new(c);
+    if !authenticates(&c) {
+        return Ok(Err(refused()));
+    }
+    if cached {
+        state.clients.put(c.clone());
+    }
+    Ok(Ok(c))
 }
 
 /// The signing key, or 503.
@@ -338,12 +357,12 @@ async fn client_request(
     req: &HttpRequest,
     body: &[u8],
     confidential_only: bool,
-) -> ApiResult<Result<(HashMap<String, String>, Authenticating), HttpResponse>> {
+) -> ApiResult<Result<(HashMap<String, String>, Arc<Authenticating>), HttpResponse>> {
     let form = match form_body(req, body)? {
         Ok(f) => f,
         Err(why) => return Ok(Err(oauth_error(400, "invalid_request", &why))),
     };
-    Ok(client(state, req, &form, confidential_only)
+    Ok(client(state, req, &form, confidential_only, false)
         .await?
         .map(|c| (form, c)))
 }
@@ -378,7 +397,10 @@ pub async fn token(
             ))
         }
     };
-    let c = match client(&state, &req, &form, grant_type == "client_credentials").await? {
+    // The refresh grant's hot path checks the client it was given is
+    // current in its own statement; everything else looks it up.
+    let hot = grant_type == "refresh_token" && !form.contains_key("scope");
+    let c = match client(&state, &req, &form, grant_type == "client_credentials", hot).await? {
         Ok(c) => c,
         Err(r) => return Ok(r),
     };
@@ -386,7 +408,7 @@ pub async fn token(
         "client_credentials" => client_credentials(&state, &c, &form).await,
         "authorization_code" => authorization_code(&state, &c, &form).await,
         DEVICE_GRANT => device_code(&state, &c, &form).await,
-        _ => refresh_token(&state, &c, &form).await,
+        _ => refresh_token(&state, &req, c, hot, &form).await,
     }
 }
 
@@ -609,7 +631,9 @@ async fn authorization_code(
 /// grant: its thief and its owner both must sign in again.
 async fn refresh_token(
     state: &AppState,
-    client: &Authenticating,
+    req: &HttpRequest,
+    client: Arc<Authenticating>,
+    hot: bool,
     form: &HashMap<String, String>,
 ) -> ApiResult<HttpResponse> {
     let Some(token) = form.get("refresh_token") else {
@@ -629,11 +653,13 @@ async fn refresh_token(
     // The common case by group commit, many refreshes to a statement;
     // anything else (a narrower scope, a reuse, a revoked grant, an ended
     // session) the slow way below.
-    if !form.contains_key("scope") {
+    let mut client = client;
+    if hot {
         let next = tokens::generate(REFRESH_PREFIX).map_err(ApiError::internal)?;
         let ask = oauth::RefreshAsk {
             token_hash: hash.clone(),
             client_id: client.id,
+            client_updated_at: client.updated_at,
             at: now,
             next_hash: tokens::hash(&next),
             next_expires_at: now + Duration::seconds(state.oidc.refresh_token_secs),
@@ -645,7 +671,7 @@ async fn refresh_token(
                 &signer,
                 now,
                 Issue {
-                    client,
+                    client: &client,
                     grant: &grant,
                     who: &who,
                     scope: &scope,
@@ -654,6 +680,13 @@ async fn refresh_token(
                 },
             );
         }
+        // Perhaps the client changed since its copy was taken: the slow way
+        // with the client as it is now.
+        state.clients.forget(client.id);
+        client = match self::client(state, req, form, false, false).await? {
+            Ok(c) => c,
+            Err(r) => return Ok(r),
+        };
     }
     let mut tx = state.pool.begin().await?;
     let Some(r) = oauth::refresh(&mut tx, &hash).await? else {
@@ -703,7 +736,7 @@ async fn refresh_token(
         &signer,
         now,
         Issue {
-            client,
+            client: &client,
             grant: &r.grant,
             who: &who,
             scope: &scope,
