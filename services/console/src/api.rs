@@ -72,18 +72,17 @@ impl Api {
         forwarded_for: &str,
         limit: usize,
     ) -> Result<(u16, String, Vec<u8>), Down> {
-        let _timed = crate::timing::api_call();
-        let resp = self
+        let req = self
             .client
             .get(format!("{}{path}", self.core))
             .bearer_auth(token)
-            .header("x-forwarded-for", forwarded_for)
-            .send()
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e.without_url(), "gateway call failed");
-                Down
-            })?;
+            .header("x-forwarded-for", forwarded_for);
+        // The API's time: from sending until the whole answer is in.
+        let timed = crate::timing::api_call();
+        let resp = req.send().await.map_err(|e| {
+            tracing::warn!(error = %e.without_url(), "gateway call failed");
+            Down
+        })?;
         let status = resp.status().as_u16();
         let kind = resp
             .headers()
@@ -92,6 +91,7 @@ impl Api {
             .unwrap_or("")
             .to_owned();
         let bytes = resp.bytes().await.map_err(|_| Down)?;
+        drop(timed);
         if bytes.len() > limit {
             return Err(Down);
         }
@@ -110,7 +110,6 @@ impl Api {
         body: Option<&Value>,
         forwarded_for: &str,
     ) -> Result<Answer, Down> {
-        let _timed = crate::timing::api_call();
         let base = match host {
             Host::Core => &self.core,
             Host::Product => &self.product,
@@ -128,6 +127,9 @@ impl Api {
         if let Some(b) = body {
             req = req.json(b);
         }
+        // The API's time: from sending until the whole answer is in (not
+        // the reading of it, which is the console's).
+        let timed = crate::timing::api_call();
         let resp = req.send().await.map_err(|e| {
             tracing::warn!(error = %e.without_url(), "gateway call failed");
             Down
@@ -139,6 +141,7 @@ impl Api {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let bytes = resp.bytes().await.map_err(|_| Down)?;
+        drop(timed);
         let body = if bytes.is_empty() {
             Value::Null
         } else {
