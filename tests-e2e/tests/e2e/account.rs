@@ -102,7 +102,7 @@ async fn a_user_exports_their_data_and_deletes_their_account() {
     let bob_uuid = Uuid::parse_str(&bob_id).expect("a uuid");
     let mut batch = s.db.begin().await.expect("a transaction");
     sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-        .bind(agent::store::personal::ERASURE_LOCK)
+        .bind(agent::store::erasure::ERASURE_LOCK)
         .execute(&mut *batch)
         .await
         .expect("the writers' lock");

@@ -70,7 +70,7 @@ pub async fn store_activity(
     let subjects: Vec<String> = envs.iter().map(|e| e.data.subject.clone()).collect();
     let ats: Vec<OffsetDateTime> = envs.iter().map(|e| e.occurred_at).collect();
     let mut tx = pool.begin().await?;
-    super::personal::hold_erasures(&mut tx).await?;
+    super::erasure::hold_erasures(&mut tx).await?;
     sqlx::query!(
         "INSERT INTO activity (event_id, user_id, action, subject, at) \
          SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) \
@@ -97,7 +97,7 @@ pub async fn lock_for_curation(
     conn: &mut PgConnection,
     user: UserId,
 ) -> sqlx::Result<Option<Option<OffsetDateTime>>> {
-    super::personal::hold_erasures(&mut *conn).await?;
+    super::erasure::hold_erasures(&mut *conn).await?;
     sqlx::query!(
         "INSERT INTO memory_docs (user_id) SELECT $1 \
           WHERE NOT EXISTS (SELECT 1 FROM erased_users WHERE user_id = $1) \

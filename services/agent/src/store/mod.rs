@@ -4,6 +4,7 @@
 //! what a missing row means.
 
 pub mod conversations;
+pub mod erasure;
 pub mod kb;
 pub mod memory;
 pub mod model;

@@ -136,24 +136,6 @@ pub async fn export(pool: &PgPool, user: UserId) -> sqlx::Result<Export> {
     })
 }
 
-/// The advisory lock that orders erasures against writers of a person's data
-/// that do not come through their (revoked) session: the activity learned
-/// from audit events and the curation's memory document. Writers hold it
-/// shared for their transaction ([`hold_erasures`]); an erasure takes it
-/// exclusively, so it waits for every writer in flight, and every writer
-/// after it sees its tombstone (a statement's snapshot in READ COMMITTED is
-/// taken after the lock is granted). Without it a batch that checked
-/// `erased_users` before the erasure committed could commit rows after it.
-pub const ERASURE_LOCK: i64 = 0x6167_656e_7445_7261; // "agentEra"
-
-/// Hold off erasures until this transaction ends (see [`ERASURE_LOCK`]).
-pub async fn hold_erasures(conn: &mut sqlx::PgConnection) -> sqlx::Result<()> {
-    sqlx::query!("SELECT pg_advisory_xact_lock_shared($1)", ERASURE_LOCK)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
 /// Erase what the agent holds of `user` as a person: their memory, activity,
 /// conversations with every message, and staged actions. Proposals stay (they
 /// were addressed to the platform), under the now pseudonymous id; their
@@ -161,10 +143,13 @@ pub async fn hold_erasures(conn: &mut sqlx::PgConnection) -> sqlx::Result<()> {
 /// it is a no-op. Returns the conversations erased.
 pub async fn erase(pool: &PgPool, user: UserId) -> sqlx::Result<u64> {
     let mut tx = pool.begin().await?;
-    // Wait for the writers in flight (see [`ERASURE_LOCK`]).
-    sqlx::query!("SELECT pg_advisory_xact_lock($1)", ERASURE_LOCK)
-        .execute(&mut *tx)
-        .await?;
+    // Wait for the writers in flight (see [`super::erasure::ERASURE_LOCK`]).
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock($1)",
+        super::erasure::ERASURE_LOCK
+    )
+    .execute(&mut *tx)
+    .await?;
     // First, so that activity arriving from now on is not stored again.
     sqlx::query!(
         "INSERT INTO erased_users (user_id) VALUES ($1) ON CONFLICT DO NOTHING",
