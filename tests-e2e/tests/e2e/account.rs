@@ -101,17 +101,19 @@ async fn a_user_exports_their_data_and_deletes_their_account() {
     // waits for it (and so erases what it wrote).
     let bob_uuid = Uuid::parse_str(&bob_id).expect("a uuid");
     let mut batch = s.db.begin().await.expect("a transaction");
-    sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-        .bind(agent::store::erasure::ERASURE_LOCK)
-        .execute(&mut *batch)
-        .await
-        .expect("the writers' lock");
-    sqlx::query(
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock_shared($1)",
+        agent::store::erasure::ERASURE_LOCK
+    )
+    .execute(&mut *batch)
+    .await
+    .expect("the writers' lock");
+    sqlx::query!(
         "INSERT INTO agent.activity (event_id, user_id, action, subject, at) \
          VALUES ($1, $2, 'wallet.topped_up', 'in flight', now())",
+        Uuid::new_v4(),
+        bob_uuid,
     )
-    .bind(Uuid::new_v4())
-    .bind(bob_uuid)
     .execute(&mut *batch)
     .await
     .expect("the batch's row");
@@ -122,17 +124,17 @@ async fn a_user_exports_their_data_and_deletes_their_account() {
     // The erasure has come to the batch: it waits on the lock (or, were the
     // two not ordered, it has already committed its tombstone).
     let reached = eventually(Duration::from_secs(20), || async {
-        let (waiting, erased): (i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
-                      WHERE l.locktype = 'advisory' AND NOT l.granted \
-                        AND d.datname = current_database()), \
-                    (SELECT count(*) FROM agent.erased_users WHERE user_id = $1)",
+        let reached: i64 = sqlx::query_scalar!(
+            r#"SELECT (SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+                        WHERE l.locktype = 'advisory' AND NOT l.granted
+                          AND d.datname = current_database())
+                    + (SELECT count(*) FROM agent.erased_users WHERE user_id = $1) AS "n!""#,
+            bob_uuid,
         )
-        .bind(bob_uuid)
         .fetch_one(&s.db)
         .await
         .expect("the locks");
-        (waiting + erased > 0).then_some(())
+        (reached > 0).then_some(())
     })
     .await;
     assert!(reached.is_some(), "the agent never began the erasure");
@@ -233,20 +235,22 @@ async fn a_user_exports_their_data_and_deletes_their_account() {
     let alice_uuid = Uuid::parse_str(&alice_id).expect("a uuid");
     let marker = s.publish(session_opened(alice_uuid)).await;
     let learned = eventually(Duration::from_secs(20), || async {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM agent.activity WHERE event_id = $1")
-            .bind(marker)
-            .fetch_one(&s.db)
-            .await
-            .expect("the count");
+        let n: i64 = sqlx::query_scalar!(
+            r#"SELECT count(*) AS "n!" FROM agent.activity WHERE event_id = $1"#,
+            marker
+        )
+        .fetch_one(&s.db)
+        .await
+        .expect("the count");
         (n == 1).then_some(())
     })
     .await;
     assert!(learned.is_some(), "the agent never learned Alice's event");
-    let his: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM agent.activity WHERE user_id = $1 OR event_id = $2",
+    let his: i64 = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM agent.activity WHERE user_id = $1 OR event_id = $2"#,
+        bob_uuid,
+        late,
     )
-    .bind(bob_uuid)
-    .bind(late)
     .fetch_one(&s.db)
     .await
     .expect("the count");
