@@ -632,7 +632,7 @@ async fn authorization_code(
 async fn refresh_token(
     state: &AppState,
     req: &HttpRequest,
-    client: Arc<Authenticating>,
+    mut client: Arc<Authenticating>,
     hot: bool,
     form: &HashMap<String, String>,
 ) -> ApiResult<HttpResponse> {
@@ -653,7 +653,6 @@ async fn refresh_token(
     // The common case by group commit, many refreshes to a statement;
     // anything else (a narrower scope, a reuse, a revoked grant, an ended
     // session) the slow way below.
-    let mut client = client;
     if hot {
         let next = tokens::generate(REFRESH_PREFIX).map_err(ApiError::internal)?;
         let ask = oauth::RefreshAsk {
