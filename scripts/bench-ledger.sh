@@ -3,7 +3,10 @@
 # gateway, 8 by default), beside pgbench updating one hot row with as many
 # clients, in the same run; then proof that no credit was lost (balance = sum of
 # ledger rows = accepted requests).
-# Usage: [CLIENTS=64] scripts/bench-ledger.sh [duration, default 10s]. Needs wrk and pgbench.
+# Usage: [CLIENTS=64] [STACK=own|running] scripts/bench-ledger.sh [duration, default 10s].
+# STACK=running measures the stack `make run` started (devstack, one process,
+# its database HUB_DB, default hub) instead of starting the three services.
+# Needs wrk and pgbench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-10s}
@@ -13,15 +16,22 @@ BIN="$CARGO_TARGET_DIR/release"
 PGH=${PGHOST:-127.0.0.1}; PGP=${PGPORT:-5432}
 DB=hub_bench_ledger
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
-psql -h "$PGH" -p "$PGP" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null
-psql -h "$PGH" -p "$PGP" -U postgres -qc "CREATE DATABASE $DB"
+STACK=${STACK:-own}
 q() { psql -h "$PGH" -p "$PGP" -U postgres -d "$DB" -Atqc "$1"; }
-
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 wait_http() { for _ in $(seq 1 500); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.02; done; echo "no answer from $1"; exit 1; }
+
+if [ "$STACK" = running ]; then
+  DB=${HUB_DB:-hub}
+  wait_http http://127.0.0.1:8080/healthz
+  echo "stack: the one \`make run\` started (devstack, database $DB; its own logging settings)"
+  q "DROP TABLE IF EXISTS hot"
+else
+cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
+psql -h "$PGH" -p "$PGP" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null
+psql -h "$PGH" -p "$PGP" -U postgres -qc "CREATE DATABASE $DB"
 
 export HUB_PROFILE=dev
 . scripts/lib/bench-logging.sh
@@ -38,6 +48,7 @@ wait_http http://127.0.0.1:8081/healthz
 "$BIN/core-api-gateway" >/tmp/benchl-gateway.log 2>&1 & pids+=($!)
 wait_http http://127.0.0.1:8082/healthz
 wait_http http://127.0.0.1:8080/healthz
+fi
 
 signin() {
   local dev
@@ -46,7 +57,8 @@ signin() {
   curl -fs localhost:8080/v1/auth/verify -H 'content-type: application/json' -H "x-forwarded-for: $2" \
     -d "{\"token\":\"$dev\"}" | sed -E 's/.*"session_token":"([^"]+)".*/\1/'
 }
-OWNER=$(signin owner@example.com 198.51.100.1)
+# A fresh owner each run (a running stack keeps its organizations).
+OWNER=$(signin "owner-$(date +%s%N)@example.com" 198.51.100.1)
 STAFF=$(signin staff@example.com 198.51.100.2)
 ORG=$(curl -fs localhost:8080/v1/organizations -H "authorization: Bearer $OWNER" \
   -H 'content-type: application/json' -d '{"name":"Hot","legal_type":"corporate","country":"TR"}' |
@@ -98,7 +110,7 @@ rows=$(q "$SCHEMA_SET SELECT count(*) FROM wallet_transactions WHERE org_id = '$
 # it does not steal from pgbench, and check that every credit's audit event arrived.
 audited=0
 for _ in $(seq 1 600); do
-  audited=$(q "SELECT count(*) FROM identity.audit_log WHERE action = 'wallet.credited'")
+  audited=$(q "SELECT count(*) FROM identity.audit_log WHERE action = 'wallet.credited' AND org_id = '$ORG'")
   [ "$audited" -ge "$rows" ] && break
   sleep 0.1
 done

@@ -31,10 +31,27 @@ pub fn options(
 
 /// A pool whose connections see only `schema` (and `public` for extensions).
 pub async fn connect(s: &DatabaseSettings, schema: &str, app_name: &str) -> anyhow::Result<PgPool> {
+    let ping_if_idle = Duration::from_millis(s.ping_if_idle_ms);
     PgPoolOptions::new()
         .max_connections(s.max_connections)
         .min_connections(s.min_connections)
         .acquire_timeout(Duration::from_millis(s.acquire_timeout_ms))
+        // sqlx pings every connection it hands out and every one given back:
+        // two round trips beside each query's own (the most of a one-read
+        // route's work in perf, issue 33). The ping at release stays (sqlx
+        // cannot skip it): a connection handed out again within
+        // `ping_if_idle_ms` was checked that recently. One idle longer
+        // (where a restart or a network cut would have found it) is pinged
+        // first, and a dead one replaced, as before.
+        .test_before_acquire(false)
+        .before_acquire(move |conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= ping_if_idle {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         // A new connection means Postgres answers again: end an outage in the
         // throttled log (a no-op when there is none).
         .after_connect(|_, _| {

@@ -88,16 +88,11 @@ impl Extractor for HeaderExtractor<'_> {
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
-tokio::task_local! {
-    /// The id of the request the current task serves (see [`current_request_id`]).
-    static CURRENT_REQUEST_ID: String;
-}
-
 /// The request id of the request being served on this task, if any: calls
 /// made on its behalf (peers, identity) carry it on, so that one id names
 /// the request in every service's log.
 pub fn current_request_id() -> Option<String> {
-    CURRENT_REQUEST_ID.try_with(String::clone).ok()
+    crate::log_line::with_request_id(str::to_owned)
 }
 
 fn valid_request_id(s: &str) -> bool {
@@ -137,6 +132,11 @@ pub async fn request_span(
     // (the access line has the rest): each field of a span is formatted when
     // it is made and again when one is recorded, whether a line is ever
     // logged in it or not, and that was a fifth of the gateway's time.
+    //
+    // Not exported, there is no span at all: a span costs its slot in the
+    // registry, its fields' formatting, and an enter and exit at every poll.
+    // The log's lines take the request id from the task instead
+    // ([`crate::log_line`]), written as the span would have been.
     let exporting = crate::telemetry::exporting_traces();
     let span = if exporting {
         tracing::info_span!(
@@ -148,7 +148,7 @@ pub async fn request_span(
             status = tracing::field::Empty,
         )
     } else {
-        tracing::info_span!("http", request_id = request_id.as_str())
+        tracing::Span::none()
     };
     // Continued only when the client sent a context: no extraction (and no
     // context to attach) for the many requests that come without one.
@@ -162,7 +162,7 @@ pub async fn request_span(
     // Bounded: a made-up method is `other` in metrics and in the access log.
     let method = crate::metrics::method_label(req.method().as_str());
     let started = Instant::now();
-    let mut res = CURRENT_REQUEST_ID
+    let mut res = crate::log_line::CURRENT_REQUEST_ID
         .scope(request_id.clone(), next.call(req))
         .instrument(span.clone())
         .await?;
@@ -203,7 +203,13 @@ pub async fn request_span(
     // known (throttled: see `outage`), not once per request here.
     if status >= 500 && status != 503 {
         let _enter = span.enter();
-        tracing::warn!(status, ms, route = route.as_ref(), "request failed");
+        tracing::warn!(
+            status,
+            ms,
+            route = route.as_ref(),
+            request_id = request_id.as_str(),
+            "request failed"
+        );
     }
     Ok(res)
 }
@@ -289,7 +295,6 @@ pub async fn probe(port: u16) -> anyhow::Result<()> {
 mod tests {
     use super::valid_request_id;
     use actix_web::{middleware::from_fn, test as web_test, web, App, HttpResponse};
-    use std::sync::{Arc, Mutex};
 
     /// What a subscriber with the kit's filter writes while `f` serves one
     /// request to `/things/42` (route `/things/{id}`) through the middleware.
@@ -299,34 +304,24 @@ mod tests {
 
     /// The same, formatted as production formats it (JSON) when `json`.
     async fn logged_as(access_log: bool, json: bool) -> String {
-        #[derive(Clone, Default)]
-        struct Sink(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Sink {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().map(|mut v| v.extend_from_slice(b)).ok();
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let sink = Sink::default();
+        let sink = crate::log_line::tests::Sink::default();
         let writer = sink.clone();
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(crate::telemetry::filter("info", access_log).expect("filter"))
-            .with_ansi(false)
-            .with_writer(move || writer.clone());
+        let filter = crate::telemetry::filter("info", access_log).expect("filter");
         let _default = if json {
+            use tracing_subscriber::layer::SubscriberExt;
             tracing::subscriber::set_default(
-                builder
-                    .json()
-                    .flatten_event(true)
-                    .with_current_span(true)
-                    .with_span_list(false)
-                    .finish(),
+                tracing_subscriber::registry()
+                    .with(filter)
+                    .with(crate::telemetry::json_layer(move || writer.clone())),
             )
         } else {
-            tracing::subscriber::set_default(builder.finish())
+            tracing::subscriber::set_default(
+                tracing_subscriber::fmt()
+                    .with_env_filter(filter)
+                    .with_ansi(false)
+                    .with_writer(move || writer.clone())
+                    .finish(),
+            )
         };
         let app = web_test::init_service(App::new().wrap(from_fn(super::request_span)).route(
             "/things/{id}",

@@ -36,6 +36,7 @@ pub mod group_commit;
 pub mod http;
 pub mod idempotency;
 pub mod jwt;
+mod log_line;
 pub mod methods;
 pub mod metrics;
 pub mod nats;

@@ -204,6 +204,9 @@ pub struct DatabaseSettings {
     pub max_connections: u32,
     pub min_connections: u32,
     pub acquire_timeout_ms: u64,
+    /// A connection idle in the pool at least this long is pinged before it
+    /// is handed out (0: every time, sqlx's own default); see [`crate::db::connect`].
+    pub ping_if_idle_ms: u64,
     /// Apply the migrations at start (dev, tests). False (production): only
     /// check that the schema has every migration of this binary; the
     /// `migrate` subcommand (the chart's migration Job) applies them.

@@ -94,6 +94,22 @@ pub(crate) fn filter(level: &str, access_log: bool) -> anyhow::Result<EnvFilter>
     })
 }
 
+/// The JSON log layer: one line per event, the innermost span's fields (a
+/// request's id) and not every enclosing span again, each value written once
+/// ([`crate::log_line`]).
+pub(crate) fn json_layer<S, W>(
+    writer: W,
+) -> tracing_subscriber::fmt::Layer<S, crate::log_line::JsonFields, crate::log_line::JsonLine, W>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + 'static,
+{
+    tracing_subscriber::fmt::layer()
+        .fmt_fields(crate::log_line::JsonFields)
+        .event_format(crate::log_line::JsonLine)
+        .with_writer(writer)
+}
+
 /// Install the global subscriber once per process. A second call (tests, the
 /// one-process dev stack) keeps the first subscriber and returns a no-op guard.
 pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGuard> {
@@ -111,15 +127,7 @@ pub fn init(service: &str, s: &TelemetrySettings) -> anyhow::Result<TelemetryGua
             .with_target(false)
             .with_writer(writer)
             .boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
-            .flatten_event(true)
-            // The innermost span's fields (a request's id, method, path) and
-            // not the list of every enclosing span again: one copy per line.
-            .with_current_span(true)
-            .with_span_list(false)
-            .with_writer(writer)
-            .boxed(),
+        LogFormat::Json => json_layer(writer).boxed(),
     };
 
     let mut provider = None;

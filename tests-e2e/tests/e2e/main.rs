@@ -50,6 +50,7 @@ mod outage;
 mod outbox;
 mod overview;
 mod personal_data;
+mod pool;
 mod profile;
 mod properties;
 mod role_matrix;
