@@ -29,7 +29,7 @@ if [ "$STACK" = running ]; then
   echo "stack: the one \`make run\` started (devstack, database $DB; its own logging settings)"
   q "DROP TABLE IF EXISTS hot"
 else
-cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
+[ -n "${NO_BUILD:-}" ] || cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
 psql -h "$PGH" -p "$PGP" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null
 psql -h "$PGH" -p "$PGP" -U postgres -qc "CREATE DATABASE $DB"
 

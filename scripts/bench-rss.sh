@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Memory under steady load (issue 33): identity, org-billing and the gateway as
+# separate processes with production logging, driven by wrk in rounds over
+# three routes (GET /v1/profile, a read in identity; GET /v1/organizations/{id},
+# a read in org-billing; GET /v1/auth/me, answered by the gateway from its
+# cache), and the resident memory (VmRSS) of each process sampled once it has
+# served FIRST requests of its own and again once it has served the total.
+# Flat means within 10%.
+# Usage: [NO_BUILD=1] scripts/bench-rss.sh [requests per service, default 5000000]
+#        [ROUND=3s] [FIRST=1000000]. Needs wrk. Stop `make run` first (same ports).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TOTAL=${1:-5000000}
+FIRST=${FIRST:-1000000}
+ROUND=${ROUND:-3s}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/hub-target}
+BIN="$CARGO_TARGET_DIR/release"
+PG=${PGHOST:-127.0.0.1}:${PGPORT:-5432}
+DB=hub_bench_rss
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+[ -n "${NO_BUILD:-}" ] || cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
+psql -h "${PG%:*}" -p "${PG#*:}" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null
+psql -h "${PG%:*}" -p "${PG#*:}" -U postgres -qc "CREATE DATABASE $DB"
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+wait_http() { for _ in $(seq 1 500); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.02; done; echo "no answer from $1"; exit 1; }
+rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
+
+export HUB_PROFILE=dev
+. scripts/lib/bench-logging.sh
+bench_logging IDENTITY ORG_BILLING CORE_API_GATEWAY
+export IDENTITY__DATABASE__URL="postgres://hub_identity@$PG/$DB" ORG_BILLING__DATABASE__URL="postgres://hub_org_billing@$PG/$DB"
+export IDENTITY__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB" ORG_BILLING__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB"
+for v in IDENTITY ORG_BILLING CORE_API_GATEWAY; do
+  export "${v}__NATS__SUBJECT_PREFIX=benchr." "${v}__NATS__STREAM_SUFFIX=_benchr"
+done
+"$BIN/identity" >/dev/null 2>&1 & pids+=($!); ID_PID=$!
+wait_http http://127.0.0.1:8081/healthz
+"$BIN/org-billing" >/dev/null 2>&1 & pids+=($!); OB_PID=$!
+"$BIN/core-api-gateway" >/dev/null 2>&1 & pids+=($!); GW_PID=$!
+wait_http http://127.0.0.1:8082/healthz
+wait_http http://127.0.0.1:8080/healthz
+
+DEV=$(curl -fs localhost:8080/v1/auth/request-link -H 'content-type: application/json' \
+  -d '{"email":"rss@example.com"}' | sed -E 's/.*"dev_token":"([^"]+)".*/\1/')
+TOKEN=$(curl -fs localhost:8080/v1/auth/verify -H 'content-type: application/json' \
+  -d "{\"token\":\"$DEV\"}" | sed -E 's/.*"session_token":"([^"]+)".*/\1/')
+ORG=$(curl -fs localhost:8080/v1/organizations -H "authorization: Bearer $TOKEN" \
+  -H 'content-type: application/json' -d '{"name":"Steady","legal_type":"corporate","country":"TR"}' |
+  sed -E 's/.*"id":"([^"]+)".*/\1/')
+for u in /v1/auth/me /v1/profile "/v1/organizations/$ORG"; do
+  curl -fs "localhost:8080$u" -H "authorization: Bearer $TOKEN" >/dev/null || { echo "GET $u failed"; exit 1; }
+done
+
+echo "wrk -t2 -c64 in rounds of $ROUND, $(nproc) cores, $(date -u +%FT%TZ)"
+echo "each service sampled once it has served $FIRST requests and again once it has served $TOTAL"
+echo "(the gateway serves every request; identity the profile reads; org-billing the organization reads)"
+printf '%-22s %10s %10s %10s\n' "requests (id/ob/gw)" identity org-billing gateway
+sample() { printf '%-22s %7s MB %7s MB %7s MB\n' "$1" "$(rss_mb $ID_PID)" "$(rss_mb $OB_PID)" "$(rss_mb $GW_PID)"; }
+sample 0
+n_id=0 n_ob=0 n_gw=0 errors=0
+declare -A first=()
+round() { # route -> requests answered
+  local out e
+  out=$(wrk -t2 -c64 -d"$ROUND" -H "authorization: Bearer $TOKEN" "http://127.0.0.1:8080$1")
+  e=$(echo "$out" | awk '/Non-2xx/ {print $NF}'); errors=$((errors + ${e:-0}))
+  echo "$out" | awk '/requests in/ {print $1}' >"$WORKF"
+}
+WORKF=$(mktemp)
+while [ "$n_id" -lt "$TOTAL" ] || [ "$n_ob" -lt "$TOTAL" ] || [ "$n_gw" -lt "$TOTAL" ]; do
+  if [ "$n_id" -lt "$TOTAL" ]; then round /v1/profile; n=$(cat "$WORKF"); n_id=$((n_id + n)); n_gw=$((n_gw + n)); fi
+  if [ "$n_ob" -lt "$TOTAL" ]; then round "/v1/organizations/$ORG"; n=$(cat "$WORKF"); n_ob=$((n_ob + n)); n_gw=$((n_gw + n)); fi
+  if [ "$n_gw" -lt "$TOTAL" ]; then round /v1/auth/me; n=$(cat "$WORKF"); n_gw=$((n_gw + n)); fi
+  for s in id ob gw; do
+    v="n_$s"
+    case $s in id) pid_v=ID_PID ;; ob) pid_v=OB_PID ;; gw) pid_v=GW_PID ;; esac
+    if [ -z "${first[$s]:-}" ] && [ "${!v}" -ge "$FIRST" ]; then
+      first[$s]=$(rss_mb "${!pid_v}")
+      sample "$n_id/$n_ob/$n_gw"
+    fi
+  done
+done
+sample "$n_id/$n_ob/$n_gw"
+rm -f "$WORKF"
+echo "non-2xx answers: $errors"
+python3 - "${first[id]} ${first[ob]} ${first[gw]}" "$(rss_mb $ID_PID) $(rss_mb $OB_PID) $(rss_mb $GW_PID)" <<'PY'
+import sys
+first, last = (list(map(float, a.split())) for a in sys.argv[1:])
+ok = True
+for name, a, b in zip(["identity", "org-billing", "gateway"], first, last):
+    growth = (b - a) / a
+    ok &= abs(growth) <= 0.10
+    print(f"{name:12} {a:7.1f} MB -> {b:7.1f} MB ({growth:+.1%})")
+print("flat (within 10%): " + ("yes" if ok else "NO"))
+PY
