@@ -296,8 +296,9 @@ pub struct AssertionSettings {
     pub keys: Vec<SecretString>,
     /// An assertion older than this (or this far in the future) is refused.
     pub max_age_secs: i64,
-    /// How many assertion ids each replica remembers (for twice `max_age_secs`)
-    /// to refuse a second use.
+    /// How many assertion ids each replica remembers at most (each for two to
+    /// four times `max_age_secs`) to refuse a second use; past it, a request is
+    /// refused (503) rather than an id forgotten.
     #[serde(default = "default_replay_cache_entries")]
     pub replay_cache_entries: u64,
     /// Calling services by name: the keys they sign with and the routes
@@ -307,7 +308,7 @@ pub struct AssertionSettings {
 }
 
 fn default_replay_cache_entries() -> u64 {
-    200_000
+    4_000_000
 }
 
 #[derive(Debug, Clone, Deserialize)]

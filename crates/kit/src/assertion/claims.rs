@@ -70,6 +70,9 @@ pub enum VerifyError {
     Stale,
     Replayed,
     RouteNotAllowed,
+    /// The replica holds `replay_cache_entries` ids already: it cannot
+    /// remember this one's use, so it does not serve it (503).
+    Busy,
 }
 
 impl VerifyError {
@@ -82,6 +85,7 @@ impl VerifyError {
             VerifyError::Stale => "gateway assertion expired",
             VerifyError::Replayed => "gateway assertion already used",
             VerifyError::RouteNotAllowed => "this caller may not call this route",
+            VerifyError::Busy => "too many requests in flight here; retry shortly",
         }
     }
 }

@@ -116,7 +116,16 @@ pub async fn require_assertion(
                 path = req.path(),
                 "refused request without a valid assertion"
             );
-            let resp = json_error(StatusCode::UNAUTHORIZED, e.message());
+            let resp = if e == VerifyError::Busy {
+                let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, e.message());
+                r.headers_mut().insert(
+                    actix_web::http::header::RETRY_AFTER,
+                    actix_web::http::header::HeaderValue::from_static("1"),
+                );
+                r
+            } else {
+                json_error(StatusCode::UNAUTHORIZED, e.message())
+            };
             Ok(req.into_response(resp).map_into_right_body())
         }
     }

@@ -34,6 +34,7 @@ mod claims;
 mod extract;
 mod middleware;
 mod mint;
+mod replay;
 mod verify;
 
 pub use claims::{

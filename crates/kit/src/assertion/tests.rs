@@ -76,6 +76,58 @@ fn a_signed_assertion_verifies_once() {
 }
 
 #[test]
+fn a_replica_that_remembers_as_many_ids_as_it_may_refuses_new_ones_and_never_a_replay() {
+    // With the old cache, full, an assertion taken earlier could be taken again.
+    let mut s = settings(&[GW_KEY], &[]);
+    s.replay_cache_entries = 3;
+    let v = Verifier::new("svc", &s).expect("verifier");
+    let m = minter(GATEWAY, "svc", GW_KEY);
+    let f = facts("GET", "/v1/x", b"");
+    let signed: Vec<_> = (0..4).map(|_| m.sign(None, None, false, &f)).collect();
+    for (p, sig) in &signed[..3] {
+        assert!(v.verify(p, sig, &f, now_unix()).is_ok());
+    }
+    let (p, sig) = &signed[3];
+    assert_eq!(v.verify(p, sig, &f, now_unix()), Err(VerifyError::Busy));
+    for (p, sig) in &signed[..3] {
+        assert_eq!(v.verify(p, sig, &f, now_unix()), Err(VerifyError::Replayed));
+    }
+}
+
+#[actix_web::test]
+async fn a_busy_replica_answers_503_with_retry_after() {
+    let mut s = settings(&[GW_KEY], &[]);
+    s.replay_cache_entries = 1;
+    let v = web::Data::new(Verifier::new("svc", &s).expect("verifier"));
+    let app = actix_web::test::init_service(
+        actix_web::App::new()
+            .app_data(v)
+            .wrap(actix_web::middleware::from_fn(require_assertion))
+            .route("/v1/x", web::get().to(|| async { "ok" })),
+    )
+    .await;
+    let m = minter(GATEWAY, "svc", GW_KEY);
+    let f = facts("GET", "/v1/x", b"");
+    let mut statuses = Vec::new();
+    for _ in 0..2 {
+        let (p, sig) = m.sign(None, None, false, &f);
+        let req = actix_web::test::TestRequest::get()
+            .uri("/v1/x")
+            .insert_header((ASSERTION_HEADER, p))
+            .insert_header((SIGNATURE_HEADER, sig))
+            .to_request();
+        let resp = actix_web::test::call_service(&app, req).await;
+        statuses.push((
+            resp.status().as_u16(),
+            resp.headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap_or_default().to_owned()),
+        ));
+    }
+    assert_eq!(statuses, vec![(200, None), (503, Some("1".to_owned()))]);
+}
+
+#[test]
 fn the_assertion_is_bound_to_body_query_method_and_idempotency_key() {
     let v = Verifier::new("svc", &settings(&[GW_KEY], &[])).expect("verifier");
     let m = minter(GATEWAY, "svc", GW_KEY);

@@ -3,11 +3,14 @@
 use crate::settings::AssertionSettings;
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use ring::hmac;
-use std::{sync::Arc, time::Duration};
-use uuid::Uuid;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use super::claims::{sha256_hex, Assertion, RequestFacts, VerifyError, GATEWAY};
 use super::mint::hmac_key;
+use super::replay::{ReplayGuard, Taken};
 
 /// A route pattern `METHOD /path/*/x` (`*` is one segment).
 #[derive(Debug, Clone)]
@@ -51,7 +54,7 @@ pub struct Verifier {
     /// The gateway first, then the calling services.
     principals: Arc<Vec<(String, Principal)>>,
     max_age_secs: i64,
-    seen: moka::sync::Cache<Uuid, ()>,
+    seen: Arc<ReplayGuard>,
 }
 
 impl Verifier {
@@ -98,10 +101,11 @@ impl Verifier {
             aud: aud.to_owned(),
             principals: Arc::new(principals),
             max_age_secs: s.max_age_secs,
-            seen: moka::sync::Cache::builder()
-                .time_to_live(window)
-                .max_capacity(s.replay_cache_entries)
-                .build(),
+            seen: Arc::new(ReplayGuard::new(
+                window,
+                usize::try_from(s.replay_cache_entries).unwrap_or(usize::MAX),
+                Instant::now(),
+            )),
         })
     }
 
@@ -154,9 +158,10 @@ impl Verifier {
             return Err(VerifyError::RouteNotAllowed);
         }
         // Last, so that only a fully valid assertion takes its id.
-        if !self.seen.entry(a.jti).or_insert(()).is_fresh() {
-            return Err(VerifyError::Replayed);
+        match self.seen.take(a.jti, Instant::now()) {
+            Taken::Fresh => Ok(a),
+            Taken::Again => Err(VerifyError::Replayed),
+            Taken::Full => Err(VerifyError::Busy),
         }
-        Ok(a)
     }
 }
