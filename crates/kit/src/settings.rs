@@ -206,6 +206,7 @@ pub struct DatabaseSettings {
     pub acquire_timeout_ms: u64,
     /// A connection idle in the pool at least this long is pinged before it
     /// is handed out (0: every time, sqlx's own default); see [`crate::db::connect`].
+    #[serde(default = "default_ping_if_idle_ms")]
     pub ping_if_idle_ms: u64,
     /// Apply the migrations at start (dev, tests). False (production): only
     /// check that the schema has every migration of this binary; the
@@ -305,6 +306,10 @@ pub struct AssertionSettings {
     /// (`"METHOD /path/*/x"`) they may call.
     #[serde(default)]
     pub callers: std::collections::BTreeMap<String, CallerSettings>,
+}
+
+fn default_ping_if_idle_ms() -> u64 {
+    1000
 }
 
 fn default_replay_cache_entries() -> u64 {
