@@ -12,8 +12,8 @@ BIN="$CARGO_TARGET_DIR/release"
 PG=${PGHOST:-127.0.0.1}:${PGPORT:-5432}
 DB=hub_bench
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
-cargo build --release -q -p tests-e2e --bin baseline
+[ -n "${NO_BUILD:-}" ] || cargo build --release -q -p identity -p org-billing -p core-api-gateway --bins
+[ -n "${NO_BUILD:-}" ] || cargo build --release -q -p tests-e2e --bin baseline
 psql -h "${PG%:*}" -p "${PG#*:}" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 
 psql -h "${PG%:*}" -p "${PG#*:}" -U postgres -qc "CREATE DATABASE $DB"
 
