@@ -724,6 +724,20 @@ log_format = "pretty"
         .expect("a published signing key")
     }
 
+    /// End every Postgres connection to this stack's database opened under
+    /// `application_name` `app` (a service's pool, a writer's own
+    /// connection), as a restart or a network cut would; how many it ended.
+    pub async fn end_connections(&self, app: &str) -> i64 {
+        sqlx::query_scalar!(
+            r#"SELECT count(*) AS "v!" FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = $1) q"#,
+            app,
+        )
+        .fetch_one(&self.db)
+        .await
+        .expect("terminate")
+    }
+
     /// Sign in through the gateway from a fresh client IP; returns the session token.
     pub async fn sign_in(&self, email: &str) -> String {
         let ip = random_ip();

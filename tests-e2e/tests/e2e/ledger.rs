@@ -405,13 +405,7 @@ async fn a_writer_whose_connection_went_away_reconnects() {
     let path = format!("/v1/organizations/{org}/wallet/credit");
     let credit = || s.post(&path, Some(&staff), json!({"amount_minor": 5}));
     assert_eq!(credit().await.status, 200);
-    let killed: i64 = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "v!" FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE datname = current_database() AND application_name = 'org-billing-ledger') q"#,
-    )
-    .fetch_one(&s.db)
-    .await
-    .expect("terminate");
+    let killed = s.end_connections("org-billing-ledger").await;
     assert!(killed >= 1, "the writer held a connection");
     let again = credit().await;
     assert_eq!(again.status, 200, "{:?}", again.body);

@@ -16,13 +16,7 @@ async fn connections_ended_while_idle_in_the_pool_are_replaced_before_they_serve
     let token = s.sign_in("pool@example.com").await;
     let profile = || s.get("/v1/profile", Some(&token));
     assert_eq!(profile().await.status, 200);
-    let killed: i64 = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "v!" FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE datname = current_database() AND application_name = 'identity') q"#,
-    )
-    .fetch_one(&s.db)
-    .await
-    .expect("terminate");
+    let killed = s.end_connections("identity").await;
     assert!(killed >= 1, "identity's pool held a connection");
     // Each read takes a connection from the pool: every one that was ended
     // is found dead by its ping and replaced, never handed to a request.
