@@ -23,15 +23,8 @@ trap cleanup EXIT
 wait_http() { for _ in $(seq 1 300); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.01; done; echo "no answer from $1"; exit 1; }
 rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
-export HUB_PROFILE=dev
-. scripts/lib/bench-logging.sh
-bench_logging IDENTITY ORG_BILLING CORE_API_GATEWAY
-# Each service runs as its own role (created through the admin URL on start).
-export IDENTITY__DATABASE__URL="postgres://hub_identity@$PG/$DB" ORG_BILLING__DATABASE__URL="postgres://hub_org_billing@$PG/$DB"
-export IDENTITY__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB" ORG_BILLING__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB"
-export ORG_BILLING__NATS__STREAM_SUFFIX=_bench ORG_BILLING__NATS__SUBJECT_PREFIX=bench.
-export IDENTITY__NATS__STREAM_SUFFIX=_bench CORE_API_GATEWAY__NATS__STREAM_SUFFIX=_bench
-export IDENTITY__NATS__SUBJECT_PREFIX=bench. CORE_API_GATEWAY__NATS__SUBJECT_PREFIX=bench.
+. scripts/lib/bench-three.sh
+bench_three_env "$PG" "$DB" bench
 # First start migrates the new database; the measured cold start is a restart of
 # both services from built binaries against an existing schema.
 "$BIN/identity" >/tmp/bench-identity.log 2>&1 & pids+=($!)

@@ -33,15 +33,8 @@ else
 psql -h "$PGH" -p "$PGP" -U postgres -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" 2>/dev/null
 psql -h "$PGH" -p "$PGP" -U postgres -qc "CREATE DATABASE $DB"
 
-export HUB_PROFILE=dev
-. scripts/lib/bench-logging.sh
-bench_logging IDENTITY ORG_BILLING CORE_API_GATEWAY
-# Each service runs as its own role (created through the admin URL on start).
-export IDENTITY__DATABASE__URL="postgres://hub_identity@$PGH:$PGP/$DB" ORG_BILLING__DATABASE__URL="postgres://hub_org_billing@$PGH:$PGP/$DB"
-export IDENTITY__DATABASE__ADMIN_URL="postgres://postgres@$PGH:$PGP/$DB" ORG_BILLING__DATABASE__ADMIN_URL="postgres://postgres@$PGH:$PGP/$DB"
-for v in IDENTITY ORG_BILLING CORE_API_GATEWAY; do
-  export "${v}__NATS__SUBJECT_PREFIX=benchl." "${v}__NATS__STREAM_SUFFIX=_benchl"
-done
+. scripts/lib/bench-three.sh
+bench_three_env "$PGH:$PGP" "$DB" benchl
 "$BIN/identity" >/tmp/benchl-identity.log 2>&1 & pids+=($!)
 wait_http http://127.0.0.1:8081/healthz
 "$BIN/org-billing" >/tmp/benchl-billing.log 2>&1 & pids+=($!)

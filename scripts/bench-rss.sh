@@ -28,14 +28,8 @@ trap cleanup EXIT
 wait_http() { for _ in $(seq 1 500); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.02; done; echo "no answer from $1"; exit 1; }
 rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
-export HUB_PROFILE=dev
-. scripts/lib/bench-logging.sh
-bench_logging IDENTITY ORG_BILLING CORE_API_GATEWAY
-export IDENTITY__DATABASE__URL="postgres://hub_identity@$PG/$DB" ORG_BILLING__DATABASE__URL="postgres://hub_org_billing@$PG/$DB"
-export IDENTITY__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB" ORG_BILLING__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB"
-for v in IDENTITY ORG_BILLING CORE_API_GATEWAY; do
-  export "${v}__NATS__SUBJECT_PREFIX=benchr." "${v}__NATS__STREAM_SUFFIX=_benchr"
-done
+. scripts/lib/bench-three.sh
+bench_three_env "$PG" "$DB" benchr
 "$BIN/identity" >/dev/null 2>&1 & pids+=($!); ID_PID=$!
 wait_http http://127.0.0.1:8081/healthz
 "$BIN/org-billing" >/dev/null 2>&1 & pids+=($!); OB_PID=$!
