@@ -627,9 +627,10 @@ def main():
         sink_dir = workdir / "mail"
         smtp_user, smtp_pass = "hub", secrets.token_urlsafe(16)
         sink = subprocess.Popen(
+            # `--x=value`: token_urlsafe may begin with "-", which argparse takes for an option.
             [sys.executable, str(ROOT / "tests-e2e/smtp_sink.py"), "--host", gw, "--out", str(sink_dir),
              "--starttls", str(workdir / "smtp-ca"), "--tls-cert", str(workdir / "leaf.pem"),
-             "--tls-key", str(workdir / "leaf.pem"), "--user", smtp_user, "--password", smtp_pass],
+             "--tls-key", str(workdir / "leaf.pem"), f"--user={smtp_user}", f"--password={smtp_pass}"],
             stdout=subprocess.PIPE, text=True)
         cleanup.append(sink.kill)
         smtp_port = int(sink.stdout.readline().split()[1])

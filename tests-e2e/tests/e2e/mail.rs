@@ -74,7 +74,9 @@ impl Sink {
             cmd.arg("--starttls").arg(ca);
         }
         if let Some((u, p)) = o.auth {
-            cmd.args(["--user", u, "--password", p]);
+            // `--x=value`: a generated password may begin with '-'.
+            cmd.arg(format!("--user={u}"))
+                .arg(format!("--password={p}"));
         }
         let mut child = cmd
             .spawn()
