@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Memory under steady load (issue 33): identity, org-billing and the gateway as
-# separate processes with production logging, driven by wrk in rounds over
-# three routes (GET /v1/profile, a read in identity; GET /v1/organizations/{id},
-# a read in org-billing; GET /v1/auth/me, answered by the gateway from its
-# cache), and the resident memory (VmRSS) of each process sampled once it has
-# served FIRST requests of its own and again once it has served the total.
-# Flat means within 10%.
+# separate processes with production logging, driven by wrk in alternating
+# rounds over two routes (GET /v1/profile, a read in identity; GET
+# /v1/organizations/{id}, a read in org-billing; the gateway serves both), and
+# the resident memory (VmRSS) of each process sampled once it has served FIRST
+# requests of its own and again once it has served TOTAL. Flat means within 10%.
+# The rounds never change while the run lasts (a service that has served TOTAL
+# goes on being asked): each service's request rate stays what it was, since
+# memory that follows the rate (the assertion replay set keeps the size of its
+# busiest window) would otherwise grow when the other service stops and its
+# own rate doubles. Keep the machine otherwise idle for the same reason.
 # Usage: [NO_BUILD=1] scripts/bench-rss.sh [requests per service, default 5000000]
 #        [ROUND=3s] [FIRST=1000000]. Needs wrk. Stop `make run` first (same ports).
 set -euo pipefail
@@ -55,7 +59,7 @@ printf '%-22s %10s %10s %10s\n' "requests (id/ob/gw)" identity org-billing gatew
 sample() { printf '%-22s %7s MB %7s MB %7s MB\n' "$1" "$(rss_mb $ID_PID)" "$(rss_mb $OB_PID)" "$(rss_mb $GW_PID)"; }
 sample 0
 n_id=0 n_ob=0 n_gw=0 errors=0
-declare -A first=()
+declare -A first=() last=()
 round() { # route -> requests answered
   local out e
   out=$(wrk -t2 -c64 -d"$ROUND" -H "authorization: Bearer $TOKEN" "http://127.0.0.1:8080$1")
@@ -63,23 +67,24 @@ round() { # route -> requests answered
   echo "$out" | awk '/requests in/ {print $1}' >"$WORKF"
 }
 WORKF=$(mktemp)
-while [ "$n_id" -lt "$TOTAL" ] || [ "$n_ob" -lt "$TOTAL" ] || [ "$n_gw" -lt "$TOTAL" ]; do
-  if [ "$n_id" -lt "$TOTAL" ]; then round /v1/profile; n=$(cat "$WORKF"); n_id=$((n_id + n)); n_gw=$((n_gw + n)); fi
-  if [ "$n_ob" -lt "$TOTAL" ]; then round "/v1/organizations/$ORG"; n=$(cat "$WORKF"); n_ob=$((n_ob + n)); n_gw=$((n_gw + n)); fi
-  if [ "$n_gw" -lt "$TOTAL" ]; then round /v1/auth/me; n=$(cat "$WORKF"); n_gw=$((n_gw + n)); fi
+while [ -z "${last[id]:-}" ] || [ -z "${last[ob]:-}" ] || [ -z "${last[gw]:-}" ]; do
+  round /v1/profile; n=$(cat "$WORKF"); n_id=$((n_id + n)); n_gw=$((n_gw + n))
+  round "/v1/organizations/$ORG"; n=$(cat "$WORKF"); n_ob=$((n_ob + n)); n_gw=$((n_gw + n))
   for s in id ob gw; do
     v="n_$s"
     case $s in id) pid_v=ID_PID ;; ob) pid_v=OB_PID ;; gw) pid_v=GW_PID ;; esac
     if [ -z "${first[$s]:-}" ] && [ "${!v}" -ge "$FIRST" ]; then
       first[$s]=$(rss_mb "${!pid_v}")
       sample "$n_id/$n_ob/$n_gw"
+    elif [ -n "${first[$s]:-}" ] && [ -z "${last[$s]:-}" ] && [ "${!v}" -ge "$TOTAL" ]; then
+      last[$s]=$(rss_mb "${!pid_v}")
+      sample "$n_id/$n_ob/$n_gw"
     fi
   done
 done
-sample "$n_id/$n_ob/$n_gw"
 rm -f "$WORKF"
 echo "non-2xx answers: $errors"
-python3 - "${first[id]} ${first[ob]} ${first[gw]}" "$(rss_mb $ID_PID) $(rss_mb $OB_PID) $(rss_mb $GW_PID)" <<'PY'
+python3 - "${first[id]} ${first[ob]} ${first[gw]}" "${last[id]} ${last[ob]} ${last[gw]}" <<'PY'
 import sys
 first, last = (list(map(float, a.split())) for a in sys.argv[1:])
 ok = True
