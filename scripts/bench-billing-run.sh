@@ -25,15 +25,9 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 wait_http() { for _ in $(seq 1 500); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.02; done; echo "no answer from $1"; exit 1; }
 
-export HUB_PROFILE=dev
-. scripts/lib/bench-logging.sh
-bench_logging IDENTITY ORG_BILLING CORE_API_GATEWAY
-export IDENTITY__DATABASE__URL="postgres://hub_identity@$PGH:$PGP/$DB" ORG_BILLING__DATABASE__URL="postgres://hub_org_billing@$PGH:$PGP/$DB"
-export IDENTITY__DATABASE__ADMIN_URL="postgres://postgres@$PGH:$PGP/$DB" ORG_BILLING__DATABASE__ADMIN_URL="postgres://postgres@$PGH:$PGP/$DB"
+. scripts/lib/bench-three.sh
+bench_three_env "$PGH:$PGP" "$DB" benchb
 export CORE_API_GATEWAY__PROXY__UPSTREAM_TIMEOUT_MS=600000 ORG_BILLING__SEED__BILLING_EXAMPLES=false
-for v in IDENTITY ORG_BILLING CORE_API_GATEWAY; do
-  export "${v}__NATS__SUBJECT_PREFIX=benchb." "${v}__NATS__STREAM_SUFFIX=_benchb"
-done
 "$BIN/identity" >/tmp/benchb-identity.log 2>&1 & pids+=($!)
 wait_http http://127.0.0.1:8081/healthz
 "$BIN/org-billing" >/tmp/benchb-billing.log 2>&1 & pids+=($!)

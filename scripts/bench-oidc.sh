@@ -27,14 +27,8 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 wait_http() { for _ in $(seq 1 500); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.02; done; echo "no answer from $1"; exit 1; }
 
-export HUB_PROFILE=dev
-. scripts/lib/bench-logging.sh
-bench_logging IDENTITY ORG_BILLING CORE_API_GATEWAY
-export IDENTITY__DATABASE__URL="postgres://hub_identity@$PG/$DB" ORG_BILLING__DATABASE__URL="postgres://hub_org_billing@$PG/$DB"
-export IDENTITY__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB" ORG_BILLING__DATABASE__ADMIN_URL="postgres://postgres@$PG/$DB"
-export ORG_BILLING__NATS__STREAM_SUFFIX=_bench_oidc ORG_BILLING__NATS__SUBJECT_PREFIX=bench_oidc.
-export IDENTITY__NATS__STREAM_SUFFIX=_bench_oidc CORE_API_GATEWAY__NATS__STREAM_SUFFIX=_bench_oidc
-export IDENTITY__NATS__SUBJECT_PREFIX=bench_oidc. CORE_API_GATEWAY__NATS__SUBJECT_PREFIX=bench_oidc.
+. scripts/lib/bench-three.sh
+bench_three_env "$PG" "$DB" bench_oidc
 "$BIN/identity" >/tmp/bench-oidc-identity.log 2>&1 & pids+=($!)
 "$BIN/org-billing" >/tmp/bench-oidc-billing.log 2>&1 & pids+=($!)
 "$BIN/core-api-gateway" >/tmp/bench-oidc-gateway.log 2>&1 & pids+=($!)

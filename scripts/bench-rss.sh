@@ -70,17 +70,17 @@ WORKF=$(mktemp)
 while [ -z "${last[id]:-}" ] || [ -z "${last[ob]:-}" ] || [ -z "${last[gw]:-}" ]; do
   round /v1/profile; n=$(cat "$WORKF"); n_id=$((n_id + n)); n_gw=$((n_gw + n))
   round "/v1/organizations/$ORG"; n=$(cat "$WORKF"); n_ob=$((n_ob + n)); n_gw=$((n_gw + n))
+  sampled=
   for s in id ob gw; do
     v="n_$s"
     case $s in id) pid_v=ID_PID ;; ob) pid_v=OB_PID ;; gw) pid_v=GW_PID ;; esac
     if [ -z "${first[$s]:-}" ] && [ "${!v}" -ge "$FIRST" ]; then
-      first[$s]=$(rss_mb "${!pid_v}")
-      sample "$n_id/$n_ob/$n_gw"
+      first[$s]=$(rss_mb "${!pid_v}"); sampled=1
     elif [ -n "${first[$s]:-}" ] && [ -z "${last[$s]:-}" ] && [ "${!v}" -ge "$TOTAL" ]; then
-      last[$s]=$(rss_mb "${!pid_v}")
-      sample "$n_id/$n_ob/$n_gw"
+      last[$s]=$(rss_mb "${!pid_v}"); sampled=1
     fi
   done
+  [ -z "$sampled" ] || sample "$n_id/$n_ob/$n_gw"
 done
 rm -f "$WORKF"
 echo "non-2xx answers: $errors"

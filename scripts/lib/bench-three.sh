@@ -1,5 +1,6 @@
 # Sourced by the benchmarks that run identity, org-billing and the gateway as
-# three processes of their own (bench-auth, bench-ledger, bench-rss): the
+# three processes of their own (bench-auth, bench-ledger, bench-rss,
+# bench-billing-run, bench-oidc): the
 # dev profile, production logging (scripts/lib/bench-logging.sh), each service
 # as its own Postgres role on database $2 (made through the admin URL on
 # start), and NATS subjects and streams of the benchmark's own.
