@@ -633,7 +633,10 @@ def main():
              "--tls-key", str(workdir / "leaf.pem"), f"--user={smtp_user}", f"--password={smtp_pass}"],
             stdout=subprocess.PIPE, text=True)
         cleanup.append(sink.kill)
-        smtp_port = int(sink.stdout.readline().split()[1])
+        ready = sink.stdout.readline().split()  # "PORT n", or nothing if it exited
+        if len(ready) < 2:
+            sys.exit(f"deploy-check: the SMTP sink did not start (exit {sink.wait()}); its error is above")
+        smtp_port = int(ready[1])
         hooks = HookReceiver(gw, str(workdir / "leaf.pem"), str(workdir / "leaf.pem"))
         cleanup.append(hooks.close)
 
