@@ -131,6 +131,12 @@ impl<'a, W: fmt::Write> Fields<'a, W> {
             self.result = self.w.write_fmt(value);
         }
     }
+
+    fn integer(&mut self, field: &Field, value: impl itoa::Integer) {
+        if self.key(field) {
+            self.result = self.w.write_str(itoa::Buffer::new().format(value));
+        }
+    }
 }
 
 impl<W: fmt::Write> Visit for Fields<'_, W> {
@@ -153,19 +159,19 @@ impl<W: fmt::Write> Visit for Fields<'_, W> {
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.raw(field, format_args!("{value}"));
+        self.integer(field, value);
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.raw(field, format_args!("{value}"));
+        self.integer(field, value);
     }
 
     fn record_i128(&mut self, field: &Field, value: i128) {
-        self.raw(field, format_args!("{value}"));
+        self.integer(field, value);
     }
 
     fn record_u128(&mut self, field: &Field, value: u128) {
-        self.raw(field, format_args!("{value}"));
+        self.integer(field, value);
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
@@ -176,7 +182,11 @@ impl<W: fmt::Write> Visit for Fields<'_, W> {
         // `Debug` keeps a fraction (`3.0`, not `3`) and writes exponents JSON
         // reads; JSON has no NaN or infinity.
         if value.is_finite() {
-            self.raw(field, format_args!("{value:?}"));
+            // `ryu` writes what `Debug` does for the values a log carries
+            // (`3.0`, `1e-9`), without `core::fmt`'s machinery.
+            if self.key(field) {
+                self.result = self.w.write_str(ryu::Buffer::new().format_finite(value));
+            }
         } else {
             self.raw(field, format_args!("null"));
         }
@@ -209,17 +219,50 @@ impl<'writer> FormatFields<'writer> for JsonFields {
 /// `2026-11-29T19:04:05.123456Z` (RFC 3339, UTC, microseconds), as
 /// tracing-subscriber's default timer writes it.
 fn timestamp(w: &mut impl fmt::Write) -> fmt::Result {
-    let now = time::OffsetDateTime::now_utc();
-    let (y, mo, d) = now.to_calendar_date();
-    write!(
-        w,
-        "{y:04}-{:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
-        u8::from(mo),
-        now.hour(),
-        now.minute(),
-        now.second(),
-        now.microsecond()
-    )
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    write_timestamp(w, since.as_secs(), since.subsec_micros())
+}
+
+thread_local! {
+    /// The date and time to the second of this thread's last line, as
+    /// written (`2026-11-29T19:04:05`): a busy service writes thousands of
+    /// lines a second and works out a calendar date once a second.
+    static SECOND: std::cell::RefCell<(u64, String)> =
+        const { std::cell::RefCell::new((u64::MAX, String::new())) };
+}
+
+fn write_timestamp(w: &mut impl fmt::Write, secs: u64, micros: u32) -> fmt::Result {
+    SECOND.with_borrow_mut(|(at, text)| {
+        if *at != secs || text.is_empty() {
+            let t = i64::try_from(secs)
+                .ok()
+                .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+                .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+            let (y, mo, d) = t.to_calendar_date();
+            text.clear();
+            write!(
+                text,
+                "{y:04}-{:02}-{d:02}T{:02}:{:02}:{:02}",
+                u8::from(mo),
+                t.hour(),
+                t.minute(),
+                t.second()
+            )?;
+            *at = secs;
+        }
+        w.write_str(text)
+    })?;
+    // Six digits, zero-padded.
+    let mut digits = [b'.', b'0', b'0', b'0', b'0', b'0', b'0', b'Z'];
+    let mut m = micros.min(999_999);
+    for slot in digits[1..7].iter_mut().rev() {
+        *slot = b'0' + (m % 10) as u8;
+        m /= 10;
+    }
+    // ASCII digits and punctuation: always UTF-8.
+    w.write_str(std::str::from_utf8(&digits).map_err(|_| fmt::Error)?)
 }
 
 impl<S> FormatEvent<S, JsonFields> for JsonLine
@@ -236,7 +279,9 @@ where
         let meta = normalized.as_ref().unwrap_or_else(|| event.metadata());
         w.write_str("{\"timestamp\":\"")?;
         timestamp(&mut w)?;
-        write!(w, "\",\"level\":\"{}\"", meta.level())?;
+        w.write_str("\",\"level\":\"")?;
+        w.write_str(meta.level().as_str())?;
+        w.write_char('"')?;
         let mut fields = Fields::new(&mut w, true);
         event.record(&mut fields);
         fields.result?;
@@ -361,6 +406,22 @@ pub(crate) mod tests {
             "{ts}"
         );
         assert!(line.get("span").is_none(), "{line}");
+    }
+
+    #[test]
+    fn timestamps_are_rfc_3339_to_the_microsecond_across_seconds() {
+        let at = |secs: u64, micros: u32| {
+            let mut s = String::new();
+            write_timestamp(&mut s, secs, micros).expect("written");
+            s
+        };
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000000Z");
+        // The same second twice, then the next (the cached date changes).
+        assert_eq!(at(1_796_000_645, 7), "2026-11-30T01:04:05.000007Z");
+        assert_eq!(at(1_796_000_645, 999_999), "2026-11-30T01:04:05.999999Z");
+        assert_eq!(at(1_796_000_646, 120_000), "2026-11-30T01:04:06.120000Z");
+        // A leap day.
+        assert_eq!(at(1_709_164_800, 1), "2024-02-29T00:00:00.000001Z");
     }
 
     #[test]

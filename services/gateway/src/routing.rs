@@ -3,7 +3,7 @@
 use crate::settings::{RouteRule, Settings};
 use actix_web::http::Method;
 use service_kit::path::PathError;
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 /// The methods a route forwards, and the `Allow` header that names them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +115,8 @@ pub struct Router {
     pub core: RouteTable,
     pub product: RouteTable,
     /// Public endpoints with exact paths.
-    public: HashSet<(String, String)>,
+    /// path -> the methods public on it (looked up without a copy of either).
+    public: HashMap<String, Vec<String>>,
     /// Public endpoints whose paths have `{name}` segments (each matches any
     /// one non-empty segment): method and the path's segments, None for a
     /// `{name}` one.
@@ -156,10 +157,10 @@ impl Router {
         let router = Router {
             core: RouteTable::new(&s.routes.core, &methods)?,
             product: RouteTable::new(&s.routes.product, &methods)?,
-            public: HashSet::new(),
+            public: HashMap::new(),
             public_patterns: Vec::new(),
         };
-        let mut public = HashSet::new();
+        let mut public: HashMap<String, Vec<String>> = HashMap::new();
         let mut public_patterns = Vec::new();
         for p in &s.proxy.public {
             let (m, path) = p
@@ -180,7 +181,7 @@ impl Router {
             match pattern(&path) {
                 Some(segs) => public_patterns.push((m, segs)),
                 None => {
-                    public.insert((m, path));
+                    public.entry(path).or_default().push(m);
                 }
             }
         }
@@ -205,7 +206,11 @@ impl Router {
     }
 
     pub fn is_public(&self, method: &str, path: &str) -> bool {
-        if self.public.contains(&(method.to_owned(), path.to_owned())) {
+        if self
+            .public
+            .get(path)
+            .is_some_and(|methods| methods.iter().any(|m| m == method))
+        {
             return true;
         }
         self.public_patterns.iter().any(|(m, segs)| {

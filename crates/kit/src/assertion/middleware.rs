@@ -120,7 +120,7 @@ pub async fn require_assertion(
                 let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, e.message());
                 r.headers_mut().insert(
                     actix_web::http::header::RETRY_AFTER,
-                    actix_web::http::header::HeaderValue::from_static("1"),
+                    actix_web::http::header::HeaderValue::from(crate::outage::RETRY_AFTER_SECS),
                 );
                 r
             } else {

@@ -2,10 +2,11 @@
 //!
 //! Two generations of a plain set: an id goes into the current one; when the
 //! current one is `window` old it becomes the previous one, and the previous
-//! one is emptied (its memory kept for the next generation). An id is so
-//! remembered for at least `window` (twice an assertion's lifetime) after its
-//! use, and at most twice that. Memory follows the request rate (about 20 bytes
-//! an id) and stays flat under steady load.
+//! one is emptied and becomes the current one, its table kept up to the size
+//! the window that just ended needed (an eighth more) and given back beyond
+//! it. An id is so remembered for at least `window` (twice an assertion's
+//! lifetime) after its use, and at most twice that. Memory follows the request
+//! rate (about 20 bytes an id), up and down, and stays flat under steady load.
 //!
 //! It replaced a `moka` cache bounded by `replay_cache_entries`. Full, that
 //! cache evicted ids, or did not admit new ones (its TinyLFU admission), so a
@@ -67,12 +68,20 @@ impl ReplayGuard {
         let age = now.saturating_duration_since(g.started);
         if age >= self.window {
             let g = &mut *g;
+            // The window that just ended says how many ids the next one
+            // will hold at this rate: the emptied generation is sized for
+            // that (an eighth more), so a busier spell's table is given back
+            // once the rate falls instead of being kept for good.
+            let expected = g.current.len();
             g.previous.clear();
             if age < 2 * self.window {
                 std::mem::swap(&mut g.current, &mut g.previous);
+                g.current.shrink_to(expected + expected / 8);
             } else {
                 // Nothing in `current` is within the window any more.
                 g.current.clear();
+                g.current.shrink_to(0);
+                g.previous.shrink_to(0);
             }
             g.started = now;
         }
@@ -114,6 +123,33 @@ mod tests {
         );
         // ...and forgotten after the one after (its assertion long expired).
         assert_eq!(g.take(late, t0 + 3 * WINDOW), Taken::Fresh);
+    }
+
+    #[test]
+    fn a_busy_window_s_table_is_given_back_when_the_rate_falls() {
+        // It used to be cleared and kept: a replica held its busiest spell's
+        // memory for good.
+        let t0 = Instant::now();
+        let g = ReplayGuard::new(WINDOW, 1_000_000, t0);
+        for _ in 0..100_000 {
+            assert_eq!(g.take(Uuid::new_v4(), t0), Taken::Fresh);
+        }
+        let busy = g.inner.lock().expect("not poisoned").current.capacity();
+        assert!(busy >= 100_000);
+        // Two quiet windows of 100 ids each: both generations come back to
+        // the quiet rate's size.
+        for turn in 1..=3 {
+            let at = t0 + turn * WINDOW;
+            for _ in 0..100 {
+                assert_eq!(g.take(Uuid::new_v4(), at), Taken::Fresh);
+            }
+        }
+        let inner = g.inner.lock().expect("not poisoned");
+        let held = inner.current.capacity() + inner.previous.capacity();
+        assert!(
+            held < 1_000,
+            "{held} slots held after the rate fell (busy: {busy})"
+        );
     }
 
     #[test]

@@ -124,7 +124,13 @@ async fn a_busy_replica_answers_503_with_retry_after() {
                 .map(|v| v.to_str().unwrap_or_default().to_owned()),
         ));
     }
-    assert_eq!(statuses, vec![(200, None), (503, Some("1".to_owned()))]);
+    assert_eq!(
+        statuses,
+        vec![
+            (200, None),
+            (503, Some(crate::outage::RETRY_AFTER_SECS.to_string()))
+        ]
+    );
 }
 
 #[test]
