@@ -7,8 +7,8 @@
 # bare route alone moves 20-30% between minutes, so each ratio is taken over
 # rounds that alternate (sums of requests over the same minutes) rather than
 # over one stretch of each; every round's figures are printed too, with the CPU
-# seconds each process spent per request (the gateway and the bare route
-# against wrk's own share of the two cores).
+# time per request of the process that answered wrk (the reference binary or
+# the gateway; identity's and wrk's own are not read here).
 # Usage: [ROUNDS=3] scripts/bench-auth.sh [duration of each wrk run, default 10s].
 # Needs wrk (installed if missing).
 set -euo pipefail
@@ -80,6 +80,7 @@ run() { # name url header key pid-of-the-front-process its-name
   CPU[$4]=$(echo "${CPU[$4]:-0} $before $after" | awk '{print $1 + $3 - $2}')
 }
 ROUNDS=${ROUNDS:-3}
+[ "$ROUNDS" -ge 1 ] 2>/dev/null || { echo "ROUNDS must be a whole number of at least 1"; exit 2; }
 echo "wrk -t2 -c64 -d$DUR per route, $ROUNDS rounds of the four in turn, $(nproc) cores, $(date -u +%FT%TZ)"
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r"

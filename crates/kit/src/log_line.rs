@@ -181,12 +181,16 @@ impl<W: fmt::Write> Visit for Fields<'_, W> {
     fn record_f64(&mut self, field: &Field, value: f64) {
         // `Debug` keeps a fraction (`3.0`, not `3`) and writes exponents JSON
         // reads; JSON has no NaN or infinity.
-        if value.is_finite() {
-            // `ryu` writes what `Debug` does for the values a log carries
-            // (`3.0`, `1e-9`), without `core::fmt`'s machinery.
+        if value.is_finite() && (value == 0.0 || value.abs() >= 1e-4) {
+            // `ryu` writes what `Debug` does here (`3.0`, `1e16`), without
+            // `core::fmt`'s machinery. Below 1e-4 it writes `0.00005` where
+            // `Debug` writes `5e-5`: those keep `Debug`, so a line's bytes do
+            // not change with the formatter.
             if self.key(field) {
                 self.result = self.w.write_str(ryu::Buffer::new().format_finite(value));
             }
+        } else if value.is_finite() {
+            self.raw(field, format_args!("{value:?}"));
         } else {
             self.raw(field, format_args!("null"));
         }
@@ -337,6 +341,14 @@ pub(crate) mod tests {
 
     /// The lines `f` logs, each parsed (a line that is not JSON fails).
     fn lines(f: impl FnOnce()) -> Vec<serde_json::Value> {
+        text(f)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
+    /// What `f` logs, as written.
+    fn text(f: impl FnOnce()) -> String {
         let sink = Sink::default();
         let writer = sink.clone();
         let subscriber = tracing_subscriber::registry().with(
@@ -347,11 +359,7 @@ pub(crate) mod tests {
         );
         tracing::subscriber::with_default(subscriber, f);
         let out = sink.0.lock().map(|v| v.clone()).unwrap_or_default();
-        String::from_utf8(out)
-            .expect("utf-8")
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
+        String::from_utf8(out).expect("utf-8")
     }
 
     #[derive(Debug)]
@@ -370,6 +378,9 @@ pub(crate) mod tests {
                 yes = true,
                 ms = 3.0f64,
                 tiny = 1e-9f64,
+                small = 5e-5f64,
+                smallish = 1.5e-4f64,
+                large = 1e16f64,
                 nan = f64::NAN,
                 debug = ?Odd,
                 shown = %"x\"y",
@@ -394,6 +405,10 @@ pub(crate) mod tests {
         assert_eq!(line["yes"], true);
         assert!(line["ms"].is_f64() && line["ms"] == 3.0, "{line}");
         assert_eq!(line["tiny"], 1e-9);
+        assert_eq!(line["small"], 5e-5);
+        assert_eq!(line["smallish"], 1.5e-4);
+        assert_eq!(line["large"], 1e16);
+
         assert!(line["nan"].is_null());
         assert_eq!(line["debug"], "Odd");
         assert_eq!(line["shown"], "x\"y");
@@ -406,6 +421,16 @@ pub(crate) mod tests {
             "{ts}"
         );
         assert!(line.get("span").is_none(), "{line}");
+    }
+
+    #[test]
+    fn floats_are_written_as_debug_writes_them() {
+        let values = [3.0, 1e-9, 5e-5, 1.5e-4, 0.1, 1e16, 123_456.789, -0.0, 0.0];
+        for v in values {
+            let got = text(|| tracing::info!(v, "x"));
+            let want = format!("\"v\":{v:?},");
+            assert!(got.contains(&want), "{want} in {got}");
+        }
     }
 
     #[test]
