@@ -7,9 +7,9 @@
 # requests of its own and again once it has served TOTAL. Flat means within 10%.
 # The rounds never change while the run lasts (a service that has served TOTAL
 # goes on being asked): each service's request rate stays what it was, since
-# memory that follows the rate (the assertion replay set keeps the size of its
-# busiest window) would otherwise grow when the other service stops and its
-# own rate doubles. Keep the machine otherwise idle for the same reason.
+# memory that follows the rate (the assertion replay set is sized by its last
+# window) would otherwise grow when the other service stops and its own rate
+# doubles. Keep the machine otherwise idle for the same reason.
 # Usage: [NO_BUILD=1] scripts/bench-rss.sh [requests per service, default 5000000]
 #        [ROUND=3s] [FIRST=1000000]. Needs wrk. Stop `make run` first (same ports).
 set -euo pipefail
@@ -30,7 +30,6 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 wait_http() { for _ in $(seq 1 500); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.02; done; echo "no answer from $1"; exit 1; }
-rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
 . scripts/lib/bench-three.sh
 bench_three_env "$PG" "$DB" benchr

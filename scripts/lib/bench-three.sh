@@ -17,3 +17,6 @@ bench_three_env() {
     export "${v}__NATS__SUBJECT_PREFIX=$name." "${v}__NATS__STREAM_SUFFIX=_$name"
   done
 }
+
+# A process's resident memory in MB (bench-auth, bench-rss).
+rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }

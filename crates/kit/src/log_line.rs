@@ -181,18 +181,15 @@ impl<W: fmt::Write> Visit for Fields<'_, W> {
     fn record_f64(&mut self, field: &Field, value: f64) {
         // `Debug` keeps a fraction (`3.0`, not `3`) and writes exponents JSON
         // reads; JSON has no NaN or infinity.
-        if value.is_finite() && (value == 0.0 || value.abs() >= 1e-4) {
-            // `ryu` writes what `Debug` does here (`3.0`, `1e16`), without
-            // `core::fmt`'s machinery. Below 1e-4 it writes `0.00005` where
-            // `Debug` writes `5e-5`: those keep `Debug`, so a line's bytes do
-            // not change with the formatter.
-            if self.key(field) {
-                self.result = self.w.write_str(ryu::Buffer::new().format_finite(value));
-            }
-        } else if value.is_finite() {
-            self.raw(field, format_args!("{value:?}"));
-        } else {
+        if !value.is_finite() {
             self.raw(field, format_args!("null"));
+        } else if value != 0.0 && value.abs() < 1e-4 {
+            // `ryu` writes `0.00005` here where `Debug` writes `5e-5`.
+            self.raw(field, format_args!("{value:?}"));
+        } else if self.key(field) {
+            // Elsewhere `ryu` writes what `Debug` does (`3.0`, `1e16`),
+            // without `core::fmt`'s machinery.
+            self.result = self.w.write_str(ryu::Buffer::new().format_finite(value));
         }
     }
 }
@@ -239,7 +236,7 @@ thread_local! {
 
 fn write_timestamp(w: &mut impl fmt::Write, secs: u64, micros: u32) -> fmt::Result {
     SECOND.with_borrow_mut(|(at, text)| {
-        if *at != secs || text.is_empty() {
+        if *at != secs {
             let t = i64::try_from(secs)
                 .ok()
                 .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
@@ -408,7 +405,6 @@ pub(crate) mod tests {
         assert_eq!(line["small"], 5e-5);
         assert_eq!(line["smallish"], 1.5e-4);
         assert_eq!(line["large"], 1e16);
-
         assert!(line["nan"].is_null());
         assert_eq!(line["debug"], "Odd");
         assert_eq!(line["shown"], "x\"y");

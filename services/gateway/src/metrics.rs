@@ -20,6 +20,9 @@ pub enum Lookup {
 }
 
 impl Lookup {
+    /// Every lookup, in declaration order: `how as usize` indexes into it.
+    const ALL: [Lookup; 4] = [Lookup::Hit, Lookup::Refused, Lookup::Miss, Lookup::Joined];
+
     fn as_str(self) -> &'static str {
         match self {
             Lookup::Hit => "hit",
@@ -46,8 +49,7 @@ impl GatewayMetrics {
             &["result"],
         );
         GatewayMetrics {
-            bearers: [Lookup::Hit, Lookup::Refused, Lookup::Miss, Lookup::Joined]
-                .map(|l| bearers.with_label_values(&[l.as_str()])),
+            bearers: Lookup::ALL.map(|l| bearers.with_label_values(&[l.as_str()])),
             identity: m.histogram(
                 "hub_gateway_identity_duration_seconds",
                 "Time identity took to answer a bearer resolution, by outcome.",

@@ -213,9 +213,10 @@ impl Router {
         {
             return true;
         }
+        let segments = path.split('/').count();
         self.public_patterns.iter().any(|(m, segs)| {
             m == method
-                && path.split('/').count() == segs.len()
+                && segments == segs.len()
                 && path.split('/').zip(segs).all(|(got, want)| match want {
                     Some(exact) => got == exact,
                     None => !got.is_empty(),

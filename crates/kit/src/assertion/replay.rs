@@ -78,10 +78,10 @@ impl ReplayGuard {
                 std::mem::swap(&mut g.current, &mut g.previous);
                 g.current.shrink_to(expected + expected / 8);
             } else {
-                // Nothing in `current` is within the window any more.
-                g.current.clear();
-                g.current.shrink_to(0);
-                g.previous.shrink_to(0);
+                // Nothing in `current` is within the window any more: both
+                // generations start afresh, holding no memory.
+                g.current = HashSet::new();
+                g.previous = HashSet::new();
             }
             g.started = now;
         }
@@ -150,6 +150,19 @@ mod tests {
             held < 1_000,
             "{held} slots held after the rate fell (busy: {busy})"
         );
+    }
+
+    #[test]
+    fn a_long_quiet_spell_gives_back_all_the_memory() {
+        let t0 = Instant::now();
+        let g = ReplayGuard::new(WINDOW, 1_000_000, t0);
+        for _ in 0..10_000 {
+            assert_eq!(g.take(Uuid::new_v4(), t0), Taken::Fresh);
+        }
+        assert_eq!(g.take(Uuid::new_v4(), t0 + 5 * WINDOW), Taken::Fresh);
+        let inner = g.inner.lock().expect("not poisoned");
+        let held = inner.current.capacity() + inner.previous.capacity();
+        assert!(held < 100, "{held} slots held after a quiet spell");
     }
 
     #[test]
