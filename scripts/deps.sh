@@ -38,6 +38,12 @@ if ! command -v cargo >/dev/null 2>&1; then
   apt_install cargo rustc
 fi
 command -v psql >/dev/null 2>&1 || apt_install postgresql-client
+# identity's passkeys (webauthn-rs) verify with the system's OpenSSL: its
+# headers and pkg-config to build, libssl3 to run.
+if ! pkg-config --exists openssl 2>/dev/null; then
+  log "installing libssl-dev and pkg-config (webauthn-rs links OpenSSL)"
+  apt_install --no-install-recommends libssl-dev pkg-config
+fi
 # The mail tests' SMTP server (tests-e2e/smtp_sink.py) and its test CA.
 if ! /usr/bin/python3 -c 'import aiosmtpd, trustme' >/dev/null 2>&1; then
   log "installing python3-aiosmtpd and python3-trustme (the tests' SMTP server)"

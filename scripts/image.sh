@@ -17,10 +17,11 @@ VERSION=$(sed -n 's/^appVersion: "\(.*\)"/\1/p' deploy/helm/hub/Chart.yaml | hea
 HUB_IMAGE=${HUB_IMAGE:-localhost/hub:$VERSION}
 BINARIES=(identity org-billing kyc server-product webhook-dispatcher agent core-api-gateway console)
 
-# The runtime base: Debian bookworm, minbase plus CA certificates and zone data.
+# The runtime base: Debian bookworm, minbase plus CA certificates, zone data
+# and OpenSSL's library (identity's passkeys: webauthn-rs).
 # Rebuilt when this recipe changes (its hash is the tag).
 SUITE=bookworm
-INCLUDE=ca-certificates,tzdata
+INCLUDE=ca-certificates,tzdata,libssl3
 RECIPE="$SUITE $INCLUDE minbase nodoc-v1"
 BASE_TAG=$(printf '%s' "$RECIPE" | sha256sum | cut -c1-12)
 BASE="localhost/hub-base:$SUITE-$BASE_TAG"

@@ -285,6 +285,16 @@ pub enum AuditAction {
     MfaDisabled,
     #[serde(rename = "auth.mfa_failed")]
     MfaFailed,
+    #[serde(rename = "auth.passkey_added")]
+    PasskeyAdded,
+    #[serde(rename = "auth.passkey_renamed")]
+    PasskeyRenamed,
+    #[serde(rename = "auth.passkey_deleted")]
+    PasskeyDeleted,
+    /// A passkey assertion that verified but was refused: its signature
+    /// counter went back (a cloned authenticator, WebAuthn §6.1.1).
+    #[serde(rename = "auth.passkey_refused")]
+    PasskeyRefused,
     #[serde(rename = "kb.category_created")]
     KbCategoryCreated,
     #[serde(rename = "kb.article_created")]
@@ -301,7 +311,7 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action, for documentation and tests.
-    pub const ALL: [AuditAction; 90] = [
+    pub const ALL: [AuditAction; 94] = [
         AuditAction::SignIn,
         AuditAction::Logout,
         AuditAction::SessionRevoked,
@@ -386,6 +396,10 @@ impl AuditAction {
         AuditAction::MfaEnabled,
         AuditAction::MfaDisabled,
         AuditAction::MfaFailed,
+        AuditAction::PasskeyAdded,
+        AuditAction::PasskeyRenamed,
+        AuditAction::PasskeyDeleted,
+        AuditAction::PasskeyRefused,
         AuditAction::KbCategoryCreated,
         AuditAction::KbArticleCreated,
         AuditAction::KbArticleUpdated,
@@ -481,6 +495,10 @@ impl AuditAction {
             AuditAction::MfaEnabled => "auth.mfa_enabled",
             AuditAction::MfaDisabled => "auth.mfa_disabled",
             AuditAction::MfaFailed => "auth.mfa_failed",
+            AuditAction::PasskeyAdded => "auth.passkey_added",
+            AuditAction::PasskeyRenamed => "auth.passkey_renamed",
+            AuditAction::PasskeyDeleted => "auth.passkey_deleted",
+            AuditAction::PasskeyRefused => "auth.passkey_refused",
             AuditAction::KbCategoryCreated => "kb.category_created",
             AuditAction::KbArticleCreated => "kb.article_created",
             AuditAction::KbArticleUpdated => "kb.article_updated",

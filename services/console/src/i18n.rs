@@ -540,6 +540,31 @@ texts! {
     signed_out_here: "Signed out in this browser", "Bu tarayıcıda çıkış yapıldı";
     signed_out_here_body: "The hub did not answer, so your session may still be open elsewhere. Sign in on another device and end it under Account, Sessions; otherwise it ends by itself in 30 days.", "Hub yanıt vermedi; oturumunuz başka yerde hâlâ açık olabilir. Başka bir cihazda giriş yapıp Hesap, Oturumlar altından sonlandırın; yoksa 30 gün içinde kendiliğinden sona erer.";
     invite_closed: "This invitation was already used, revoked or has expired, or you are already a member.", "Bu davet kullanılmış, iptal edilmiş ya da süresi dolmuş veya zaten üyesiniz.";
+    passkeys_note: "A passkey signs you in with this device's screen lock (fingerprint, face or PIN) instead of a mailed link. It never leaves your device.", "Geçiş anahtarı, e-postayla gelen bağlantı yerine cihazınızın ekran kilidiyle (parmak izi, yüz ya da PIN) giriş yapmanızı sağlar. Cihazınızdan hiç çıkmaz.";
+    passkeys_none: "No passkeys yet.", "Henüz geçiş anahtarı yok.";
+    passkeys_unreadable: "Your passkeys cannot be listed right now. Try again in a moment.", "Geçiş anahtarlarınız şu anda listelenemiyor. Birazdan tekrar deneyin.";
+    passkey_added_at: "Added", "Eklenme zamanı";
+    passkey_last_used: "Last used", "Son kullanım";
+    passkey_never_used: "Not yet", "Henüz kullanılmadı";
+    passkey_add: "Add a passkey", "Geçiş anahtarı ekleyin";
+    passkey_name: "Name of the new passkey (for example, the device it is on)", "Yeni geçiş anahtarının adı (örneğin bulunduğu cihaz)";
+    passkey_new_name: "New name for", "Yeni ad:";
+    passkey_unsupported: "Passkeys need a browser that supports them, with JavaScript on.", "Geçiş anahtarları için bunları destekleyen ve JavaScript'i açık bir tarayıcı gerekir.";
+    passkey_sign_in: "Sign in with a passkey", "Geçiş anahtarıyla giriş yap";
+    passkey_use: "Use a passkey", "Geçiş anahtarı kullan";
+    passkey_mfa_hint: "Or confirm with one of your passkeys instead of a code.", "Ya da kod yerine geçiş anahtarlarınızdan biriyle onaylayın.";
+    passkey_working: "Follow your browser's prompt to use your passkey.", "Geçiş anahtarınızı kullanmak için tarayıcınızın yönergelerini izleyin.";
+    passkey_cancelled: "No passkey was used: the prompt was closed or timed out. Try again when you are ready.", "Geçiş anahtarı kullanılmadı: pencere kapatıldı ya da süre doldu. Hazır olduğunuzda tekrar deneyin.";
+    passkey_failed: "The passkey did not work. Try again, or use the mailed link.", "Geçiş anahtarı işe yaramadı. Tekrar deneyin ya da e-postayla gelen bağlantıyı kullanın.";
+    passkey_refused: "This passkey was not accepted. Try another one, or use the mailed link.", "Bu geçiş anahtarı kabul edilmedi. Başka birini deneyin ya da e-postayla gelen bağlantıyı kullanın.";
+    passkey_not_added: "The passkey was not added.", "Geçiş anahtarı eklenmedi.";
+    passkey_exists: "This device already holds a passkey for your account.", "Bu cihazda hesabınız için zaten bir geçiş anahtarı var.";
+    passkey_name_needed: "Type a name for the passkey first.", "Önce geçiş anahtarına bir ad verin.";
+    passkey_reauth: "Adding a passkey needs a recent sign-in. Sign in again, then add it.", "Geçiş anahtarı eklemek için yakın zamanda giriş yapmış olmanız gerekir. Yeniden giriş yapın, ardından ekleyin.";
+    passkey_sign_in_again: "Sign in again", "Yeniden giriş yapın";
+    passkey_deleted: "The passkey was deleted.", "Geçiş anahtarı silindi.";
+    passkey_added_notice: "The passkey was added. You can sign in with it from now on.", "Geçiş anahtarı eklendi. Bundan sonra onunla giriş yapabilirsiniz.";
+    passkey_step_expired: "This sign-in has expired. Start again with a new link.", "Bu girişin süresi doldu. Yeni bir bağlantıyla yeniden başlayın.";
 }
 
 #[cfg(test)]

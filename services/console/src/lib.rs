@@ -7,6 +7,12 @@
 //! Every answer carries a strict Content-Security-Policy (no inline script,
 //! no framing); the hub session lives in a sealed HttpOnly cookie
 //! ([`session`]); every form carries the visitor's form token.
+//!
+//! Passkeys (WebAuthn): the one script, [`PASSKEYS_JS`] (served from here,
+//! so `script-src 'self'` holds), runs the browser's ceremonies on the
+//! security page, the sign-in page (a button, and the email field's
+//! autofill) and the second step; the console carries the options and the
+//! credentials between the page and identity (`pages::passkeys`).
 
 pub mod api;
 pub mod format;
@@ -28,6 +34,12 @@ use std::net::TcpListener;
 
 /// The stylesheet, served at /assets/console.css.
 pub const CSS: &str = include_str!("../assets/console.css");
+
+/// The passkey ceremonies' script (WebAuthn in the browser), served at
+/// /assets/passkeys.js to the pages that offer passkeys: the security page,
+/// the sign-in page and the second step. Without it (or without WebAuthn in
+/// the browser) those pages work as before, without passkeys.
+pub const PASSKEYS_JS: &str = include_str!("../assets/passkeys.js");
 
 /// The Content-Security-Policy of every answer: nothing inline, nothing from
 /// elsewhere, never in a frame. (No `form-action`: Chrome applies it to the
@@ -58,17 +70,28 @@ pub struct Application {
 fn routes(cfg: &mut web::ServiceConfig) {
     use pages::{
         account, assistant, auth, billing, distributors, invites, oauth, org_admin, org_sheets,
-        orgs, servers, staff, tower, webhooks,
+        orgs, passkeys, servers, staff, tower, webhooks,
     };
     use service_kit::methods::{get, post};
     cfg.route("/", get().to(pages::home))
         .route("/assets/console.css", get().to(pages::stylesheet))
+        .route("/assets/passkeys.js", get().to(pages::passkeys_script))
         .route("/lang/{code}", get().to(pages::language))
         .route("/sign-in", get().to(auth::page))
         .route("/sign-in", post().to(auth::request_link))
         .route("/sign-in/verify", post().to(auth::verify))
         .route("/sign-in/mfa", get().to(auth::mfa_page))
         .route("/sign-in/mfa", post().to(auth::mfa_verify))
+        .route(
+            "/sign-in/passkey/options",
+            post().to(passkeys::sign_in_options),
+        )
+        .route("/sign-in/passkey", post().to(passkeys::sign_in))
+        .route(
+            "/sign-in/mfa/passkey/options",
+            post().to(passkeys::mfa_options),
+        )
+        .route("/sign-in/mfa/passkey", post().to(passkeys::mfa))
         .route("/sign-out", post().to(auth::sign_out))
         .route("/orgs", get().to(orgs::list))
         .route("/orgs", post().to(orgs::create))
@@ -147,6 +170,16 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/account/security/enroll", post().to(account::enroll))
         .route("/account/security/confirm", post().to(account::confirm))
         .route("/account/security/disable", post().to(account::disable))
+        .route(
+            "/account/passkeys/options",
+            post().to(passkeys::register_options),
+        )
+        .route("/account/passkeys", post().to(passkeys::register))
+        .route("/account/passkeys/{id}", post().to(account::rename_passkey))
+        .route(
+            "/account/passkeys/{id}/delete",
+            post().to(account::delete_passkey),
+        )
         .route("/assistant", get().to(assistant::view))
         .route("/assistant", post().to(assistant::ask))
         .route("/assistant/confirm", post().to(assistant::answer))
@@ -294,6 +327,8 @@ impl Application {
                 .app_data(console.clone())
                 .app_data(metrics.clone())
                 .app_data(web::FormConfig::default().limit(max_body))
+                // The passkey ceremonies' JSON (a credential is a few KB).
+                .app_data(http::json_config(max_body))
                 .configure(|c| http::health_routes(c, http::Readiness::default()))
                 .configure(routes)
                 .default_service(web::to(pages::not_found))

@@ -35,6 +35,10 @@ pub struct State {
     /// The second factor's challenge between the mailed link and the code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mfa: Option<String>,
+    /// Whether that second step may be a passkey (the verify answer's
+    /// `methods` said "passkey").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mfa_passkey: bool,
     /// Where to go once signed in (a path of the console's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
@@ -157,6 +161,22 @@ impl Visit {
             r.cookie(cookie);
         }
         r.body(html)
+    }
+
+    /// A JSON answer (the passkey ceremonies' calls from the page's script),
+    /// with the cookie; never cached.
+    pub fn json(
+        &self,
+        c: &Console,
+        status: actix_web::http::StatusCode,
+        body: &serde_json::Value,
+    ) -> HttpResponse {
+        let mut r = HttpResponse::build(status);
+        r.insert_header((header::CACHE_CONTROL, "no-store"));
+        if let Some(cookie) = self.cookie(c) {
+            r.cookie(cookie);
+        }
+        r.json(body)
     }
 
     /// 303 See Other to `to`, with the cookie.

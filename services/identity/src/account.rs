@@ -74,6 +74,8 @@ pub struct Export {
     pub sessions: Vec<Session>,
     /// The API keys they created (the keys themselves are never stored).
     pub api_keys_created: Vec<ApiKey>,
+    /// Their passkeys (names and dates; never key material).
+    pub passkeys: Vec<crate::passkeys::View>,
     /// What they did, newest first, at most [`EXPORT_AUDIT`].
     pub audit: Vec<Entry>,
     /// More audit entries exist than the export lists.
@@ -120,6 +122,7 @@ pub async fn export(pool: &PgPool, id: UserId) -> sqlx::Result<Export> {
     )
     .fetch_all(&mut *tx)
     .await?;
+    let passkeys = crate::passkeys::list(&mut tx, id).await?;
     let mut audit = sqlx::query_as!(
         Entry,
         r#"SELECT id, actor_user_id AS "actor_user_id: UserId", action, subject, detail, ip, created_at
@@ -139,6 +142,7 @@ pub async fn export(pool: &PgPool, id: UserId) -> sqlx::Result<Export> {
         memberships,
         sessions,
         api_keys_created,
+        passkeys,
         audit,
         audit_truncated,
     })
@@ -214,6 +218,15 @@ pub async fn erase(conn: &mut PgConnection, id: UserId, email: &str) -> sqlx::Re
     sqlx::query!("DELETE FROM mfa WHERE user_id = $1", id as UserId)
         .execute(&mut *conn)
         .await?;
+    sqlx::query!("DELETE FROM passkeys WHERE user_id = $1", id as UserId)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!(
+        "DELETE FROM passkey_challenges WHERE user_id = $1",
+        id as UserId
+    )
+    .execute(&mut *conn)
+    .await?;
     sqlx::query!("DELETE FROM magic_links WHERE user_id = $1", id as UserId)
         .execute(&mut *conn)
         .await?;

@@ -17,6 +17,7 @@ mod oauth;
 mod oauth_clients;
 mod oidc_keys;
 mod org_states;
+mod passkeys;
 mod ratelimit;
 mod refreshes;
 mod resolve;
@@ -68,6 +69,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
     settings.invites.check()?;
     settings.mfa.check()?;
     settings.oidc.check()?;
+    let passkeys = passkeys::RelyingParty::new(&settings.passkeys)?;
     let mailer = mail::Mailer::from_settings(
         &settings.mail,
         &settings.sealing,
@@ -96,6 +98,7 @@ pub async fn build(settings: Settings, rt: service_kit::Runtime) -> anyhow::Resu
         mailer.clone(),
         sealer,
         refreshes,
+        passkeys,
     ));
     f.tasks.push(consume_audit(&settings, &f, &rt));
     f.tasks
@@ -154,6 +157,7 @@ fn app_state(
     mailer: Option<mail::Mailer>,
     sealer: Option<service_kit::sealed::Sealer>,
     refreshes: refreshes::Refreshes,
+    passkeys: passkeys::RelyingParty,
 ) -> state::AppState {
     let staff: HashSet<String> = settings
         .auth
@@ -176,6 +180,7 @@ fn app_state(
         sealer,
         clients: Default::default(),
         refreshes,
+        passkeys,
     }
 }
 

@@ -47,10 +47,13 @@ pub const KIND_MFA_LOCKOUT: &str = "mfa_lockout";
 /// A notice to staff that someone was made staff or stopped being staff: who,
 /// by whom (sealed: addresses are personal data); no link, no secret.
 pub const KIND_STAFF_CHANGE: &str = "staff_change";
+/// A notice that a passkey was added to the account (its name, sealed; no
+/// link, no key material).
+pub const KIND_PASSKEY_ADDED: &str = "passkey_added";
 
 /// Kinds that carry only a sealed notice (no link that could expire).
 fn is_notice(kind: &str) -> bool {
-    kind == KIND_MFA_LOCKOUT || kind == KIND_STAFF_CHANGE
+    kind == KIND_MFA_LOCKOUT || kind == KIND_STAFF_CHANGE || kind == KIND_PASSKEY_ADDED
 }
 
 /// What a staff-change notice says.
@@ -278,6 +281,18 @@ impl Mailer {
             .await
     }
 
+    /// Queue the notice that a passkey named `name` was added to
+    /// `recipient`'s account (in the transaction that adds it).
+    pub async fn enqueue_passkey_added(
+        &self,
+        conn: &mut PgConnection,
+        recipient: &str,
+        name: &str,
+    ) -> anyhow::Result<()> {
+        self.enqueue_notice(conn, KIND_PASSKEY_ADDED, recipient, name)
+            .await
+    }
+
     /// Queue the notice of `change` to each of `recipients` (in the
     /// transaction that makes the change).
     pub async fn enqueue_staff_change(
@@ -395,6 +410,21 @@ impl Mailer {
                 html_escape(&what)
             );
             ("Hub staff changed", text, html)
+        } else if kind == KIND_PASSKEY_ADDED {
+            // `token` is the passkey's name here.
+            let text = format!(
+                "A passkey named \"{token}\" was added to your Hub account: it can now sign \
+                 in to it without a mailed link. If this was not you, sign in, remove it \
+                 on the security page and sign out your other sessions.\n"
+            );
+            let html = format!(
+                "<!doctype html><html><body><p>A passkey named \"{}\" was added to your Hub \
+                 account: it can now sign in to it without a mailed link.</p><p>If this was \
+                 not you, sign in, remove it on the security page and sign out your other \
+                 sessions.</p></body></html>",
+                html_escape(token)
+            );
+            ("A passkey was added to your Hub account", text, html)
         } else if kind == KIND_INVITE {
             let link = link(&self.invite_base_url, token);
             let days = self.invite_ttl_days;

@@ -244,6 +244,8 @@ pub struct Grant {
     pub scopes: Vec<String>,
     pub auth_time: OffsetDateTime,
     pub mfa: bool,
+    /// How the session behind it was opened (RFC 8176 values).
+    pub amr: Vec<String>,
 }
 
 pub async fn insert_grant(
@@ -253,7 +255,7 @@ pub async fn insert_grant(
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO oauth_grants (id, client_id, user_id, session_id, scopes, auth_time, mfa, \
-                                   created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                                   amr, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         g.id,
         g.client_id,
         g.user_id as UserId,
@@ -261,6 +263,7 @@ pub async fn insert_grant(
         &g.scopes,
         g.auth_time,
         g.mfa,
+        &g.amr,
         now,
     )
     .execute(conn)
@@ -351,7 +354,7 @@ pub async fn refresh(conn: &mut PgConnection, token_hash: &[u8]) -> sqlx::Result
     let row = sqlx::query!(
         r#"SELECT g.id, g.client_id, g.user_id AS "user_id: UserId",
                   g.session_id AS "session_id: SessionId", g.scopes, g.auth_time, g.mfa,
-                  g.revoked_at IS NOT NULL AS "grant_revoked!", t.expires_at, t.used_at
+                  g.amr, g.revoked_at IS NOT NULL AS "grant_revoked!", t.expires_at, t.used_at
              FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id
             WHERE t.token_hash = $1 FOR UPDATE OF t, g"#,
         token_hash,
@@ -367,6 +370,7 @@ pub async fn refresh(conn: &mut PgConnection, token_hash: &[u8]) -> sqlx::Result
             scopes: r.scopes,
             auth_time: r.auth_time,
             mfa: r.mfa,
+            amr: r.amr,
         },
         expires_at: r.expires_at,
         used_at: r.used_at,
@@ -398,6 +402,8 @@ pub struct Subject {
     pub staff_granted: bool,
     /// The session was opened through a second factor.
     pub mfa: bool,
+    /// How the session was opened (RFC 8176 values).
+    pub amr: Vec<String>,
     /// When the session was opened (the ID token's `auth_time`).
     pub auth_time: OffsetDateTime,
 }
@@ -410,7 +416,7 @@ pub async fn subject(
     session_id: SessionId,
 ) -> sqlx::Result<Option<Subject>> {
     let row = sqlx::query!(
-        r#"SELECT s.created_at, s.mfa, u.id AS "user_id: UserId", u.email, u.name,
+        r#"SELECT s.created_at, s.mfa, s.amr, u.id AS "user_id: UserId", u.email, u.name,
            COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role)
                                      ORDER BY m.created_at, m.org_id)
                      FROM memberships m
@@ -431,6 +437,7 @@ pub async fn subject(
         memberships: r.memberships.0,
         staff_granted: r.staff_granted,
         mfa: r.mfa,
+        amr: r.amr,
         auth_time: r.created_at,
     }))
 }
@@ -663,7 +670,7 @@ pub async fn refresh_batch(
                               client_updated_at)
            ), cur AS (
              SELECT t.token_hash, a.at, a.next_hash, a.next_expires_at, g.id, g.client_id,
-                    g.user_id, g.session_id, g.scopes, g.auth_time, g.mfa AS grant_mfa
+                    g.user_id, g.session_id, g.scopes, g.auth_time, g.mfa AS grant_mfa, g.amr AS grant_amr
                FROM ask a JOIN oauth_refresh_tokens t ON t.token_hash = a.token_hash
                JOIN oauth_grants g ON g.id = t.grant_id
                JOIN oauth_clients c ON c.id = a.client_id
@@ -672,7 +679,7 @@ pub async fn refresh_batch(
                 AND c.retired_at IS NULL AND c.updated_at = a.client_updated_at
                 FOR UPDATE OF t
            ), who AS (
-             SELECT cur.*, s.created_at, s.mfa, u.email, u.name,
+             SELECT cur.*, s.created_at, s.mfa, s.amr, u.email, u.name,
                     COALESCE((SELECT json_agg(json_build_object('org_id', m.org_id, 'role', m.role)
                                               ORDER BY m.created_at, m.org_id)
                               FROM memberships m
@@ -695,7 +702,8 @@ pub async fn refresh_batch(
            SELECT who.token_hash AS "token_hash!", who.id AS "id!", who.client_id AS "client_id!",
                   who.user_id AS "user_id!: UserId", who.session_id AS "session_id!: SessionId",
                   who.scopes AS "scopes!", who.auth_time AS "auth_time!", who.grant_mfa AS "grant_mfa!",
-                  who.created_at AS "created_at!", who.mfa AS "mfa!", who.email AS "email!",
+                  who.grant_amr AS "grant_amr!", who.created_at AS "created_at!", who.mfa AS "mfa!",
+                  who.amr AS "amr!", who.email AS "email!",
                   who.name AS "name!",
                   who.memberships AS "memberships!: sqlx::types::Json<Vec<Membership>>",
                   who.staff_granted AS "staff_granted!"
@@ -723,6 +731,7 @@ pub async fn refresh_batch(
                         scopes: r.scopes,
                         auth_time: r.auth_time,
                         mfa: r.grant_mfa,
+                        amr: r.grant_amr,
                     },
                     Subject {
                         user_id: r.user_id,
@@ -731,6 +740,7 @@ pub async fn refresh_batch(
                         memberships: r.memberships.0,
                         staff_granted: r.staff_granted,
                         mfa: r.mfa,
+                        amr: r.amr,
                         auth_time: r.created_at,
                     },
                 ),

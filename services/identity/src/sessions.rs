@@ -81,19 +81,22 @@ pub struct NewSession<'a> {
     pub ttl_secs: f64,
     /// Opened through a second factor (MFA).
     pub mfa: bool,
+    /// How it was opened (RFC 8176 `amr` values).
+    pub amr: Vec<String>,
 }
 
 /// Open session `s`, valid `s.ttl_secs` from now.
 pub async fn open(conn: &mut PgConnection, s: NewSession<'_>) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at, mfa) \
-         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6)",
+        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at, mfa, amr) \
+         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6, $7)",
         s.id as SessionId,
         s.user_id as UserId,
         s.token_hash,
         s.ip,
         s.ttl_secs,
         s.mfa,
+        &s.amr,
     )
     .execute(conn)
     .await?;

@@ -28,6 +28,8 @@ pub struct Settings {
     pub sealing: SealingSettings,
     pub invites: InviteSettings,
     pub mfa: MfaSettings,
+    /// Passkeys (WebAuthn): the relying party and its ceremonies.
+    pub passkeys: crate::passkeys::PasskeySettings,
     /// The OpenID Provider's signing keys.
     pub oidc: crate::oidc_keys::KeySettings,
 }

@@ -28,6 +28,8 @@ pub struct AppState {
     pub clients: crate::oauth_clients::ClientCache,
     /// The token endpoint's refreshes, by group commit.
     pub refreshes: crate::refreshes::Refreshes,
+    /// Passkeys' relying party.
+    pub passkeys: crate::passkeys::RelyingParty,
 }
 
 impl AppState {

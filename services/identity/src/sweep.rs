@@ -1,5 +1,5 @@
 //! Periodic clean-up: expired magic links, dead sessions, old rate-limit
-//! hits, mail sent or dropped long ago, dead MFA challenges, OAuth requests and refresh tokens; pending invites
+//! hits, mail sent or dropped long ago, dead MFA and passkey challenges, OAuth requests and refresh tokens; pending invites
 //! past their expiry are marked expired, settled ones deleted after a while. Idempotent, so every replica may run it.
 
 use crate::settings::JobSettings;
@@ -34,6 +34,7 @@ pub async fn run_once(pool: &PgPool, keep_secs: i64) -> anyhow::Result<u64> {
     n += crate::mail::sweep(pool, keep_secs).await?;
     n += crate::invites::sweep(pool, keep_secs).await?;
     n += crate::mfa::sweep(pool, keep_secs).await?;
+    n += crate::passkeys::sweep(pool, keep_secs).await?;
     n += crate::oauth::sweep(pool, keep).await?;
     Ok(n)
 }

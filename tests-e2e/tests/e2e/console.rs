@@ -27,7 +27,7 @@ const WAIT: Duration = Duration::from_secs(30);
 pub(crate) struct Env {
     pub(crate) s: TestStack,
     pub(crate) url: String,
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// The console's cookie key (another console with it reads its cookies).
     pub(crate) key: String,
     _sink: Sink,
@@ -41,18 +41,29 @@ impl Drop for Env {
 }
 
 pub(crate) async fn env() -> Env {
+    env_at("127.0.0.1").await
+}
+
+/// [`env`] with the console reached as `http://<host>:<port>` (it listens on
+/// loopback): every link of identity's points there, and with a host name
+/// (`localhost`) identity's passkeys are bound to it (browsers refuse IP
+/// addresses as a relying party).
+pub(crate) async fn env_at(host: &str) -> Env {
     let out = temp_dir("console");
     let (sink, smtp) = Sink::plain(&out).await;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port for the console");
     let url = format!(
-        "http://127.0.0.1:{}",
+        "http://{host}:{}",
         listener.local_addr().expect("port").port()
     );
-    let identity_toml = mail_toml_linking(&smtp, None, &format!("{url}/sign-in"))
+    let mut identity_toml = mail_toml_linking(&smtp, None, &format!("{url}/sign-in"))
         + &format!(
             "[oidc]\nlogin_url = \"{url}/oauth/continue\"\ndevice_url = \"{url}/device\"\n\
              [invites]\naccept_base_url = \"{url}/invites/accept\"\n"
         );
+    if host.parse::<std::net::IpAddr>().is_err() {
+        identity_toml += &format!("[passkeys]\nrp_id = \"{host}\"\norigins = [\"{url}\"]\n");
+    }
     let s = TestStack::spawn_with(StackOptions {
         identity_toml,
         ..Default::default()
@@ -438,13 +449,24 @@ async fn a_new_person_signs_in_from_the_mailed_link_and_creates_an_organization_
 
 /// Sign `b` in as `email` through the console (its `n`th mail).
 pub(crate) async fn browser_sign_in(b: &Browser, e: &Env, email: &str, n: usize) {
+    browser_sign_in_with(b, e, email, mailed_link(e, email, n)).await
+}
+
+/// Sign `b` in as `email` through the console, by keyboard: ask for a link,
+/// then open what `link` finds in the mail.
+pub(crate) async fn browser_sign_in_with(
+    b: &Browser,
+    e: &Env,
+    email: &str,
+    link: impl std::future::Future<Output = String>,
+) {
     b.c.goto(&format!("{}/sign-in", e.url))
         .await
         .expect("sign-in page");
     b.heading("Sign in").await;
     b.type_here(&format!("{email}{}", enter())).await;
     b.heading("Check your mail").await;
-    let link = mailed_link(e, email, n).await;
+    let link = link.await;
     b.c.goto(&link).await.expect("open the link");
     b.heading("Finish signing in").await;
     b.type_here(&enter()).await;

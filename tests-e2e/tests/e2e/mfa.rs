@@ -79,7 +79,7 @@ pub(crate) fn code(s: &TestStack, secret: &str) -> String {
 }
 
 /// A well-formed code that is not `right`.
-fn wrong_code(right: &str) -> &'static str {
+pub(crate) fn wrong_code(right: &str) -> &'static str {
     if right == "000000" {
         "111111"
     } else {

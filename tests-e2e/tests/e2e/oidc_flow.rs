@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 use tests_e2e::{eventually, Resp, StackOptions, TestStack};
 
-const CB: &str = "https://rp.example.com/cb";
+pub(crate) const CB: &str = "https://rp.example.com/cb";
 
 /// A client that does not follow redirects (the test is the browser).
 fn browser() -> reqwest::Client {
@@ -23,7 +23,7 @@ fn browser() -> reqwest::Client {
         .expect("client")
 }
 
-fn query(url: &str) -> HashMap<String, String> {
+pub(crate) fn query(url: &str) -> HashMap<String, String> {
     reqwest::Url::parse(url)
         .expect("a URL")
         .query_pairs()
@@ -43,7 +43,7 @@ fn enc(s: &str) -> String {
         .collect()
 }
 
-fn challenge(verifier: &str) -> String {
+pub(crate) fn challenge(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, verifier.as_bytes()).as_ref())
 }
 
@@ -90,7 +90,7 @@ async fn form(s: &TestStack, path: &str, basic: Option<(&str, &str)>, body: &str
 
 /// The code exchanged at the token endpoint with the PKCE verifier: a public
 /// client names itself, a confidential one authenticates (`basic`).
-async fn exchange_code(
+pub(crate) async fn exchange_code(
     s: &TestStack,
     client_id: &str,
     basic: Option<(&str, &str)>,
@@ -150,7 +150,7 @@ async fn request_handle(
 
 /// Run a request up to the console's accept; returns the redirect the
 /// console would send the browser to.
-async fn sign_in_through(
+pub(crate) async fn sign_in_through(
     s: &TestStack,
     client_id: &str,
     session: &str,
@@ -886,7 +886,7 @@ fn forged(header: &Value, claims: &Value, sign: bool) -> String {
     format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.as_ref()))
 }
 
-fn decode(part: &str) -> Value {
+pub(crate) fn decode(part: &str) -> Value {
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).expect("base64url")).expect("JSON")
 }
 

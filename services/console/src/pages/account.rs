@@ -1,8 +1,12 @@
 //! The person's own pages: the profile, their sessions (revoke the others),
 //! two-step verification (enrol with the QR code rendered here as SVG, the
-//! recovery codes shown once; turn it off).
+//! recovery codes shown once; turn it off), their passkeys' rename and delete
+//! forms (the ceremonies: passkeys.rs).
 
-use super::{call, chrome, form_expired, id_shaped, render, sign_in_first, trouble, Chrome};
+use super::{
+    call, chrome, form_expired, id_shaped, passkeys::PasskeyRow, render, sign_in_first, trouble,
+    Chrome,
+};
 use crate::{format, pages::orgs::s, session::Visit, Console};
 use actix_web::{http::StatusCode, web, HttpResponse};
 use askama::Template;
@@ -211,6 +215,8 @@ struct Security {
     /// (the QR code as an SVG data URI, the secret to type)
     setup: Option<(String, String)>,
     recovery: Vec<String>,
+    /// The person's passkeys (None: the API could not list them now).
+    passkeys: Option<Vec<PasskeyRow>>,
 }
 
 /// The otpauth URI as a QR code (an SVG data URI for an `img`: no inline
@@ -254,6 +260,9 @@ async fn security_page(
         v.state.mfa_setup = None;
     }
     let setup = v.state.mfa_setup.as_deref().and_then(qr);
+    let Ok(passkeys) = super::passkeys::list(c, &v).await else {
+        return sign_in_first(v, c);
+    };
     let page = Security {
         c: chrome(&v),
         title: v.lang.texts().section_security,
@@ -263,13 +272,40 @@ async fn security_page(
         enabled,
         setup,
         recovery,
+        passkeys,
     };
     render(&v, c, status, page)
 }
 
+/// The security page with an error or a notice (the passkey forms' answers).
+pub(super) async fn security_with(
+    v: Visit,
+    c: &Console,
+    status: StatusCode,
+    error: Option<String>,
+    notice: Option<&'static str>,
+) -> HttpResponse {
+    security_page(v, c, status, error, notice, Vec::new()).await
+}
+
+#[derive(Deserialize)]
+pub struct SecurityQuery {
+    /// A passkey was just added (the script comes back here).
+    #[serde(default)]
+    added: Option<String>,
+}
+
 /// GET /account/security.
-pub async fn security(v: Visit, c: web::Data<Console>) -> HttpResponse {
-    security_page(v, &c, StatusCode::OK, None, None, Vec::new()).await
+pub async fn security(
+    v: Visit,
+    c: web::Data<Console>,
+    q: web::Query<SecurityQuery>,
+) -> HttpResponse {
+    let notice = q
+        .added
+        .is_some()
+        .then_some(v.lang.texts().passkey_added_notice);
+    security_page(v, &c, StatusCode::OK, None, notice, Vec::new()).await
 }
 
 /// POST /account/security/enroll: a new secret, kept sealed in the cookie
@@ -471,8 +507,130 @@ pub async fn save_memory(v: Visit, c: web::Data<Console>, f: web::Form<SoulForm>
     }
 }
 
+#[derive(Deserialize)]
+pub struct NameForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// POST /account/passkeys/{id}: a new name.
+pub async fn rename_passkey(
+    v: Visit,
+    c: web::Data<Console>,
+    id: web::Path<String>,
+    f: web::Form<NameForm>,
+) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, &c);
+    }
+    if !v.csrf_ok(&f.csrf) || !id_shaped(&id) {
+        return form_expired(&v, &c);
+    }
+    let body = json!({ "name": f.name.trim() });
+    let got = call(
+        &c,
+        &v,
+        Method::PATCH,
+        &format!("/v1/auth/passkeys/{id}"),
+        Some(&body),
+    )
+    .await;
+    let t = v.lang.texts();
+    match &got {
+        Ok(a) if a.ok() => security_with(v, &c, StatusCode::OK, None, Some(t.saved)).await,
+        Ok(a) if matches!(a.status, 400 | 422) => {
+            let e = a.error().to_owned();
+            security_with(v, &c, StatusCode::UNPROCESSABLE_ENTITY, Some(e), None).await
+        }
+        _ => trouble(v, &c, got.as_ref()),
+    }
+}
+
+/// POST /account/passkeys/{id}/delete: the passkey no longer signs in (a
+/// staff member's last second factor stays: identity's 409, shown).
+pub async fn delete_passkey(
+    v: Visit,
+    c: web::Data<Console>,
+    id: web::Path<String>,
+    f: web::Form<super::CsrfForm>,
+) -> HttpResponse {
+    if !v.signed_in() {
+        return sign_in_first(v, &c);
+    }
+    if !v.csrf_ok(&f.csrf) || !id_shaped(&id) {
+        return form_expired(&v, &c);
+    }
+    let got = call(
+        &c,
+        &v,
+        Method::DELETE,
+        &format!("/v1/auth/passkeys/{id}"),
+        None,
+    )
+    .await;
+    let t = v.lang.texts();
+    match &got {
+        Ok(a) if a.ok() => {
+            security_with(v, &c, StatusCode::OK, None, Some(t.passkey_deleted)).await
+        }
+        Ok(a) if a.status == 409 => {
+            let e = a.error().to_owned();
+            security_with(v, &c, StatusCode::CONFLICT, Some(e), None).await
+        }
+        _ => trouble(v, &c, got.as_ref()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::{PasskeyRow, Security};
+    use crate::{i18n::Lang, pages::offers_passkeys, pages::test_chrome};
+    use askama::Template;
+
+    fn security(lang: Lang, passkeys: Option<Vec<PasskeyRow>>) -> String {
+        Security {
+            c: test_chrome(lang, "tok"),
+            title: "t",
+            tab: "security",
+            error: None,
+            notice: None,
+            enabled: false,
+            setup: None,
+            recovery: Vec::new(),
+            passkeys,
+        }
+        .render()
+        .expect("renders")
+    }
+
+    #[test]
+    fn the_security_page_lists_passkeys_with_their_forms() {
+        let id = "0b6c6f5e-6c39-4d3a-9d55-6f3c1c1f8c11";
+        let html = security(
+            Lang::En,
+            Some(vec![PasskeyRow {
+                id: id.into(),
+                name: "Ada's <laptop>".into(),
+                added: "2026-11-29 14:05 UTC".into(),
+                last_used: None,
+            }]),
+        );
+        offers_passkeys(&html, "tok");
+        assert!(!html.contains("<laptop>"), "escaped: {html}");
+        assert!(html.contains("Ada&#39;s &#60;laptop&#62;"), "{html}");
+        assert!(html.contains(&format!(r#"action="/account/passkeys/{id}""#)));
+        assert!(html.contains(&format!(r#"action="/account/passkeys/{id}/delete""#)));
+        assert!(html.contains("Not yet"));
+        // Adding needs a recent sign-in: the way back is there, hidden.
+        assert!(html.contains(r#"name="next" value="/account/security""#));
+        let none = security(Lang::Tr, Some(Vec::new()));
+        assert!(none.contains("Henüz geçiş anahtarı yok."));
+        let unknown = security(Lang::En, None);
+        assert!(unknown.contains("cannot be listed right now"));
+    }
+
     #[test]
     fn the_qr_code_is_an_svg_image_and_the_secret_is_read_from_the_uri() {
         let (img, secret) =

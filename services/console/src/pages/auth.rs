@@ -30,6 +30,8 @@ struct Mfa {
     c: Chrome,
     title: &'static str,
     wrong: bool,
+    /// A passkey may be the second step (identity's `methods`).
+    passkey: bool,
 }
 
 #[derive(Deserialize)]
@@ -162,6 +164,11 @@ pub async fn verify(mut v: Visit, c: web::Data<Console>, f: web::Form<VerifyForm
     match &got {
         Ok(a) if a.ok() && a.body.get("mfa_required").and_then(|m| m.as_bool()) == Some(true) => {
             v.state.mfa = Some(a.text("mfa_token").to_owned());
+            v.state.mfa_passkey = a
+                .body
+                .get("methods")
+                .and_then(|m| m.as_array())
+                .is_some_and(|m| m.iter().any(|x| x.as_str() == Some("passkey")));
             v.redirect(&c, "/sign-in/mfa")
         }
         Ok(a) if a.ok() && !a.text("session_token").is_empty() => {
@@ -182,7 +189,14 @@ pub async fn verify(mut v: Visit, c: web::Data<Console>, f: web::Form<VerifyForm
 
 /// A new session: keep it, read the person's language and time zone, and go
 /// where the sign-in started (or to the organizations).
-async fn signed_in(mut v: Visit, c: &Console, token: String) -> HttpResponse {
+async fn signed_in(v: Visit, c: &Console, token: String) -> HttpResponse {
+    let (v, to) = open_session(v, c, token).await;
+    v.redirect(c, &to)
+}
+
+/// What [`signed_in`] does before it redirects (the passkey's sign-in tells
+/// its script where to go instead): the visit as it is now, and where to.
+pub(super) async fn open_session(mut v: Visit, c: &Console, token: String) -> (Visit, String) {
     if v.signed_in() {
         // A session this one replaces (a landing left open in another tab)
         // ends, rather than live on unseen.
@@ -217,7 +231,7 @@ async fn signed_in(mut v: Visit, c: &Console, token: String) -> HttpResponse {
         .and_then(crate::session::local_path)
         .unwrap_or("/orgs")
         .to_owned();
-    v.redirect(c, &to)
+    (v, to)
 }
 
 /// GET /sign-in/mfa.
@@ -229,6 +243,7 @@ pub async fn mfa_page(v: Visit, c: web::Data<Console>) -> HttpResponse {
         c: chrome(&v),
         title: v.lang.texts().mfa_title,
         wrong: false,
+        passkey: v.state.mfa_passkey,
     };
     render(&v, &c, StatusCode::OK, page)
 }
@@ -275,6 +290,7 @@ pub async fn mfa_verify(
         Ok(a) if a.ok() && !a.text("session_token").is_empty() => {
             let token = a.text("session_token").to_owned();
             v.state.mfa = None;
+            v.state.mfa_passkey = false;
             signed_in(v, &c, token).await
         }
         Ok(a) if a.status == 401 || a.status == 400 || a.status == 422 => {
@@ -282,6 +298,7 @@ pub async fn mfa_verify(
                 c: chrome(&v),
                 title: v.lang.texts().mfa_title,
                 wrong: true,
+                passkey: v.state.mfa_passkey,
             };
             render(&v, &c, StatusCode::UNAUTHORIZED, page)
         }
@@ -289,11 +306,22 @@ pub async fn mfa_verify(
     }
 }
 
+#[derive(Deserialize)]
+pub struct SignOutForm {
+    #[serde(default)]
+    csrf: String,
+    /// Where to come back after signing in again (a path of ours): the
+    /// security page's "sign in again" when adding a passkey needs a recent
+    /// sign-in.
+    #[serde(default)]
+    next: Option<String>,
+}
+
 /// POST /sign-out: the hub session ends (every product's grant with it).
 pub async fn sign_out(
     mut v: Visit,
     c: web::Data<Console>,
-    f: web::Form<super::CsrfForm>,
+    f: web::Form<SignOutForm>,
 ) -> HttpResponse {
     if !v.csrf_ok(&f.csrf) {
         return form_expired(&v, &c);
@@ -307,6 +335,11 @@ pub async fn sign_out(
             Err(_) => false,
         };
     v.sign_out();
+    v.state.next = f
+        .next
+        .as_deref()
+        .and_then(crate::session::local_path)
+        .map(str::to_owned);
     if ended {
         return v.redirect(&c, "/sign-in");
     }
@@ -319,4 +352,50 @@ pub async fn sign_out(
         t.signed_out_here_body,
         Some(("/sign-in", t.sign_in_title)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mfa, SignIn};
+    use crate::{i18n::Lang, pages::offers_passkeys, pages::test_chrome};
+    use askama::Template;
+
+    #[test]
+    fn the_sign_in_page_offers_a_passkey_and_the_autofill() {
+        for lang in [Lang::En, Lang::Tr] {
+            let html = SignIn {
+                c: test_chrome(lang, "tok"),
+                title: lang.texts().sign_in_title,
+                error: None,
+            }
+            .render()
+            .expect("renders");
+            offers_passkeys(&html, "tok");
+            assert!(html.contains(r#"autocomplete="email webauthn""#));
+            assert!(html.contains(lang.texts().passkey_sign_in));
+            assert!(html.contains(&format!(
+                r#"data-msg-cancelled="{}""#,
+                lang.texts().passkey_cancelled
+            )));
+        }
+    }
+
+    #[test]
+    fn the_second_step_offers_a_passkey_only_when_identity_does() {
+        let page = |passkey| {
+            Mfa {
+                c: test_chrome(Lang::En, "tok"),
+                title: "t",
+                wrong: false,
+                passkey,
+            }
+            .render()
+            .expect("renders")
+        };
+        let with = page(true);
+        offers_passkeys(&with, "tok");
+        assert!(with.contains("Use a passkey"));
+        let without = page(false);
+        assert!(!without.contains("passkeys.js") && !without.contains("Use a passkey"));
+    }
 }

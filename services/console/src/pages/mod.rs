@@ -11,6 +11,7 @@ pub mod oauth;
 pub mod org_admin;
 pub mod org_sheets;
 pub mod orgs;
+pub mod passkeys;
 pub mod servers;
 pub mod sheet;
 pub mod staff;
@@ -40,6 +41,52 @@ pub struct Chrome {
     pub observer: bool,
     /// This page's path, for the language switch to come back to.
     pub here: String,
+}
+
+/// An inline event handler (` onclick=`...), as the browser tests look.
+#[cfg(test)]
+pub(crate) fn inline_handler(html: &str) -> bool {
+    html.match_indices(" on").any(|(at, _)| {
+        let rest = &html[at + 3..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .collect();
+        !name.is_empty() && rest[name.len()..].starts_with('=')
+    })
+}
+
+/// What a page that offers passkeys must be: the script from our
+/// origin, deferred; nothing inline; the form token for the script.
+#[cfg(test)]
+pub(crate) fn offers_passkeys(html: &str, csrf: &str) {
+    assert!(
+        html.contains(r#"<script src="/assets/passkeys.js" defer></script>"#),
+        "{html}"
+    );
+    assert!(!html.contains("<script>"), "inline script: {html}");
+    assert!(!inline_handler(html), "inline handler: {html}");
+    assert!(html.contains(&format!(r#"data-csrf="{csrf}""#)), "{html}");
+    // Shown by the script only where WebAuthn is.
+    assert!(html.contains("hidden"), "{html}");
+    assert!(html.contains(r#"role="alert""#), "{html}");
+    assert!(html.contains(r#"role="status""#), "{html}");
+}
+
+/// A frame for a template's test (a signed-in visitor with this form token).
+#[cfg(test)]
+pub fn test_chrome(lang: crate::i18n::Lang, csrf: &str) -> Chrome {
+    Chrome {
+        t: lang.texts(),
+        lang: lang.code(),
+        other_lang: "en",
+        csrf: csrf.to_owned(),
+        signed_in: true,
+        email: None,
+        staff: false,
+        observer: false,
+        here: "/".into(),
+    }
 }
 
 pub fn chrome(v: &Visit) -> Chrome {
@@ -341,6 +388,15 @@ pub async fn stylesheet() -> HttpResponse {
         .content_type("text/css; charset=utf-8")
         .insert_header(("cache-control", "public, max-age=3600"))
         .body(crate::CSS)
+}
+
+/// GET /assets/passkeys.js: the passkey ceremonies' script (the only
+/// script; the pages that use it load it with `defer`).
+pub async fn passkeys_script() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/javascript; charset=utf-8")
+        .insert_header(("cache-control", "public, max-age=3600"))
+        .body(crate::PASSKEYS_JS)
 }
 
 /// Any other path: a 404 page.

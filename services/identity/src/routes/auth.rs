@@ -180,26 +180,81 @@ pub async fn verify(
             state.mfa.challenge_ttl_secs as f64,
         )
         .await?;
+        // The second factors this user can show: a code always, a passkey
+        // when they hold one (POST /v1/auth/passkeys/login with the token).
+        let methods = if crate::passkeys::count(&mut tx, user_id).await? > 0 {
+            json!(["totp", "passkey"])
+        } else {
+            json!(["totp"])
+        };
         tx.commit().await?;
         return Ok(HttpResponse::Ok().json(json!({
             "mfa_required": true,
             "mfa_token": mfa_token,
+            "methods": methods,
         })));
     }
-    let session_token = open_session(&mut tx, &state, user_id, ctx.ip(), None).await?;
+    let session_token = open_session(&mut tx, &state, user_id, ctx.ip(), Factors::Link).await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(json!({ "session_token": session_token })))
 }
 
+/// How a sign-in proved who it is (kept with the session: `mfa` and the
+/// OpenID Provider's `amr`, RFC 8176).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Factors {
+    /// A magic link alone.
+    Link,
+    /// A magic link, then a TOTP code (`totp`) or a recovery code
+    /// (`recovery_code`).
+    LinkThenCode(&'static str),
+    /// A magic link, then a passkey.
+    LinkThenPasskey(crate::passkeys::KeyKind),
+    /// A passkey alone, the authenticator having verified the person (PIN or
+    /// biometrics): possession and a second factor in one ceremony.
+    Passkey(crate::passkeys::KeyKind),
+}
+
+impl Factors {
+    /// Whether the session counts as opened through MFA.
+    pub(crate) fn mfa(self) -> bool {
+        !matches!(self, Factors::Link)
+    }
+
+    /// The RFC 8176 values: `email` (the link), `otp` (a code), `hwk` or
+    /// `swk` (a passkey bound to its device, or one that may be synced) with
+    /// `user` (the authenticator's user verification), `mfa` (two factors).
+    pub(crate) fn amr(self) -> Vec<String> {
+        let v: &[&str] = match self {
+            Factors::Link => &["email"],
+            Factors::LinkThenCode(_) => &["email", "otp", "mfa"],
+            Factors::LinkThenPasskey(k) => &["email", k.amr(), "user", "mfa"],
+            Factors::Passkey(k) => &[k.amr(), "user", "mfa"],
+        };
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// The sign-in's audit detail.
+    fn audit(self) -> serde_json::Value {
+        match self {
+            Factors::Link => json!({"method": "magic_link"}),
+            Factors::LinkThenCode(f) => json!({"method": "magic_link", "second_factor": f}),
+            Factors::LinkThenPasskey(_) => {
+                json!({"method": "magic_link", "second_factor": "passkey"})
+            }
+            Factors::Passkey(_) => json!({"method": "passkey"}),
+        }
+    }
+}
+
 /// Open a session for `user_id` and audit the sign-in (caller's transaction);
-/// `second_factor`: how MFA was proven (`totp`, `recovery_code`), if it was.
-/// Returns the session token.
+/// `factors`: how the person proved who they are. Returns the session token.
 pub(crate) async fn open_session(
     tx: &mut sqlx::PgConnection,
     state: &AppState,
     user_id: UserId,
     ip: &str,
-    second_factor: Option<&str>,
+    factors: Factors,
 ) -> ApiResult<String> {
     // A link or challenge issued before staff disabled the user opens nothing.
     if admin_users::is_disabled(&mut *tx, user_id).await? {
@@ -217,20 +272,17 @@ pub(crate) async fn open_session(
             token_hash: tokens::hash(&session_token),
             ip,
             ttl_secs: state.auth.session_ttl_secs as f64,
-            mfa: second_factor.is_some(),
+            mfa: factors.mfa(),
+            amr: factors.amr(),
         },
     )
     .await?;
-    let detail = match second_factor {
-        Some(f) => json!({"method": "magic_link", "second_factor": f}),
-        None => json!({"method": "magic_link"}),
-    };
     audit::record(
         tx,
         Some(user_id),
         event_contracts::AuditAction::SignIn,
         &format!("session:{session_id}"),
-        detail,
+        factors.audit(),
         ip,
     )
     .await?;

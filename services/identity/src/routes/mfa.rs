@@ -92,7 +92,7 @@ pub struct ConfirmBody {
 }
 
 /// 429 while the user's codes are locked out, with `Retry-After`.
-fn locked_out(secs: i64) -> HttpResponse {
+pub(super) fn locked_out(secs: i64) -> HttpResponse {
     let mut resp = json_error(
         StatusCode::TOO_MANY_REQUESTS,
         &format!("too many wrong codes: code entry is locked for {secs} more seconds"),
@@ -108,7 +108,7 @@ fn locked_out(secs: i64) -> HttpResponse {
 /// one that began a lockout also queues the notice to the account's address;
 /// a running lockout is 429 with `Retry-After`. `wrong` is the answer to a
 /// plain wrong code; any other error rolls back.
-async fn failed(
+pub(super) async fn failed(
     state: &AppState,
     mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
     user_id: UserId,
@@ -163,14 +163,16 @@ fn code_of(code: &str) -> ApiResult<&str> {
     }
 }
 
-/// Count a code attempt of `user_id` against its hourly budget
-/// (`mfa.attempts_per_user_per_hour`) in `conn`'s transaction; 429 over it.
-async fn count_attempt(
+/// Count an attempt of `user_id` against its hourly budget
+/// (`mfa.attempts_per_user_per_hour`) in bucket `<kind>:user:<id>`, in
+/// `conn`'s transaction; 429 over it.
+pub(super) async fn count_user_hour(
     conn: &mut sqlx::PgConnection,
     state: &AppState,
+    kind: &str,
     user_id: UserId,
 ) -> ApiResult<()> {
-    let bucket = format!("mfa:user:{user_id}");
+    let bucket = format!("{kind}:user:{user_id}");
     let within = ratelimit::check_and_record(
         conn,
         state.clock.now(),
@@ -188,8 +190,17 @@ async fn count_attempt(
     }
 }
 
+/// Count a code attempt of `user_id` (its `mfa` bucket).
+pub(super) async fn count_attempt(
+    conn: &mut sqlx::PgConnection,
+    state: &AppState,
+    user_id: UserId,
+) -> ApiResult<()> {
+    count_user_hour(conn, state, "mfa", user_id).await
+}
+
 /// [`count_attempt`], committed at once (failed attempts count too).
-async fn attempt_allowed(state: &AppState, user_id: UserId) -> ApiResult<()> {
+pub(super) async fn attempt_allowed(state: &AppState, user_id: UserId) -> ApiResult<()> {
     let mut tx = state.pool.begin().await?;
     count_attempt(&mut tx, state, user_id).await?;
     tx.commit().await?;
@@ -271,7 +282,7 @@ impl ProofBody {
 }
 
 /// Exactly one of `code` and `recovery_code`, well formed (400 otherwise).
-fn proof_of<'a>(
+pub(super) fn proof_of<'a>(
     code: &'a Option<String>,
     recovery_code: &'a Option<String>,
 ) -> ApiResult<mfa::Proof<'a>> {
@@ -405,8 +416,14 @@ pub async fn verify(
         Err(e) => return Err(e.into()),
     }
     mfa::challenge_used(&mut tx, &hash).await?;
-    let session_token =
-        auth::open_session(&mut tx, &state, user_id, ctx.ip(), Some(proof.method())).await?;
+    let session_token = auth::open_session(
+        &mut tx,
+        &state,
+        user_id,
+        ctx.ip(),
+        auth::Factors::LinkThenCode(proof.method()),
+    )
+    .await?;
     tx.commit().await?;
     Ok(HttpResponse::Ok().json(json!({ "session_token": session_token })))
 }

@@ -14,6 +14,7 @@ mod oauth;
 mod oauth_clients;
 mod oidc;
 mod org_audit;
+mod passkeys;
 mod profile;
 mod staff;
 
@@ -86,6 +87,33 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .route("/v1/auth/mfa/confirm", methods::post().to(mfa::confirm))
     .route("/v1/auth/mfa/disable", methods::post().to(mfa::disable))
     .route("/v1/auth/mfa/verify", methods::post().to(mfa::verify))
+    .route(
+        "/v1/auth/passkeys/register/options",
+        methods::post().to(passkeys::register_options),
+    )
+    .route(
+        "/v1/auth/passkeys/register",
+        methods::post().to(passkeys::register),
+    )
+    .route("/v1/auth/passkeys", methods::get().to(passkeys::list))
+    // `{id}` is hex and dashes (a uuid): `login` and `register` are not ids,
+    // so their other methods answer 405, not a path error.
+    .route(
+        "/v1/auth/passkeys/{id:[0-9a-fA-F-]+}",
+        methods::patch().to(passkeys::rename),
+    )
+    .route(
+        "/v1/auth/passkeys/{id:[0-9a-fA-F-]+}",
+        methods::delete().to(passkeys::delete),
+    )
+    .route(
+        "/v1/auth/passkeys/login/options",
+        methods::post().to(passkeys::login_options),
+    )
+    .route(
+        "/v1/auth/passkeys/login",
+        methods::post().to(passkeys::login),
+    )
     .route("/v1/profile", methods::get().to(profile::get))
     .route("/v1/profile", methods::patch().to(profile::patch))
     .route("/v1/audit/me", methods::get().to(audit::mine))

@@ -211,13 +211,17 @@ pub(super) async fn signer(state: &AppState, now: OffsetDateTime) -> ApiResult<S
         .ok_or_else(|| ApiError::Unavailable("no signing key yet; try again".into()))
 }
 
-/// How the person signed in: RFC 8176 `amr` values and the `acr`.
-fn amr_acr(mfa: bool) -> (Value, &'static str) {
-    if mfa {
-        (json!(["email", "otp", "mfa"]), "urn:hub:acr:mfa")
+/// How the person signed in: the session's RFC 8176 `amr` values (kept
+/// when it was opened: `email`, then `otp` or a passkey's `hwk`/`swk` with
+/// `user`, and `mfa` once two factors or a verified passkey were shown) and
+/// the `acr`.
+fn amr_acr(grant: &Grant) -> (Value, &'static str) {
+    let acr = if grant.mfa {
+        "urn:hub:acr:mfa"
     } else {
-        (json!(["email"]), "urn:hub:acr:link")
-    }
+        "urn:hub:acr:link"
+    };
+    (json!(grant.amr), acr)
 }
 
 /// An access token's claims for a person (RFC 9068): the memberships the
@@ -233,7 +237,7 @@ pub(super) fn access_claims(
     scope: &str,
 ) -> Value {
     let iat = now.unix_timestamp();
-    let (amr, acr) = amr_acr(grant.mfa);
+    let (amr, acr) = amr_acr(grant);
     let mut c = json!({
         "iss": state.oidc.issuer,
         "sub": who.user_id,
@@ -320,7 +324,7 @@ fn tokens_response(
     });
     if scope.split(' ').any(|s| s == "openid") {
         let iat = now.unix_timestamp();
-        let (amr, acr) = amr_acr(grant.mfa);
+        let (amr, acr) = amr_acr(grant);
         let mut id = json!({
             "iss": state.oidc.issuer,
             "sub": who.user_id,
@@ -523,6 +527,7 @@ async fn open_grant(
         scopes,
         auth_time: who.auth_time,
         mfa: who.mfa,
+        amr: who.amr.clone(),
     };
     oauth::insert_grant(conn, &grant, now).await?;
     let refresh = if grant.scopes.iter().any(|s| s == "offline_access") {
