@@ -560,7 +560,7 @@ texts! {
     passkey_not_added: "The passkey was not added.", "Geçiş anahtarı eklenmedi.";
     passkey_exists: "This device already holds a passkey for your account.", "Bu cihazda hesabınız için zaten bir geçiş anahtarı var.";
     passkey_name_needed: "Type a name for the passkey first.", "Önce geçiş anahtarına bir ad verin.";
-    passkey_reauth: "Adding a passkey needs a recent sign-in. Sign in again, then add it.", "Geçiş anahtarı eklemek için yakın zamanda giriş yapmış olmanız gerekir. Yeniden giriş yapın, ardından ekleyin.";
+    passkey_reauth: "Adding a passkey needs a recent sign-in, with your passkey or code if you have one. Sign in again, then add it.", "Geçiş anahtarı eklemek için yakın zamanda, varsa geçiş anahtarınız veya kodunuzla giriş yapmış olmanız gerekir. Yeniden giriş yapın, ardından ekleyin.";
     passkey_sign_in_again: "Sign in again", "Yeniden giriş yapın";
     passkey_deleted: "The passkey was deleted.", "Geçiş anahtarı silindi.";
     passkey_added_notice: "The passkey was added. You can sign in with it from now on.", "Geçiş anahtarı eklendi. Bundan sonra onunla giriş yapabilirsiniz.";

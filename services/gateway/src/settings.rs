@@ -131,7 +131,7 @@ mod tests {
             Some("http://identity:8081")
         );
         assert_eq!(s.serve, Serve::Product);
-        assert_eq!(s.proxy.public.len(), 20, "defaults kept");
+        assert_eq!(s.proxy.public.len(), 22, "defaults kept");
     }
 
     #[test]

@@ -50,10 +50,18 @@ pub const KIND_STAFF_CHANGE: &str = "staff_change";
 /// A notice that a passkey was added to the account (its name, sealed; no
 /// link, no key material).
 pub const KIND_PASSKEY_ADDED: &str = "passkey_added";
+/// A notice that a passkey was removed from the account (its name, sealed).
+pub const KIND_PASSKEY_REMOVED: &str = "passkey_removed";
 
 /// Kinds that carry only a sealed notice (no link that could expire).
 fn is_notice(kind: &str) -> bool {
-    kind == KIND_MFA_LOCKOUT || kind == KIND_STAFF_CHANGE || kind == KIND_PASSKEY_ADDED
+    [
+        KIND_MFA_LOCKOUT,
+        KIND_STAFF_CHANGE,
+        KIND_PASSKEY_ADDED,
+        KIND_PASSKEY_REMOVED,
+    ]
+    .contains(&kind)
 }
 
 /// What a staff-change notice says.
@@ -293,6 +301,18 @@ impl Mailer {
             .await
     }
 
+    /// Queue the notice that a passkey named `name` was removed from
+    /// `recipient`'s account (in the transaction that removes it).
+    pub async fn enqueue_passkey_removed(
+        &self,
+        conn: &mut PgConnection,
+        recipient: &str,
+        name: &str,
+    ) -> anyhow::Result<()> {
+        self.enqueue_notice(conn, KIND_PASSKEY_REMOVED, recipient, name)
+            .await
+    }
+
     /// Queue the notice of `change` to each of `recipients` (in the
     /// transaction that makes the change).
     pub async fn enqueue_staff_change(
@@ -425,6 +445,21 @@ impl Mailer {
                 html_escape(token)
             );
             ("A passkey was added to your Hub account", text, html)
+        } else if kind == KIND_PASSKEY_REMOVED {
+            // `token` is the passkey's name here.
+            let text = format!(
+                "The passkey named \"{token}\" was removed from your Hub account: it no \
+                 longer signs in, and the sessions it opened were ended. If this was not \
+                 you, sign in and sign out your other sessions.\n"
+            );
+            let html = format!(
+                "<!doctype html><html><body><p>The passkey named \"{}\" was removed from \
+                 your Hub account: it no longer signs in, and the sessions it opened were \
+                 ended.</p><p>If this was not you, sign in and sign out your other \
+                 sessions.</p></body></html>",
+                html_escape(token)
+            );
+            ("A passkey was removed from your Hub account", text, html)
         } else if kind == KIND_INVITE {
             let link = link(&self.invite_base_url, token);
             let days = self.invite_ttl_days;

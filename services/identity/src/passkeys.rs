@@ -213,17 +213,19 @@ pub async fn rename(
     .await
 }
 
-/// Delete passkey `id` of `user_id`; whether it was theirs.
-pub async fn delete(conn: &mut PgConnection, user_id: UserId, id: Uuid) -> sqlx::Result<bool> {
-    Ok(sqlx::query!(
-        "DELETE FROM passkeys WHERE id = $1 AND user_id = $2",
+/// Delete passkey `id` of `user_id`; its name if it was theirs.
+pub async fn delete(
+    conn: &mut PgConnection,
+    user_id: UserId,
+    id: Uuid,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(
+        "DELETE FROM passkeys WHERE id = $1 AND user_id = $2 RETURNING name",
         id,
         user_id as UserId,
     )
-    .execute(conn)
-    .await?
-    .rows_affected()
-        == 1)
+    .fetch_optional(conn)
+    .await
 }
 
 /// A stored passkey found by its credential id.
@@ -284,21 +286,36 @@ pub async fn staff_granted(conn: &mut PgConnection, user_id: UserId) -> sqlx::Re
     .await
 }
 
-/// Whether session `session_id` was opened at most `secs` ago.
-pub async fn session_recent(
+/// Session `session_id` as adding a factor reads it: whether it was opened
+/// at most `secs` ago, and whether through MFA.
+pub struct Opened {
+    pub recent: bool,
+    pub mfa: bool,
+}
+
+pub async fn session_opened(
     conn: &mut PgConnection,
     session_id: Uuid,
     secs: i64,
-) -> sqlx::Result<bool> {
-    Ok(sqlx::query_scalar!(
-        r#"SELECT created_at > now() - make_interval(secs => $2) AS "recent!"
+) -> sqlx::Result<Opened> {
+    let row = sqlx::query!(
+        r#"SELECT created_at > now() - make_interval(secs => $2) AS "recent!", mfa
            FROM sessions WHERE id = $1"#,
         session_id,
         secs as f64,
     )
     .fetch_optional(conn)
-    .await?
-    .unwrap_or(false))
+    .await?;
+    Ok(row.map_or(
+        Opened {
+            recent: false,
+            mfa: false,
+        },
+        |r| Opened {
+            recent: r.recent,
+            mfa: r.mfa,
+        },
+    ))
 }
 
 /// Which ceremony a challenge belongs to.

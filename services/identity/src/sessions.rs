@@ -83,13 +83,15 @@ pub struct NewSession<'a> {
     pub mfa: bool,
     /// How it was opened (RFC 8176 `amr` values).
     pub amr: Vec<String>,
+    /// The passkey it was opened with, if one was.
+    pub passkey_id: Option<uuid::Uuid>,
 }
 
 /// Open session `s`, valid `s.ttl_secs` from now.
 pub async fn open(conn: &mut PgConnection, s: NewSession<'_>) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at, mfa, amr) \
-         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6, $7)",
+        "INSERT INTO sessions (id, user_id, token_hash, ip, expires_at, mfa, amr, passkey_id) \
+         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5), $6, $7, $8)",
         s.id as SessionId,
         s.user_id as UserId,
         s.token_hash,
@@ -97,6 +99,7 @@ pub async fn open(conn: &mut PgConnection, s: NewSession<'_>) -> sqlx::Result<()
         s.ttl_secs,
         s.mfa,
         &s.amr,
+        s.passkey_id,
     )
     .execute(conn)
     .await?;
@@ -136,6 +139,31 @@ pub async fn revoke_all(
          RETURNING id AS "id: SessionId", token_hash"#,
         user_id as UserId,
         keep as Option<SessionId>,
+    )
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.token_hash))
+    .collect())
+}
+
+/// Revoke every live session of `user_id` opened with passkey `passkey_id`
+/// (it was deleted) but `keep` (the one deleting it); their ids and token
+/// hashes.
+pub async fn revoke_opened_with(
+    conn: &mut PgConnection,
+    user_id: UserId,
+    passkey_id: uuid::Uuid,
+    keep: SessionId,
+) -> sqlx::Result<Vec<(SessionId, Vec<u8>)>> {
+    Ok(sqlx::query!(
+        r#"UPDATE sessions SET revoked_at = now()
+         WHERE user_id = $1 AND passkey_id = $2 AND id <> $3
+           AND revoked_at IS NULL AND expires_at > now()
+         RETURNING id AS "id: SessionId", token_hash"#,
+        user_id as UserId,
+        passkey_id,
+        keep as SessionId,
     )
     .fetch_all(conn)
     .await?

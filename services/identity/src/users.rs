@@ -34,7 +34,7 @@ pub async fn upsert_by_email(conn: &mut PgConnection, email: &Email) -> sqlx::Re
 /// `id`'s display name, the row locked until the transaction ends.
 pub async fn lock_name(conn: &mut PgConnection, id: UserId) -> sqlx::Result<String> {
     sqlx::query_scalar!(
-        "SELECT name FROM users WHERE id = $1 FOR UPDATE",
+        "SELECT name FROM users WHERE id = $1 FOR NO KEY UPDATE",
         id as UserId,
     )
     .fetch_one(conn)

@@ -378,22 +378,9 @@ async fn a_person_adds_a_passkey_on_the_security_page_and_signs_in_with_it_witho
 #[tokio::test]
 async fn a_person_with_two_step_verification_confirms_the_mailed_link_with_a_passkey() {
     let e = env().await;
-    let mut b = browser("passkeys-mfa").await;
-    virtual_authenticator(&b.c).await;
-    sign_in_by_mail(&b, &e, "grace@example.com", 1).await;
-    b.c.goto(&format!("{}/account/security", e.url))
-        .await
-        .expect("security");
-    shown(&b, "#passkey-name")
-        .await
-        .click()
-        .await
-        .expect("focus");
-    b.type_here(&format!("Phone{}", enter())).await;
-    listed(&b, "Phone").await;
-
-    // Two-step verification on (over the API, with the browser's session).
-    let session = session_of(&b, &e).await;
+    // Two-step verification on first (over the API: the account has no
+    // factor yet, so a mailed link's session may add one).
+    let session = crate::console::mailed_session(&e, "grace@example.com", 1).await;
     let enrol =
         e.s.post("/v1/auth/mfa/enroll", Some(&session), json!({}))
             .await;
@@ -413,6 +400,27 @@ async fn a_person_with_two_step_verification_confirms_the_mailed_link_with_a_pas
         .await;
     assert_eq!(on.status, 200, "{:?}", on.body);
 
+    // A passkey is added from a session opened with the code (a mailed link
+    // alone adds no factor to an account that has one).
+    let mut b = browser("passkeys-mfa").await;
+    virtual_authenticator(&b.c).await;
+    sign_in_by_mail(&b, &e, "grace@example.com", 2).await;
+    b.heading("Two-step verification").await;
+    crate::mfa::next_step(&e.s);
+    b.type_here(&format!("{}{}", crate::mfa::code(&e.s, &secret), enter()))
+        .await;
+    b.heading("Organizations").await;
+    b.c.goto(&format!("{}/account/security", e.url))
+        .await
+        .expect("security");
+    shown(&b, "#passkey-name")
+        .await
+        .click()
+        .await
+        .expect("focus");
+    b.type_here(&format!("Phone{}", enter())).await;
+    listed(&b, "Phone").await;
+
     // The next mailed link asks for the second step: the code, or the
     // passkey. (No autofill: it would sign in with the passkey at once.)
     no_autofill(&b.c).await;
@@ -425,7 +433,7 @@ async fn a_person_with_two_step_verification_confirms_the_mailed_link_with_a_pas
     b.heading("Sign in").await;
     b.type_here(&format!("grace@example.com{}", enter())).await;
     b.heading("Check your mail").await;
-    let link = mailed_link(&e, "grace@example.com", 2).await;
+    let link = mailed_link(&e, "grace@example.com", 3).await;
     b.c.goto(&link).await.expect("link");
     b.heading("Finish signing in").await;
     b.type_here(&enter()).await;

@@ -108,12 +108,20 @@ async fn public(s: &TestStack, path: &str, body: Value) -> Resp {
 
 /// Register a passkey named `name` for `session` at `origin`: the answer.
 async fn register(s: &TestStack, session: &str, key: &mut Key, name: &str, origin: &str) -> Resp {
+    register_with(s, session, key, name, origin, json!({})).await
+}
+
+/// [`register`], with the options asked for with `body` (a code).
+async fn register_with(
+    s: &TestStack,
+    session: &str,
+    key: &mut Key,
+    name: &str,
+    origin: &str,
+    body: Value,
+) -> Resp {
     let o = s
-        .post(
-            "/v1/auth/passkeys/register/options",
-            Some(session),
-            json!({}),
-        )
+        .post("/v1/auth/passkeys/register/options", Some(session), body)
         .await;
     assert_eq!(o.status, 200, "{:?}", o.body);
     let credential = key.create(&o.body["options"], origin);
@@ -302,15 +310,59 @@ async fn a_person_adds_a_passkey_and_signs_in_with_it_alone() {
         "no passkey name in the audit: {actions:?}"
     );
 
-    // Deleted, the passkey opens nothing.
-    let r = s.delete(&path, Some(&second)).await;
+    // A mailed link alone adds no second passkey to an account that has one
+    // (a stolen mailbox would make itself a lasting factor), nor codes.
+    let r = s
+        .post(
+            "/v1/auth/passkeys/register/options",
+            Some(&session),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, &r.body["reauthenticate"]),
+        (403, &json!(true)),
+        "{:?}",
+        r.body
+    );
+    let r = s
+        .post("/v1/auth/mfa/enroll", Some(&session), json!({}))
+        .await;
+    assert_eq!(r.status, 403, "{:?}", r.body);
+    // The passkey's own session may.
+    let r = s
+        .post(
+            "/v1/auth/passkeys/register/options",
+            Some(&second),
+            json!({}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
+
+    // Deleted (from the mailed link's session), the passkey opens nothing,
+    // and the session it opened ends.
+    let r = s.delete(&path, Some(&session)).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["sessions_revoked"], 1, "{:?}", r.body);
+    assert_eq!(s.get("/v1/auth/me", Some(&second)).await.status, 401);
+    assert_eq!(s.get("/v1/auth/me", Some(&session)).await.status, 200);
     let r = sign_in_with(&s, &mut key, ORIGIN).await;
     assert_eq!(r.status, 401, "{:?}", r.body);
-    assert!(my_actions(&s, &second)
+    assert!(my_actions(&s, &session)
         .await
         .iter()
         .any(|(a, _)| a == "auth.passkey_deleted"));
+    tests_e2e::eventually(WAIT, || {
+        let out = out.clone();
+        let user = user.clone();
+        async move {
+            messages(&out).into_iter().find(|m| {
+                m.text("to").contains(&user) && m.text("subject").contains("passkey was removed")
+            })
+        }
+    })
+    .await
+    .expect("the passkey-removed mail");
 }
 
 #[tokio::test]
@@ -403,7 +455,18 @@ async fn a_passkey_is_the_second_factor_after_a_link_and_the_provider_says_so() 
     let user = email("two-step");
     let (session, secret, _) = enable(&s, &user).await;
     let mut key = Key::new();
-    let r = register(&s, &session, &mut key, "Key", ORIGIN).await;
+    // Codes on, the mailed link's session adds a passkey with a code only.
+    let r = s
+        .post(
+            "/v1/auth/passkeys/register/options",
+            Some(&session),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{:?}", r.body);
+    next_step(&s);
+    let with_code = json!({"code": code(&s, &secret)});
+    let r = register_with(&s, &session, &mut key, "Key", ORIGIN, with_code).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
 
     let token = mfa_token(&s, &user).await;
@@ -456,6 +519,7 @@ async fn a_passkey_is_the_second_factor_after_a_link_and_the_provider_says_so() 
     .await;
     assert_eq!(r.status, 401, "{:?}", r.body);
     // A code still works as the other way.
+    next_step(&s);
     next_step(&s);
     let token = mfa_token(&s, &user).await;
     let r =
@@ -591,4 +655,29 @@ async fn staff_who_must_have_mfa_cannot_delete_their_last_factor() {
         .delete(&format!("/v1/auth/passkeys/{id}"), Some(&session))
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
+}
+
+/// Turn `email`'s codes on, then try to turn them off with a later code: the
+/// answer's status.
+async fn codes_on_then_off(s: &TestStack, email: &str) -> (u16, String) {
+    let (session, secret, _) = enable(s, email).await;
+    next_step(s);
+    let body = json!({"code": code(s, &secret)});
+    let r = s.post("/v1/auth/mfa/disable", Some(&session), body).await;
+    (r.status, session)
+}
+
+#[tokio::test]
+async fn staff_who_must_have_mfa_cannot_turn_off_their_only_codes() {
+    let s = TestStack::spawn_with(StackOptions {
+        identity_toml: "[mfa]\nstaff_required = true\n".to_owned(),
+        ..Default::default()
+    })
+    .await;
+    let (status, session) = codes_on_then_off(&s, "staff@example.com").await;
+    assert_eq!(status, 409);
+    let on = s.get("/v1/auth/mfa", Some(&session)).await;
+    assert_eq!(on.body["enabled"], true, "{:?}", on.body);
+    // Anyone else turns them off.
+    assert_eq!(codes_on_then_off(&s, &email("codes")).await.0, 200);
 }

@@ -5,7 +5,8 @@
 //! list, loopback trusted as proxy, the dev keys). `HUB_DATABASE_URL` (an
 //! administrator URL, default `postgres://postgres@127.0.0.1:5432/hub`) is the
 //! database every service gets its own role on; `HUB_NATS_URL` the NATS server.
-//! The console serves at http://127.0.0.1:8070 (the mailed links point there).
+//! The console serves at http://localhost:8070 (the mailed links point there;
+//! passkeys need the host name, not 127.0.0.1).
 //! Ctrl-C stops everything; a service that fails stops everything too.
 
 use hub_stack::{Source, Stack, StackConfig};
@@ -34,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
     let _guard = service_kit::telemetry::init("devstack", &telemetry)?;
     service_kit::shutdown::cancel_on_signal(cancel.clone());
     let mut stack = Stack::start(cfg).await?;
-    // The console (http://127.0.0.1:8070) in front of the first gateway.
+    // The console (http://localhost:8070) in front of the first gateway.
     let (core, product) = stack.gateways.first().cloned().unwrap_or_default();
     let console = console::Settings::load_with(&[format!(
         "[console]\ngateway_url = {core:?}\nproduct_gateway_url = {product:?}\n"

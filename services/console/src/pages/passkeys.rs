@@ -156,11 +156,13 @@ impl Finish {
 
 /// POST /account/passkeys/options: the options of a new passkey.
 pub async fn register_options(v: Visit, c: web::Data<Console>, req: HttpRequest) -> HttpResponse {
-    if !v.signed_in() {
-        return session_ended(v, &c);
-    }
+    // The form token first: a cross-site call ends nothing (not even a
+    // sign-in halfway).
     if !csrf_ok(&v, &req) {
         return expired(&v, &c);
+    }
+    if !v.signed_in() {
+        return session_ended(v, &c);
     }
     let got = call(
         &c,
@@ -185,11 +187,13 @@ pub async fn register(
     req: HttpRequest,
     f: web::Json<Finish>,
 ) -> HttpResponse {
-    if !v.signed_in() {
-        return session_ended(v, &c);
-    }
+    // The form token first: a cross-site call ends nothing (not even a
+    // sign-in halfway).
     if !csrf_ok(&v, &req) {
         return expired(&v, &c);
+    }
+    if !v.signed_in() {
+        return session_ended(v, &c);
     }
     let t = v.lang.texts();
     let name = f.name.trim();

@@ -7,7 +7,10 @@ use crate::{
     state::AppState,
     tokens, users,
 };
-use actix_web::{http::header, web, HttpRequest, HttpResponse};
+use actix_web::{
+    http::{header, StatusCode},
+    web, HttpRequest, HttpResponse,
+};
 use event_contracts::IdentityChanged;
 use hub_domain::{Credential, Email, Identity, SessionId, UserId};
 use serde::{Deserialize, Serialize};
@@ -208,11 +211,12 @@ pub(crate) enum Factors {
     /// A magic link, then a TOTP code (`totp`) or a recovery code
     /// (`recovery_code`).
     LinkThenCode(&'static str),
-    /// A magic link, then a passkey.
-    LinkThenPasskey(crate::passkeys::KeyKind),
-    /// A passkey alone, the authenticator having verified the person (PIN or
-    /// biometrics): possession and a second factor in one ceremony.
-    Passkey(crate::passkeys::KeyKind),
+    /// A magic link, then a passkey (its kind and id).
+    LinkThenPasskey(crate::passkeys::KeyKind, uuid::Uuid),
+    /// A passkey alone (its kind and id), the authenticator having verified
+    /// the person (PIN or biometrics): possession and a second factor in one
+    /// ceremony.
+    Passkey(crate::passkeys::KeyKind, uuid::Uuid),
 }
 
 impl Factors {
@@ -222,14 +226,16 @@ impl Factors {
     }
 
     /// The RFC 8176 values: `email` (the link), `otp` (a code), `hwk` or
-    /// `swk` (a passkey bound to its device, or one that may be synced) with
-    /// `user` (the authenticator's user verification), `mfa` (two factors).
+    /// `swk` (a passkey its authenticator says is bound to its device, or one
+    /// that may be synced) with `user` (RFC 8176's user presence, the nearest
+    /// value: the authenticator verified the person, which implies it), `mfa`
+    /// (two factors).
     pub(crate) fn amr(self) -> Vec<String> {
         let v: &[&str] = match self {
             Factors::Link => &["email"],
             Factors::LinkThenCode(_) => &["email", "otp", "mfa"],
-            Factors::LinkThenPasskey(k) => &["email", k.amr(), "user", "mfa"],
-            Factors::Passkey(k) => &[k.amr(), "user", "mfa"],
+            Factors::LinkThenPasskey(k, _) => &["email", k.amr(), "user", "mfa"],
+            Factors::Passkey(k, _) => &[k.amr(), "user", "mfa"],
         };
         v.iter().map(|s| (*s).to_owned()).collect()
     }
@@ -239,10 +245,18 @@ impl Factors {
         match self {
             Factors::Link => json!({"method": "magic_link"}),
             Factors::LinkThenCode(f) => json!({"method": "magic_link", "second_factor": f}),
-            Factors::LinkThenPasskey(_) => {
-                json!({"method": "magic_link", "second_factor": "passkey"})
+            Factors::LinkThenPasskey(_, id) => {
+                json!({"method": "magic_link", "second_factor": "passkey", "passkey_id": id})
             }
-            Factors::Passkey(_) => json!({"method": "passkey"}),
+            Factors::Passkey(_, id) => json!({"method": "passkey", "passkey_id": id}),
+        }
+    }
+
+    /// The passkey shown, if one was.
+    fn passkey(self) -> Option<uuid::Uuid> {
+        match self {
+            Factors::LinkThenPasskey(_, id) | Factors::Passkey(_, id) => Some(id),
+            Factors::Link | Factors::LinkThenCode(_) => None,
         }
     }
 }
@@ -274,6 +288,7 @@ pub(crate) async fn open_session(
             ttl_secs: state.auth.session_ttl_secs as f64,
             mfa: factors.mfa(),
             amr: factors.amr(),
+            passkey_id: factors.passkey(),
         },
     )
     .await?;
@@ -287,6 +302,41 @@ pub(crate) async fn open_session(
     )
     .await?;
     Ok(session_token)
+}
+
+/// 403 for a session that may not add a factor as it is: too old, or (the
+/// account holding a factor already) not opened with one.
+pub(crate) fn reauthenticate() -> HttpResponse {
+    HttpResponse::build(StatusCode::FORBIDDEN).json(json!({
+        "error": "adding a second factor needs a recent sign-in, with your passkey or code \
+                  when you have one: sign in again, or send a code (code or recovery_code)",
+        "reauthenticate": true,
+    }))
+}
+
+/// Whether `caller`'s session may add a factor without showing one now: it
+/// is recent, and when the account holds a factor already (TOTP on, or a
+/// passkey) it was opened with one. A mailbox alone (a magic link) never
+/// adds a factor to an account that has one: it would turn a stolen inbox
+/// into a lasting second factor (and staff powers).
+pub(crate) async fn may_add_factor(state: &AppState, caller: &SessionCaller) -> ApiResult<bool> {
+    let mut conn = state.pool.acquire().await?;
+    let user_id = caller.user_id();
+    let opened = crate::passkeys::session_opened(
+        &mut conn,
+        caller.session_id(),
+        state.passkeys.recent_sign_in_secs,
+    )
+    .await?;
+    if !opened.recent {
+        return Ok(false);
+    }
+    if opened.mfa {
+        return Ok(true);
+    }
+    let has_factor = mfa::is_enabled(&mut conn, user_id).await?
+        || crate::passkeys::count(&mut conn, user_id).await? > 0;
+    Ok(!has_factor)
 }
 
 /// Count a verify attempt against `ip` (per minute, committed at once: failed

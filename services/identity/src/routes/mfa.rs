@@ -57,9 +57,18 @@ pub async fn status(state: web::Data<AppState>, caller: SessionCaller) -> ApiRes
 }
 
 /// POST /v1/auth/mfa/enroll: a new secret, shown once (session only). Enrolling
-/// again before confirming replaces the pending secret; with MFA on: 409.
+/// again before confirming replaces the pending secret; with MFA on: 409. An
+/// account holding a passkey enrolls from a recent session opened with it
+/// (403 with `reauthenticate` otherwise): a mailed link alone adds no factor.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn enroll(state: web::Data<AppState>, caller: SessionCaller) -> ApiResult<HttpResponse> {
+    let holds_passkey = {
+        let mut conn = state.pool.acquire().await?;
+        crate::passkeys::count(&mut conn, caller.user_id()).await? > 0
+    };
+    if holds_passkey && !auth::may_add_factor(&state, &caller).await? {
+        return Ok(auth::reauthenticate());
+    }
     let mut tx = state.pool.begin().await?;
     let enrollment = mfa::enroll(
         &mut tx,
@@ -302,7 +311,7 @@ pub(super) fn proof_of<'a>(
 
 /// POST /v1/auth/mfa/disable: a code or a recovery code turns MFA off
 /// (session only). MFA off: 409; a wrong code: 422; locked out: 429 with
-/// Retry-After.
+/// Retry-After; the last factor of staff who must have MFA (no passkey): 409.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn disable(
     state: web::Data<AppState>,
@@ -324,6 +333,19 @@ pub async fn disable(
     {
         let wrong = ApiError::Unprocessable(BAD_CODE.into());
         return failed(&state, tx, caller.user_id(), &caller.ip, e, wrong).await;
+    }
+    // Under the person's row lock, as a passkey's delete: staff who must
+    // have MFA keep one factor.
+    crate::users::lock_name(&mut tx, caller.user_id()).await?;
+    if state.mfa.staff_required
+        && crate::passkeys::count(&mut tx, caller.user_id()).await? == 0
+        && (state.is_staff(&caller.identity.email)
+            || crate::passkeys::staff_granted(&mut tx, caller.user_id()).await?)
+    {
+        return Err(ApiError::conflict(
+            "two-factor codes are your only second factor and staff must have one: add a \
+             passkey first",
+        ));
     }
     mfa::disable(&mut tx, caller.user_id()).await?;
     audit::record(

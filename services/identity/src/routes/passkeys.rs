@@ -16,7 +16,7 @@ use crate::{
     state::AppState,
     tokens, users,
 };
-use actix_web::{http::StatusCode, web, HttpResponse};
+use actix_web::{web, HttpResponse};
 use event_contracts::AuditAction;
 use serde::Deserialize;
 use serde_json::json;
@@ -54,15 +54,6 @@ fn fields_of<T: serde::de::DeserializeOwned>(body: Object) -> ApiResult<T> {
         .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))
 }
 
-/// 403 for a session too old to add a passkey without a code.
-fn reauthenticate() -> HttpResponse {
-    HttpResponse::build(StatusCode::FORBIDDEN).json(json!({
-        "error": "adding a passkey needs a recent sign-in: sign in again, or send a code \
-                  (code or recovery_code)",
-        "reauthenticate": true,
-    }))
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterOptionsBody {
@@ -73,8 +64,9 @@ pub struct RegisterOptionsBody {
 /// POST /v1/auth/passkeys/register/options (session): the options of a new
 /// passkey's creation (WebAuthn's JSON form) and the id of the challenge
 /// they carry. Needs a session opened at most `passkeys.recent_sign_in_secs`
-/// ago, or a TOTP code (or recovery code) in the body: 403 with
-/// `reauthenticate: true` otherwise.
+/// ago (with a passkey or a code when the account holds a factor already:
+/// [`auth::may_add_factor`]), or a TOTP code (or recovery code) in the body: 403
+/// with `reauthenticate: true` otherwise.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn register_options(
     state: web::Data<AppState>,
@@ -89,13 +81,9 @@ pub async fn register_options(
         (None, None) => None,
         _ => Some(mfa_routes::proof_of(&body.code, &body.recovery_code)?),
     };
-    let recent = {
-        let mut conn = state.pool.acquire().await?;
-        passkeys::session_recent(&mut conn, caller.session_id(), rp.recent_sign_in_secs).await?
-    };
-    if !recent {
+    if !auth::may_add_factor(&state, &caller).await? {
         let Some(proof) = proof else {
-            return Ok(reauthenticate());
+            return Ok(auth::reauthenticate());
         };
         // A fresh second factor stands for the recent sign-in (with the
         // code routes' budget, lockout and audit).
@@ -121,7 +109,7 @@ pub async fn register_options(
         tx.commit().await?;
     }
     let mut tx = state.pool.begin().await?;
-    mfa_routes::count_user_hour(&mut tx, &state, "passkey", user_id).await?;
+    mfa_routes::count_user_hour(&mut tx, &state, "passkey_register", user_id).await?;
     let existing = passkeys::credentials(&mut tx, user_id).await?;
     if existing.len() as i64 >= rp.max_per_user {
         return Err(ApiError::conflict(format!(
@@ -279,7 +267,8 @@ pub async fn rename(
 
 /// DELETE /v1/auth/passkeys/{id} (session): 404 unless the caller's; 409
 /// when it is the last factor of a staff member who must have MFA
-/// (`mfa.staff_required`, no TOTP on, no other passkey).
+/// (`mfa.staff_required`, no TOTP on, no other passkey). The sessions the
+/// passkey opened end (but the caller's); the account is mailed.
 #[tracing::instrument(skip_all, fields(user_id = %caller.user_id()))]
 pub async fn delete(
     state: web::Data<AppState>,
@@ -292,9 +281,9 @@ pub async fn delete(
     // The person's row is the lock: two deletes of the last two passkeys
     // are counted one after the other.
     users::lock_name(&mut tx, user_id).await?;
-    if !passkeys::delete(&mut tx, user_id, id).await? {
+    let Some(name) = passkeys::delete(&mut tx, user_id, id).await? else {
         return Err(ApiError::NotFound);
-    }
+    };
     if state.mfa.staff_required
         && passkeys::count(&mut tx, user_id).await? == 0
         && !mfa::is_enabled(&mut tx, user_id).await?
@@ -307,17 +296,39 @@ pub async fn delete(
              or turn on two-factor codes first",
         ));
     }
+    // What the passkey opened ends with it (a lost or stolen key's sessions,
+    // and the OAuth grants that depend on them), but the session deleting it.
+    let current = hub_domain::SessionId::from_uuid(caller.session_id());
+    let revoked = crate::sessions::revoke_opened_with(&mut tx, user_id, id, current).await?;
+    crate::sessions::enqueue_revoked(&mut tx, &state.naming, user_id, &revoked)
+        .await
+        .map_err(ApiError::internal)?;
     audit::record(
         &mut tx,
         Some(user_id),
         AuditAction::PasskeyDeleted,
         &format!("passkey:{id}"),
-        json!({}),
+        json!({"sessions_revoked": revoked.len()}),
         &caller.ip,
     )
     .await?;
+    if let Some(m) = &state.mailer {
+        m.enqueue_passkey_removed(&mut tx, &caller.identity.email, &name)
+            .await
+            .map_err(ApiError::internal)?;
+    }
     tx.commit().await?;
-    Ok(HttpResponse::Ok().json(json!({"status": "deleted"})))
+    if let Some(m) = &state.mailer {
+        m.kick();
+    }
+    let mut resp = HttpResponse::Ok();
+    if !revoked.is_empty() {
+        // Gateways drop the revoked sessions when the events arrive: sent
+        // before answering, as a logout's.
+        state.publish_now().await;
+        resp.insert_header(service_kit::http::identity_changed(user_id));
+    }
+    Ok(resp.json(json!({"status": "deleted", "sessions_revoked": revoked.len()})))
 }
 
 #[derive(Deserialize)]
@@ -458,7 +469,11 @@ pub async fn login(
                 Ok((handle, _)) if handle == user_id.as_uuid() => {}
                 _ => return Err(refused()),
             }
-            mfa_routes::count_user_hour(&mut tx, &state, "passkey", user_id).await?;
+            // Per person and address: a stranger who knows a credential id
+            // and its user spends their own address's budget, not the
+            // person's.
+            let kind = format!("passkey:ip:{}", ratelimit::ip_key(ctx.ip()));
+            mfa_routes::count_user_hour(&mut tx, &state, &kind, user_id).await?;
             let st: DiscoverableAuthentication =
                 serde_json::from_value(challenge.state).map_err(ApiError::internal)?;
             webauthn.finish_discoverable_authentication(
@@ -532,9 +547,9 @@ pub async fn login(
     let factors = match &mfa_hash {
         Some(hash) => {
             mfa::challenge_used(&mut tx, hash).await?;
-            Factors::LinkThenPasskey(key)
+            Factors::LinkThenPasskey(key, stored.id)
         }
-        None => Factors::Passkey(key),
+        None => Factors::Passkey(key, stored.id),
     };
     let session_token = auth::open_session(&mut tx, &state, user_id, ctx.ip(), factors).await?;
     tx.commit().await?;
