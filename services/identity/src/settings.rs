@@ -184,7 +184,7 @@ impl Layered for Settings {
     const SERVICE: &'static str = "identity";
     const DEFAULTS: &'static str = DEFAULTS;
     const DEV: &'static str = DEV;
-    const LIST_KEYS: &'static [&'static str] = &["auth.staff_emails"];
+    const LIST_KEYS: &'static [&'static str] = &["auth.staff_emails", "passkeys.origins"];
 
     /// The layers, then `STAFF_EMAILS` (comma-separated) replaces
     /// `auth.staff_emails` when set.
@@ -225,6 +225,11 @@ mod tests {
             "first-key-0123456789,second-key-0123456789",
         );
         std::env::set_var("STAFF_EMAILS", " Boss@Example.com ,ops@example.com,");
+        // A list from one variable, as the chart sets it.
+        std::env::set_var(
+            "IDENTITY__PASSKEYS__ORIGINS",
+            "https://console.example.com,https://app.example.com",
+        );
         let s = Settings::load().expect("settings load");
         for k in [
             "CONFIG_DIR",
@@ -232,6 +237,7 @@ mod tests {
             "IDENTITY__HTTP__PORT",
             "IDENTITY__ASSERTION__KEYS",
             "STAFF_EMAILS",
+            "IDENTITY__PASSKEYS__ORIGINS",
         ] {
             std::env::remove_var(k);
         }
@@ -246,6 +252,10 @@ mod tests {
         let keys: Vec<&str> = s.assertion.keys.iter().map(|k| k.expose_secret()).collect();
         assert_eq!(keys, ["first-key-0123456789", "second-key-0123456789"]);
         assert_eq!(s.auth.staff_emails, ["boss@example.com", "ops@example.com"]);
+        assert_eq!(
+            s.passkeys.origins,
+            ["https://console.example.com", "https://app.example.com"]
+        );
         // Secrets never print.
         assert!(!format!("{:?}", s.database).contains("postgres://"));
     }
