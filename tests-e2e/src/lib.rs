@@ -738,6 +738,20 @@ log_format = "pretty"
         .expect("terminate")
     }
 
+    /// Make the session of `token` an hour old (identity reads a session's
+    /// age from the database's clock, not the stack's).
+    pub async fn age_session(&self, token: &str) {
+        let aged = sqlx::query!(
+            "UPDATE identity.sessions SET created_at = now() - interval '1 hour' \
+             WHERE token_hash = $1",
+            identity::tokens::hash(token),
+        )
+        .execute(&self.db)
+        .await
+        .expect("an older session");
+        assert_eq!(aged.rows_affected(), 1, "one session of that token");
+    }
+
     /// Sign in through the gateway from a fresh client IP; returns the session token.
     pub async fn sign_in(&self, email: &str) -> String {
         let ip = random_ip();

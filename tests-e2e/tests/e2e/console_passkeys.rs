@@ -462,15 +462,7 @@ async fn a_session_no_longer_recent_is_told_to_sign_in_again_before_adding_a_pas
         .expect("security");
     let name = shown(&b, "#passkey-name").await;
     // The session an hour old (identity reads its age from the database).
-    let aged = sqlx::query(
-        "UPDATE identity.sessions SET created_at = now() - interval '1 hour' \
-         WHERE token_hash = $1",
-    )
-    .bind(identity::tokens::hash(&session_of(&b, &e).await))
-    .execute(&e.s.db)
-    .await
-    .expect("an older session");
-    assert_eq!(aged.rows_affected(), 1);
+    e.s.age_session(&session_of(&b, &e).await).await;
 
     // The page says to sign in again, with the button that does (the focus
     // on it: Enter presses it); nothing was added.

@@ -153,11 +153,13 @@ async fn sign_in_with(s: &TestStack, key: &mut Key, origin: &str) -> Resp {
 }
 
 async fn amr_of(s: &TestStack, session: &str) -> Vec<String> {
-    sqlx::query_scalar("SELECT amr FROM identity.sessions WHERE token_hash = $1")
-        .bind(identity::tokens::hash(session))
-        .fetch_one(&s.db)
-        .await
-        .expect("the session's amr")
+    sqlx::query_scalar!(
+        "SELECT amr FROM identity.sessions WHERE token_hash = $1",
+        identity::tokens::hash(session),
+    )
+    .fetch_one(&s.db)
+    .await
+    .expect("the session's amr")
 }
 
 async fn my_actions(s: &TestStack, session: &str) -> Vec<(String, Value)> {
@@ -422,19 +424,21 @@ async fn a_wrong_origin_a_replayed_assertion_and_a_counter_gone_back_are_refused
 
     // The stored counter ahead of the key's (a clone of this key signed
     // more often): the key's next signature is refused and audited.
-    let stored: i64 = sqlx::query_scalar(
-        "SELECT (credential->'cred'->>'counter')::bigint FROM identity.passkeys WHERE id = $1",
+    let passkey_id = uuid::Uuid::parse_str(&passkey_id).expect("uuid");
+    let stored = sqlx::query_scalar!(
+        r#"SELECT (credential->'cred'->>'counter')::bigint AS "counter!"
+           FROM identity.passkeys WHERE id = $1"#,
+        passkey_id,
     )
-    .bind(uuid::Uuid::parse_str(&passkey_id).expect("uuid"))
     .fetch_one(&s.db)
     .await
     .expect("the stored counter");
     assert!(stored >= 1, "the counter was kept: {stored}");
-    sqlx::query(
+    sqlx::query!(
         "UPDATE identity.passkeys SET credential = jsonb_set(credential, '{cred,counter}', '1000') \
          WHERE id = $1",
+        passkey_id,
     )
-    .bind(uuid::Uuid::parse_str(&passkey_id).expect("uuid"))
     .execute(&s.db)
     .await
     .expect("counter moved");
@@ -561,14 +565,7 @@ async fn adding_a_passkey_needs_a_recent_sign_in_or_a_code() {
     let s = TestStack::spawn().await;
     let user = email("stale");
     let (session, secret, _) = enable(&s, &user).await;
-    sqlx::query(
-        "UPDATE identity.sessions SET created_at = now() - interval '1 hour' \
-         WHERE token_hash = $1",
-    )
-    .bind(identity::tokens::hash(&session))
-    .execute(&s.db)
-    .await
-    .expect("an old session");
+    s.age_session(&session).await;
     let r = s
         .post(
             "/v1/auth/passkeys/register/options",
